@@ -1,0 +1,261 @@
+//! The code generator's state: the function being built, the link layer in force and the offsets
+//! that `vlan`, `mpls` and `pppoes` move, and the primitive builders (loads and comparisons) that
+//! every protocol module uses.
+
+use sift_ir::{BinOp, Block, CmpOp, Function, Inst, LoadSize, Terminator, Value};
+
+use crate::cond::{Cond, Edge, Exit, UNPATCHED};
+use crate::linktype::Dlt;
+
+/// A code-generation failure; the caller attaches the span of the primitive being lowered.
+pub(crate) type GenResult<T> = Result<T, String>;
+
+/// Where an offset is measured from (libpcap's `e_offrel`).
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub(crate) enum OffRel {
+    /// The current link-layer header.
+    LinkHdr,
+    /// The 802.2 LLC header (the start of the link-layer payload).
+    Llc,
+    /// The last MPLS label before the network-layer header.
+    PrevMplsHdr,
+    /// The network-layer header, assuming Ethernet II / SNAP framing.
+    LinkPl,
+    /// The network-layer header, assuming 802.2 framing without SNAP.
+    LinkPlNoSnap,
+    /// The link-layer type field.
+    LinkType,
+    /// The transport header after an IPv4 header of variable length.
+    TranIpv4,
+    /// The transport header after a fixed 40-byte IPv6 header.
+    TranIpv6,
+}
+
+/// The link-layer state, as libpcap's compiler state keeps it.
+#[derive(Clone, Debug)]
+pub(crate) struct LinkState {
+    pub linktype: Dlt,
+    pub prevlinktype: Dlt,
+    pub off_linkhdr: u32,
+    pub off_prevlinkhdr: u32,
+    pub off_linkpl: u32,
+    /// `None` where the link layer has no type field (raw IP).
+    pub off_linktype: Option<u32>,
+    pub off_nl: u32,
+    pub off_nl_nosnap: u32,
+    pub label_stack_depth: u32,
+    pub vlan_stack_depth: u32,
+}
+
+/// Compile-time facts about the capture the filter is for.
+#[derive(Clone, Copy, Debug)]
+pub(crate) struct Env {
+    /// The capture file is in the opposite byte order to this machine (affects the address
+    /// family field of BSD loopback headers, which is in the writer's byte order).
+    pub swapped: bool,
+}
+
+pub(crate) struct Gen {
+    pub f: Function,
+    pub link: LinkState,
+    pub env: Env,
+    /// The netmask `ip broadcast` uses.
+    pub netmask: u32,
+    /// Arithmetic values currently held in libpcap's 16 scratch registers.
+    pub live_registers: usize,
+    /// libpcap disables its optimizer for filters that use `protochain`.
+    pub no_optimize: bool,
+    /// An error libpcap's optimizer would report (constant division by zero).
+    pub optimizer_error: Option<String>,
+}
+
+fn branch_cond(f: &mut Function, block: Block, op: CmpOp, lhs: Value, rhs: Value) -> Cond {
+    f.set_term(
+        block,
+        Terminator::Branch {
+            op,
+            lhs,
+            rhs,
+            then_: UNPATCHED.into(),
+            else_: UNPATCHED.into(),
+        },
+    );
+    Cond {
+        entry: block,
+        when_true: vec![Exit {
+            block,
+            edge: Edge::Then,
+        }],
+        when_false: vec![Exit {
+            block,
+            edge: Edge::Else,
+        }],
+    }
+}
+
+impl Gen {
+    /// The absolute offset and optional index register for a load relative to `rel`.
+    fn address(&mut self, block: Block, rel: OffRel, offset: u32) -> (Option<Value>, u32) {
+        let l = &self.link;
+        let base = match rel {
+            OffRel::LinkHdr => l.off_linkhdr,
+            OffRel::Llc => l.off_linkpl,
+            OffRel::PrevMplsHdr => l.off_linkpl.wrapping_add(l.off_nl).wrapping_sub(4),
+            OffRel::LinkPl => l.off_linkpl.wrapping_add(l.off_nl),
+            OffRel::LinkPlNoSnap => l.off_linkpl.wrapping_add(l.off_nl_nosnap),
+            OffRel::LinkType => l.off_linktype.unwrap_or(0),
+            OffRel::TranIpv6 => l.off_linkpl.wrapping_add(l.off_nl).wrapping_add(40),
+            OffRel::TranIpv4 => {
+                let x = self.ipv4_header_len(block);
+                let k = self.link.off_linkpl.wrapping_add(self.link.off_nl);
+                return (Some(x), k.wrapping_add(offset));
+            }
+        };
+        (None, base.wrapping_add(offset))
+    }
+
+    /// Emits a load of `size` bytes at `offset` relative to `rel` into `block`.
+    pub fn load(&mut self, block: Block, rel: OffRel, offset: u32, size: LoadSize) -> Value {
+        let (index, offset) = self.address(block, rel, offset);
+        self.f.push(
+            block,
+            Inst::Load {
+                index,
+                offset,
+                size,
+            },
+        )
+    }
+
+    /// The IPv4 header length in bytes, `4 * (ip[0] & 0xf)` (classic BPF's `ldx 4*([k]&0xf)`).
+    pub fn ipv4_header_len(&mut self, block: Block) -> Value {
+        let k = self.link.off_linkpl.wrapping_add(self.link.off_nl);
+        let b = self.f.push(
+            block,
+            Inst::Load {
+                index: None,
+                offset: k,
+                size: LoadSize::Byte,
+            },
+        );
+        let mask = self.f.iconst(block, 0xf);
+        let low = self.f.push(block, Inst::Binary(BinOp::And, b, mask));
+        let two = self.f.iconst(block, 2);
+        self.f.push(block, Inst::Binary(BinOp::Shl, low, two))
+    }
+
+    /// A branch on `op(value, k)` ending `block`.
+    pub fn branch_const(&mut self, block: Block, op: CmpOp, value: Value, k: u32) -> Cond {
+        let kv = self.f.iconst(block, k);
+        branch_cond(&mut self.f, block, op, value, kv)
+    }
+
+    /// A branch on `op(lhs, rhs)` ending `block`.
+    pub fn branch(&mut self, block: Block, op: CmpOp, lhs: Value, rhs: Value) -> Cond {
+        branch_cond(&mut self.f, block, op, lhs, rhs)
+    }
+
+    /// libpcap's `gen_ncmp`: `(load & mask) op v` in a new block; `reverse` negates `>`/`>=`.
+    pub fn ncmp(
+        &mut self,
+        rel: OffRel,
+        offset: u32,
+        size: LoadSize,
+        mask: u32,
+        op: CmpOp,
+        reverse: bool,
+        v: u32,
+    ) -> Cond {
+        let block = self.f.create_block();
+        let mut x = self.load(block, rel, offset, size);
+        if mask != 0xffff_ffff {
+            let m = self.f.iconst(block, mask);
+            x = self.f.push(block, Inst::Binary(BinOp::And, x, m));
+        }
+        let c = self.branch_const(block, op, x, v);
+        if reverse && matches!(op, CmpOp::Gt | CmpOp::Ge) {
+            c.not()
+        } else {
+            c
+        }
+    }
+
+    pub fn cmp(&mut self, rel: OffRel, offset: u32, size: LoadSize, v: u32) -> Cond {
+        self.ncmp(rel, offset, size, 0xffff_ffff, CmpOp::Eq, false, v)
+    }
+
+    pub fn cmp_gt(&mut self, rel: OffRel, offset: u32, size: LoadSize, v: u32) -> Cond {
+        self.ncmp(rel, offset, size, 0xffff_ffff, CmpOp::Gt, false, v)
+    }
+
+    pub fn mcmp(&mut self, rel: OffRel, offset: u32, size: LoadSize, v: u32, mask: u32) -> Cond {
+        self.ncmp(rel, offset, size, mask, CmpOp::Eq, false, v)
+    }
+
+    /// `(load & mask) != 0` as classic BPF's `jset` tests it.
+    pub fn jset(&mut self, rel: OffRel, offset: u32, size: LoadSize, mask: u32) -> Cond {
+        self.ncmp(rel, offset, size, 0xffff_ffff, CmpOp::Set, false, mask)
+    }
+
+    /// libpcap's `gen_bcmp`: compares `bytes` at `offset`, the last four bytes first.
+    pub fn bcmp(&mut self, rel: OffRel, offset: u32, bytes: &[u8]) -> Cond {
+        let mut size = bytes.len();
+        let mut acc: Option<Cond> = None;
+        let mut push = |g: &mut Gen, c: Cond| {
+            acc = Some(match acc.take() {
+                Some(prev) => g.and(prev, c),
+                None => c,
+            });
+        };
+        while size >= 4 {
+            let p = &bytes[size - 4..size];
+            let v = u32::from_be_bytes([p[0], p[1], p[2], p[3]]);
+            let c = self.cmp(rel, offset.wrapping_add(size as u32 - 4), LoadSize::Word, v);
+            push(self, c);
+            size -= 4;
+        }
+        while size >= 2 {
+            let p = &bytes[size - 2..size];
+            let v = u32::from(u16::from_be_bytes([p[0], p[1]]));
+            let c = self.cmp(rel, offset.wrapping_add(size as u32 - 2), LoadSize::Half, v);
+            push(self, c);
+            size -= 2;
+        }
+        if size > 0 {
+            let c = self.cmp(rel, offset, LoadSize::Byte, u32::from(bytes[0]));
+            push(self, c);
+        }
+        acc.expect("bcmp of no bytes")
+    }
+
+    /// A condition that is always true (`sense`) or always false.
+    pub fn uncond(&mut self, sense: bool) -> Cond {
+        let block = self.f.create_block();
+        self.f.set_term(block, Terminator::Jump(UNPATCHED.into()));
+        let exit = vec![Exit {
+            block,
+            edge: Edge::Jump,
+        }];
+        if sense {
+            Cond {
+                entry: block,
+                when_true: exit,
+                when_false: vec![],
+            }
+        } else {
+            Cond {
+                entry: block,
+                when_true: vec![],
+                when_false: exit,
+            }
+        }
+    }
+
+    pub fn and(&mut self, a: Cond, b: Cond) -> Cond {
+        crate::cond::and(&mut self.f, a, b)
+    }
+
+    pub fn or(&mut self, a: Cond, b: Cond) -> Cond {
+        crate::cond::or(&mut self.f, a, b)
+    }
+}
