@@ -81,7 +81,10 @@ mod tests {
     #[test]
     fn masks() {
         assert_eq!(linktype_from_field(0x5000_0001), 1);
-        assert_eq!(linktype_from_field(0x0400_0001), 0x0400_0001 & LINKTYPE_MASK);
+        assert_eq!(
+            linktype_from_field(0x0400_0001),
+            0x0400_0001 & LINKTYPE_MASK
+        );
         assert_eq!(LINKTYPE_MASK | LINKTYPE_EXT_MASK, u32::MAX);
         assert_eq!(LINKTYPE_MASK & LINKTYPE_EXT_MASK, 0);
     }

@@ -326,7 +326,14 @@ pub(crate) mod tests {
 
     #[test]
     fn fcs_bits_are_masked() {
-        let f = build(ByteOrder::Little, MAGIC_MICRO, (2, 4), 100, 0x5000_0001, &[]);
+        let f = build(
+            ByteOrder::Little,
+            MAGIC_MICRO,
+            (2, 4),
+            100,
+            0x5000_0001,
+            &[],
+        );
         let (h, _, _) = read_all(&f);
         assert_eq!(h.linktype(), 1);
         assert_eq!(h.linktype_field, 0x5000_0001);
@@ -335,7 +342,14 @@ pub(crate) mod tests {
     #[test]
     fn old_versions_swap_lengths() {
         let d = [0u8; 10];
-        let f = build(ByteOrder::Little, MAGIC_MICRO, (2, 2), 100, 1, &[(0, 0, 20, 10, &d)]);
+        let f = build(
+            ByteOrder::Little,
+            MAGIC_MICRO,
+            (2, 2),
+            100,
+            1,
+            &[(0, 0, 20, 10, &d)],
+        );
         let (_, recs, err) = read_all(&f);
         assert!(err.is_none());
         assert_eq!((recs[0].caplen(), recs[0].wire_len), (10, 20));

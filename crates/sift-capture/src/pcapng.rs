@@ -737,7 +737,10 @@ pub(crate) mod tests {
         let mut b = NgBuilder::new(ByteOrder::Little);
         b.shb().idb(1, 0, &[]).epb(0, 1, 4, &[1; 4]);
         let mut c = NgBuilder::new(ByteOrder::Big);
-        c.shb().idb(101, 0, &[]).epb(0, 2, 4, &[2; 4]).block(0x0BAD, vec![9; 7]);
+        c.shb()
+            .idb(101, 0, &[])
+            .epb(0, 2, 4, &[2; 4])
+            .block(0x0BAD, vec![9; 7]);
         b.out.extend(c.out);
         let (recs, err) = read_all(&b.out);
         assert!(err.is_none(), "{err:?}");

@@ -312,7 +312,10 @@ mod tests {
             assert_eq!(recs.len(), expect, "cut at {cut}");
             assert_eq!(recs[..], all[..expect], "cut at {cut}");
             match err {
-                None => assert!(clean_points.contains(&(cut as u64)), "cut at {cut}: no error"),
+                None => assert!(
+                    clean_points.contains(&(cut as u64)),
+                    "cut at {cut}: no error"
+                ),
                 Some(e) => {
                     assert!(!clean_points.contains(&(cut as u64)), "cut at {cut}: {e}");
                     assert!(e.offset() <= cut as u64, "cut at {cut}: {e}");
@@ -359,7 +362,9 @@ mod tests {
         for prefix in [
             &[0xD4u8, 0xC3, 0xB2, 0xA1][..],
             &[0xA1, 0xB2, 0x3C, 0x4D],
-            &[0x0A, 0x0D, 0x0D, 0x0A, 0x1C, 0, 0, 0, 0x4D, 0x3C, 0x2B, 0x1A],
+            &[
+                0x0A, 0x0D, 0x0D, 0x0A, 0x1C, 0, 0, 0, 0x4D, 0x3C, 0x2B, 0x1A,
+            ],
         ] {
             for _ in 0..300 {
                 let mut f = prefix.to_vec();

@@ -142,9 +142,8 @@ impl<W: Write> PcapWriter<W> {
     /// Writes one packet. The time stamp is converted to the file's resolution
     /// as libpcap does (truncating); seconds are stored in 32 bits.
     pub fn write_packet(&mut self, ts: &Timestamp, wire_len: u32, data: &[u8]) -> io::Result<()> {
-        let caplen = u32::try_from(data.len()).map_err(|_| {
-            io::Error::new(io::ErrorKind::InvalidInput, "packet longer than 4 GiB")
-        })?;
+        let caplen = u32::try_from(data.len())
+            .map_err(|_| io::Error::new(io::ErrorKind::InvalidInput, "packet longer than 4 GiB"))?;
         let frac = ts.frac_in(self.header.resolution.ts_resolution());
         let mut h = [0u8; 16];
         h[0..4].copy_from_slice(&(ts.raw_secs() as u32).to_ne_bytes());
@@ -206,7 +205,14 @@ mod tests {
         let d: &[u8] = &[9; 7];
         let rec = [(100, 5, 7, 7, d)];
         let big = build(ByteOrder::Big, MAGIC_MICRO, (2, 4), 1500, 0x5000_0001, &rec);
-        let native = build(ByteOrder::NATIVE, MAGIC_MICRO, (2, 4), 1500, 0x5000_0001, &rec);
+        let native = build(
+            ByteOrder::NATIVE,
+            MAGIC_MICRO,
+            (2, 4),
+            1500,
+            0x5000_0001,
+            &rec,
+        );
         assert_eq!(copy_like_tcpdump(&big), native);
     }
 

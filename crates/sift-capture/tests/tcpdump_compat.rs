@@ -171,7 +171,11 @@ fn output_matches_tcpdump() {
         let stderr = String::from_utf8_lossy(&out.stderr);
         let theirs_failed = !out.status.success();
         let ours = ours(path);
-        let name = path.strip_prefix(&corpus).unwrap_or(path).display().to_string();
+        let name = path
+            .strip_prefix(&corpus)
+            .unwrap_or(path)
+            .display()
+            .to_string();
 
         match &ours.output {
             None => {
@@ -271,7 +275,11 @@ fn corpus_truncations() {
             assert!(got.len() <= full.len());
             assert_eq!(got[..], full[..got.len()], "{}: cut {cut}", path.display());
             if let Some(e) = err {
-                assert!(e.offset() <= cut as u64, "{}: cut {cut}: {e}", path.display());
+                assert!(
+                    e.offset() <= cut as u64,
+                    "{}: cut {cut}: {e}",
+                    path.display()
+                );
             }
         }
     }

@@ -57,7 +57,13 @@ impl B {
     }
     fn pcap(order: Order, magic: u32, ver: (u16, u16), snap: u32, lt: u32) -> B {
         let mut b = B::new(order);
-        b.u32(magic).u16(ver.0).u16(ver.1).u32(0).u32(0).u32(snap).u32(lt);
+        b.u32(magic)
+            .u16(ver.0)
+            .u16(ver.1)
+            .u32(0)
+            .u32(0)
+            .u32(snap)
+            .u32(lt);
         b
     }
     fn rec(&mut self, s: u32, f: u32, cap: u32, len: u32, d: &[u8]) -> &mut Self {
@@ -254,7 +260,10 @@ fn cases() -> Vec<(&'static str, Vec<u8>)> {
     );
     add(
         "pcapng linktype 12",
-        B::new(Order::Le).shb().idb(12, 100, None, None).epb(0, 5, 60, &d),
+        B::new(Order::Le)
+            .shb()
+            .idb(12, 100, None, None)
+            .epb(0, 5, 60, &d),
     );
     let mut cut = B::new(Order::Le);
     cut.shb()
