@@ -23,8 +23,15 @@ pub enum ParseErrorKind {
     /// A dotted IPv4 address after `port`, `portrange`, `proto` or `protochain` (libpcap rejects
     /// this in the grammar itself). The string is the qualifier.
     AddressAfterQualifier(&'static str),
+    /// A name, number or IPv4 address in identifier position with nothing to inherit qualifiers
+    /// from, because the primitive before it has none: `tcp or 80`, `(tcp) and foo`. libpcap
+    /// reports this from its code generator as "syntax error in filter expression". The string
+    /// is the identifier as written.
+    NoQualifiers(String),
     /// Parentheses, `not` or unary minus nested deeper than [`crate::MAX_DEPTH`].
     TooDeep,
+    /// An error found after parsing (by the lowering stage), rendered with the same caret line.
+    Semantic(String),
 }
 
 /// A lexical or syntax error, with the span of the offending token.
@@ -46,6 +53,7 @@ impl ParseError {
             self.kind,
             ParseErrorKind::Unexpected { .. }
                 | ParseErrorKind::IllegalCharacter(_)
+                | ParseErrorKind::NoQualifiers(_)
                 | ParseErrorKind::TooDeep
         )
     }
@@ -124,6 +132,12 @@ impl fmt::Display for ParseError {
             ParseErrorKind::AddressAfterQualifier(q) => {
                 write!(f, "'{q}' modifier applied to ip host")
             }
+            ParseErrorKind::NoQualifiers(s) => write!(
+                f,
+                "syntax error: `{s}` has no qualifiers to inherit (the primitive before it has \
+                 none); write them out, e.g. `host {s}` or `port {s}`"
+            ),
+            ParseErrorKind::Semantic(m) => f.write_str(m),
             ParseErrorKind::TooDeep => write!(
                 f,
                 "expression nested too deeply (more than {} levels)",
