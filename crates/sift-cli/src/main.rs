@@ -13,7 +13,11 @@ use sift::{Filter, Options};
 use sift_capture::{ByteOrder, CaptureReader, PcapWriter};
 
 #[derive(Parser)]
-#[command(name = "sift", version, about = "Packet filters with libpcap's exact semantics")]
+#[command(
+    name = "sift",
+    version,
+    about = "Packet filters with libpcap's exact semantics"
+)]
 struct Cli {
     #[command(subcommand)]
     command: Command,
@@ -111,7 +115,13 @@ fn run(cli: Cli) -> Result<ExitCode> {
             linktype,
             expr_file,
             expression: args,
-        } => filter(&read, write.as_ref(), count, linktype, &expression(&args, expr_file.as_ref())?),
+        } => filter(
+            &read,
+            write.as_ref(),
+            count,
+            linktype,
+            &expression(&args, expr_file.as_ref())?,
+        ),
     }
 }
 
@@ -128,7 +138,11 @@ fn filter(
     let mut accepted: u64 = 0;
     let mut seen: u64 = 0;
     let progress = io::stderr().is_terminal();
-    let native = if cfg!(target_endian = "little") { ByteOrder::Little } else { ByteOrder::Big };
+    let native = if cfg!(target_endian = "little") {
+        ByteOrder::Little
+    } else {
+        ByteOrder::Big
+    };
     let mut failure = None;
     for path in inputs {
         let file = File::open(path).with_context(|| format!("opening {}", path.display()))?;

@@ -72,9 +72,7 @@ pub fn parse_function(text: &str) -> Result<Function, ParseError> {
         if let Some((lhs, rhs)) = line.split_once('=') {
             let name = lhs.trim();
             let mut words = rhs.split_whitespace();
-            let opcode = words
-                .next()
-                .ok_or_else(|| err("missing opcode".into()))?;
+            let opcode = words.next().ok_or_else(|| err("missing opcode".into()))?;
             let operands = split_list(&rhs.trim()[opcode.len()..]);
             // Placeholder; the real instruction is filled in pass 2.
             let v = f.push(b, Inst::Const(0));
@@ -127,7 +125,10 @@ fn block_named<'a>(f: &mut Function, blocks: &mut HashMap<&'a str, Block>, name:
 }
 
 fn split_list(s: &str) -> Vec<&str> {
-    s.split(',').map(str::trim).filter(|w| !w.is_empty()).collect()
+    s.split(',')
+        .map(str::trim)
+        .filter(|w| !w.is_empty())
+        .collect()
 }
 
 fn parse_u32(s: &str) -> Result<u32, String> {

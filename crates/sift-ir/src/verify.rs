@@ -117,7 +117,8 @@ fn has_cycle(f: &Function) -> bool {
 /// Checks the invariants listed in the module documentation.
 pub fn verify(f: &Function) -> Result<(), VerifyError> {
     let mut violations = Vec::new();
-    let mut fail = |block: Option<Block>, message: String| violations.push(Violation { block, message });
+    let mut fail =
+        |block: Option<Block>, message: String| violations.push(Violation { block, message });
     if f.blocks.is_empty() {
         fail(None, "function has no entry block".into());
         return Err(VerifyError { violations });
@@ -133,7 +134,10 @@ pub fn verify(f: &Function) -> Result<(), VerifyError> {
                 continue;
             }
             if f.values[p.index()] != Inst::Param(b) {
-                fail(Some(b), format!("parameter {p} is not defined as a parameter of {b}"));
+                fail(
+                    Some(b),
+                    format!("parameter {p} is not defined as a parameter of {b}"),
+                );
             }
             if def[p.index()].replace((b, 0)).is_some() {
                 fail(Some(b), format!("{p} is defined twice"));
@@ -145,7 +149,10 @@ pub fn verify(f: &Function) -> Result<(), VerifyError> {
                 continue;
             }
             if matches!(f.values[v.index()], Inst::Param(_)) {
-                fail(Some(b), format!("{v} is a parameter listed as an instruction"));
+                fail(
+                    Some(b),
+                    format!("{v} is a parameter listed as an instruction"),
+                );
             }
             if def[v.index()].replace((b, i + 1)).is_some() {
                 fail(Some(b), format!("{v} is defined twice"));
@@ -202,7 +209,10 @@ pub fn verify(f: &Function) -> Result<(), VerifyError> {
             Some((db, _)) => reachable[user.index()] && dominates(db, user),
         };
         if !ok {
-            fail(Some(user), format!("{what} uses {v}, which does not dominate it"));
+            fail(
+                Some(user),
+                format!("{what} uses {v}, which does not dominate it"),
+            );
         }
     };
     for (bi, data) in f.blocks.iter().enumerate() {

@@ -118,7 +118,8 @@ impl Gen {
                     }
                     (ArithOp::Div | ArithOp::Mod, _) if a1.tree.fold() == Some(0) => {
                         // libpcap's optimizer finds the zero divisor when it folds constants.
-                        self.optimizer_error.get_or_insert_with(|| "division by zero".into());
+                        self.optimizer_error
+                            .get_or_insert_with(|| "division by zero".into());
                     }
                     _ => {}
                 }
@@ -241,7 +242,13 @@ impl Gen {
     }
 
     /// `lhs op rhs` (negated for `<=`, `<`, `!=`), guarded by the operands' protocol checks.
-    pub fn relation(&mut self, op: RelOp, negated: bool, lhs: &Arith, rhs: &Arith) -> GenResult<Cond> {
+    pub fn relation(
+        &mut self,
+        op: RelOp,
+        negated: bool,
+        lhs: &Arith,
+        rhs: &Arith,
+    ) -> GenResult<Cond> {
         let a0 = self.arith(lhs)?;
         let a1 = self.arith(rhs)?;
         self.live_registers -= 2;

@@ -16,7 +16,10 @@ impl Gen {
             return Err("no VLAN match after MPLS".into());
         }
         if self.link.linktype != Dlt::En10mb {
-            return Err(format!("no VLAN support for {}", self.link.linktype.description()));
+            return Err(format!(
+                "no VLAN support for {}",
+                self.link.linktype.description()
+            ));
         }
         let b0 = self.linktype(ETHERTYPE_8021Q)?;
         let b1 = self.linktype(ETHERTYPE_8021AD)?;
@@ -69,7 +72,9 @@ impl Gen {
         let mut b0 = self.linktype(ETHERTYPE_PPPOES)?;
         if let Some(s) = session {
             if s > 0xffff {
-                return Err(format!("PPPoE session number {s} greater than maximum 65535"));
+                return Err(format!(
+                    "PPPoE session number {s} greater than maximum 65535"
+                ));
             }
             let b1 = self.mcmp(OffRel::LinkPl, 0, Word, s, 0x0000_ffff);
             b0 = self.and(b0, b1);
@@ -90,7 +95,10 @@ impl Gen {
     /// `llc`: an 802.2 frame (Ethernet only among sift's link types).
     pub fn llc(&mut self, kind: Option<&str>) -> GenResult<Cond> {
         if self.link.linktype != Dlt::En10mb {
-            return Err(format!("'llc' not supported for {}", self.link.linktype.description()));
+            return Err(format!(
+                "'llc' not supported for {}",
+                self.link.linktype.description()
+            ));
         }
         let is_8023 = self.cmp_gt(OffRel::LinkType, 0, Half, ETHERMTU).not();
         let not_raw = self.cmp(OffRel::Llc, 0, Half, 0xffff).not();

@@ -254,7 +254,8 @@ fn reachable_from(f: &Function, entry: Block) -> Function {
     for old in &order {
         let mut data = shifted.blocks[old.index()].clone();
         for t in data.term.targets_mut() {
-            t.block = renumber[t.block.index()].expect("successors of reachable blocks are reachable");
+            t.block =
+                renumber[t.block.index()].expect("successors of reachable blocks are reachable");
         }
         out.blocks.push(data);
     }

@@ -69,12 +69,23 @@ impl Gen {
     pub fn byte_op(&mut self, index: u32, op: ByteOp, value: u32) -> GenResult<Cond> {
         Ok(match op {
             ByteOp::Eq => self.cmp(OffRel::LinkHdr, index, Byte, value),
-            ByteOp::Lt => self.ncmp(OffRel::LinkHdr, index, Byte, 0xffff_ffff, CmpOp::Ge, true, value),
+            ByteOp::Lt => self.ncmp(
+                OffRel::LinkHdr,
+                index,
+                Byte,
+                0xffff_ffff,
+                CmpOp::Ge,
+                true,
+                value,
+            ),
             ByteOp::Gt => self.cmp_gt(OffRel::LinkHdr, index, Byte, value),
             // libpcap emits `byte N & V` and `byte N | V` without loading the byte: the result
             // depends on whatever the accumulator held. sift refuses rather than guess.
             ByteOp::And | ByteOp::Or => {
-                return Err("'byte' with '&' or '|' is not supported (libpcap does not load the byte)".into())
+                return Err(
+                    "'byte' with '&' or '|' is not supported (libpcap does not load the byte)"
+                        .into(),
+                )
             }
         })
     }

@@ -11,14 +11,20 @@ use crate::gen::{Gen, GenResult};
 use crate::linktype::Dlt;
 use crate::netdb::{self, PortOwner};
 use crate::port::PortProto;
-use crate::proto::{IPPROTO_SCTP, IPPROTO_TCP, IPPROTO_UDP, ISO10589_ISIS, ISO8473_CLNP, ISO9542_ESIS};
+use crate::proto::{
+    IPPROTO_SCTP, IPPROTO_TCP, IPPROTO_UDP, ISO10589_ISIS, ISO8473_CLNP, ISO9542_ESIS,
+};
 
 /// libpcap's `__pcap_atoin`: a dotted IPv4 prefix and its length in bits.
 fn atoin(s: &str) -> Option<(u32, u32)> {
     let mut addr = 0u32;
     let mut len = 0;
     for part in s.split('.') {
-        let n: u32 = if part.is_empty() { 0 } else { part.parse().ok()? };
+        let n: u32 = if part.is_empty() {
+            0
+        } else {
+            part.parse().ok()?
+        };
         if n > 255 {
             return None;
         }
@@ -92,11 +98,14 @@ impl Gen {
                     if self.link.linktype != Dlt::En10mb {
                         return Err("only ethernet/FDDI/token ring/802.11/ATM LANE/Fibre Channel supports link-level host name".into());
                     }
-                    let mac = netdb::ether_host(name).ok_or_else(|| format!("unknown ether host '{name}'"))?;
+                    let mac = netdb::ether_host(name)
+                        .ok_or_else(|| format!("unknown ether host '{name}'"))?;
                     return self.ehost(mac, dir);
                 }
                 if proto == Proto::Decnet {
-                    return Err(format!("decnet name support not included, '{name}' cannot be translated"));
+                    return Err(format!(
+                        "decnet name support not included, '{name}' cannot be translated"
+                    ));
                 }
                 let addrs = netdb::host_addresses(name);
                 if addrs.is_empty() {
@@ -129,20 +138,25 @@ impl Gen {
                     });
                 }
                 acc.ok_or_else(|| {
-                    let suffix = if proto == Proto::Default { "" } else { " for specified address family" };
+                    let suffix = if proto == Proto::Default {
+                        ""
+                    } else {
+                        " for specified address family"
+                    };
                     format!("unknown host '{name}'{suffix}")
                 })
             }
             AddrKind::Port => {
                 port_proto(proto, "port")?;
-                let (port, owner) = netdb::port(name).ok_or_else(|| format!("unknown port '{name}'"))?;
+                let (port, owner) =
+                    netdb::port(name).ok_or_else(|| format!("unknown port '{name}'"))?;
                 let pp = resolve_owner(proto, owner, name, "port")?;
                 self.port(port, pp, dir)
             }
             AddrKind::PortRange => {
                 port_proto(proto, "portrange")?;
-                let (p1, p2, owner) =
-                    netdb::port_range(name).ok_or_else(|| format!("unknown port in range '{name}'"))?;
+                let (p1, p2, owner) = netdb::port_range(name)
+                    .ok_or_else(|| format!("unknown port in range '{name}'"))?;
                 let pp = resolve_owner(proto, owner, name, "port in range")?;
                 for p in [p1, p2] {
                     if p < 0 {
@@ -172,7 +186,9 @@ impl Gen {
             Proto::Default | Proto::Ip | Proto::Ipv6 => {
                 netdb::ip_protocol(name).ok_or_else(|| format!("unknown ip proto '{name}'"))
             }
-            Proto::Link => netdb::ether_protocol(name).ok_or_else(|| format!("unknown ether proto '{name}'")),
+            Proto::Link => {
+                netdb::ether_protocol(name).ok_or_else(|| format!("unknown ether proto '{name}'"))
+            }
             Proto::Iso => match name {
                 "esis" => Ok(ISO9542_ESIS),
                 "isis" => Ok(ISO10589_ISIS),
@@ -240,7 +256,13 @@ impl Gen {
     }
 
     /// `A.B.C.D/len` or `A.B.C.D mask M.M.M.M` (`gen_mcode`).
-    pub fn mcode(&mut self, s1: &str, mask_text: Option<&str>, masklen: u32, q: Qualifiers) -> GenResult<Cond> {
+    pub fn mcode(
+        &mut self,
+        s1: &str,
+        mask_text: Option<&str>,
+        masklen: u32,
+        q: Qualifiers,
+    ) -> GenResult<Cond> {
         let (n, nlen) = atoin(s1).ok_or_else(|| format!("invalid IPv4 address '{s1}'"))?;
         let n = n.checked_shl(32 - nlen).unwrap_or(0);
         let m = match mask_text {
@@ -256,7 +278,11 @@ impl Gen {
                 if masklen > 32 {
                     return Err("mask length must be <= 32".into());
                 }
-                let m = if masklen == 0 { 0 } else { 0xffff_ffffu32 << (32 - masklen) };
+                let m = if masklen == 0 {
+                    0
+                } else {
+                    0xffff_ffffu32 << (32 - masklen)
+                };
                 if n & !m != 0 {
                     return Err(format!("non-network bits set in \"{s1}/{masklen}\""));
                 }
@@ -275,14 +301,20 @@ impl Gen {
         if masklen > 128 {
             return Err("mask length must be <= 128".into());
         }
-        let bits = if masklen == 0 { 0u128 } else { u128::MAX << (128 - masklen) };
+        let bits = if masklen == 0 {
+            0u128
+        } else {
+            u128::MAX << (128 - masklen)
+        };
         let mask = bits.to_be_bytes();
         let a = u128::from(addr);
         if a & !bits != 0 {
             return Err(format!("non-network bits set in \"{s}/{masklen}\""));
         }
         match q.addr {
-            AddrKind::Default | AddrKind::Host if masklen != 128 => Err("Mask syntax for networks only".into()),
+            AddrKind::Default | AddrKind::Host if masklen != 128 => {
+                Err("Mask syntax for networks only".into())
+            }
             AddrKind::Default | AddrKind::Host | AddrKind::Net => {
                 self.host6(addr.octets(), mask, q.proto, q.dir, q.addr)
             }

@@ -173,9 +173,15 @@ mod tests {
 
     #[test]
     fn macs() {
-        assert_eq!(parse_mac("00:11:22:33:44:55"), Some([0, 0x11, 0x22, 0x33, 0x44, 0x55]));
+        assert_eq!(
+            parse_mac("00:11:22:33:44:55"),
+            Some([0, 0x11, 0x22, 0x33, 0x44, 0x55])
+        );
         assert_eq!(parse_mac("0:1:2:3:4:5"), Some([0, 1, 2, 3, 4, 5]));
-        assert_eq!(parse_mac("0011.2233.4455"), Some([0, 0x11, 0x22, 0x33, 0x44, 0x55]));
+        assert_eq!(
+            parse_mac("0011.2233.4455"),
+            Some([0, 0x11, 0x22, 0x33, 0x44, 0x55])
+        );
     }
 
     #[test]

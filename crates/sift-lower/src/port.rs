@@ -2,8 +2,8 @@
 //! only first fragments are considered; over IPv6 only a transport header directly after the
 //! fixed header is (no extension headers), exactly as libpcap 1.10 does.
 
-use sift_ir::LoadSize::{Byte, Half};
 use sift_ir::CmpOp;
+use sift_ir::LoadSize::{Byte, Half};
 use sift_syntax::ast::Dir;
 
 use crate::cond::Cond;
@@ -24,7 +24,11 @@ struct Ports(u32, u32);
 
 impl Gen {
     fn port_atom(&mut self, v6: bool, offset: u32, ports: Option<Ports>, port: u32) -> Cond {
-        let rel = if v6 { OffRel::TranIpv6 } else { OffRel::TranIpv4 };
+        let rel = if v6 {
+            OffRel::TranIpv6
+        } else {
+            OffRel::TranIpv4
+        };
         match ports {
             None => self.cmp(rel, offset, Half, port),
             Some(Ports(a, b)) => {
@@ -36,7 +40,14 @@ impl Gen {
         }
     }
 
-    fn port_op(&mut self, v6: bool, ports: Option<Ports>, port: u32, proto: u32, dir: Dir) -> GenResult<Cond> {
+    fn port_op(
+        &mut self,
+        v6: bool,
+        ports: Option<Ports>,
+        port: u32,
+        proto: u32,
+        dir: Dir,
+    ) -> GenResult<Cond> {
         let b0 = if v6 {
             self.cmp(OffRel::LinkPl, 6, Byte, proto)
         } else {
@@ -44,12 +55,25 @@ impl Gen {
             let frag = self.ipfrag();
             self.and(tmp, frag)
         };
-        let what = if ports.is_some() { "port ranges" } else { "ports" };
-        let b1 = self.by_dir(dir, what, &mut |g, is_src| Ok(g.port_atom(v6, if is_src { 0 } else { 2 }, ports, port)))?;
+        let what = if ports.is_some() {
+            "port ranges"
+        } else {
+            "ports"
+        };
+        let b1 = self.by_dir(dir, what, &mut |g, is_src| {
+            Ok(g.port_atom(v6, if is_src { 0 } else { 2 }, ports, port))
+        })?;
         Ok(self.and(b0, b1))
     }
 
-    fn port_family(&mut self, v6: bool, ports: Option<Ports>, port: u32, proto: PortProto, dir: Dir) -> GenResult<Cond> {
+    fn port_family(
+        &mut self,
+        v6: bool,
+        ports: Option<Ports>,
+        port: u32,
+        proto: PortProto,
+        dir: Dir,
+    ) -> GenResult<Cond> {
         let b0 = self.linktype(if v6 { ETHERTYPE_IPV6 } else { ETHERTYPE_IP })?;
         let b1 = match proto {
             PortProto::One(p) => self.port_op(v6, ports, port, p, dir)?,

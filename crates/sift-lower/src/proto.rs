@@ -276,7 +276,14 @@ impl Gen {
             let again = f.create_block();
             let pa = f.add_param(again);
             let px = f.add_param(again);
-            jump_to(f, prev, Target { block: again, args: vec![a, x] });
+            jump_to(
+                f,
+                prev,
+                Target {
+                    block: again,
+                    args: vec![a, x],
+                },
+            );
             let _ = next;
             let is_v = branch(f, again, CmpOp::Eq, pa, v);
             let none = f.create_block();
@@ -288,7 +295,12 @@ impl Gen {
             if v6 {
                 let advance = f.create_block();
                 let mut test = is_none;
-                for ext in [IPPROTO_HOPOPTS, IPPROTO_DSTOPTS, IPPROTO_ROUTING, IPPROTO_FRAGMENT] {
+                for ext in [
+                    IPPROTO_HOPOPTS,
+                    IPPROTO_DSTOPTS,
+                    IPPROTO_ROUTING,
+                    IPPROTO_FRAGMENT,
+                ] {
                     let b = f.create_block();
                     set_edge(f, test, false, b, vec![]);
                     test = branch(f, b, CmpOp::Eq, pa, ext);
@@ -307,9 +319,23 @@ impl Gen {
                 let join = f.create_block();
                 let ja = f.add_param(join);
                 let jx = f.add_param(join);
-                jump_to(f, advance, Target { block: join, args: vec![nh, nx] });
+                jump_to(
+                    f,
+                    advance,
+                    Target {
+                        block: join,
+                        args: vec![nh, nx],
+                    },
+                );
                 let (ah_a, ah_x) = self_ah_step(f, ahcheck, pa, px, nl, end);
-                jump_to(f, ah_x.1, Target { block: join, args: vec![ah_a, ah_x.0] });
+                jump_to(
+                    f,
+                    ah_x.1,
+                    Target {
+                        block: join,
+                        args: vec![ah_a, ah_x.0],
+                    },
+                );
                 prev = join;
                 a = ja;
                 x = jx;
@@ -320,14 +346,23 @@ impl Gen {
                 a = ah_a;
                 x = ah_x.0;
             }
-            next = Target { block: prev, args: vec![] };
+            next = Target {
+                block: prev,
+                args: vec![],
+            };
         }
         // The chain is longer than sift walks: reject.
         f.set_term(prev, Terminator::Jump(reject.into()));
         let b = Cond {
             entry,
-            when_true: vec![Exit { block: end, edge: Edge::Then }],
-            when_false: vec![Exit { block: end, edge: Edge::Else }],
+            when_true: vec![Exit {
+                block: end,
+                edge: Edge::Then,
+            }],
+            when_false: vec![Exit {
+                block: end,
+                edge: Edge::Else,
+            }],
         };
         Ok(self.and(b0, b))
     }
@@ -349,7 +384,13 @@ fn load(f: &mut Function, block: sift_ir::Block, index: Option<Value>, offset: u
 }
 
 /// Ends `block` with `value == k`, targets unset; returns the block.
-fn branch(f: &mut Function, block: sift_ir::Block, op: CmpOp, value: Value, k: u32) -> sift_ir::Block {
+fn branch(
+    f: &mut Function,
+    block: sift_ir::Block,
+    op: CmpOp,
+    value: Value,
+    k: u32,
+) -> sift_ir::Block {
     let kv = f.iconst(block, k);
     f.set_term(
         block,
@@ -364,7 +405,13 @@ fn branch(f: &mut Function, block: sift_ir::Block, op: CmpOp, value: Value, k: u
     block
 }
 
-fn set_edge(f: &mut Function, block: sift_ir::Block, then: bool, to: sift_ir::Block, args: Vec<Value>) {
+fn set_edge(
+    f: &mut Function,
+    block: sift_ir::Block,
+    then: bool,
+    to: sift_ir::Block,
+    args: Vec<Value>,
+) {
     if let Terminator::Branch { then_, else_, .. } = &mut f.block_mut(block).term {
         let t = if then { then_ } else { else_ };
         *t = Target { block: to, args };
