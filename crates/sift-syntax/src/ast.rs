@@ -210,12 +210,21 @@ pub struct Primitive {
 pub enum PrimitiveKind {
     /// An `ID` token with its qualifiers (`gen_scode`): host names, port/protocol names, network
     /// names, `\escaped` keywords with the backslash removed.
-    Name { q: Qualifiers, name: String },
+    Name {
+        q: Qualifiers,
+        name: String,
+    },
     /// A number in identifier position (`gen_ncode(NULL, v, q)`): `port 80`, `proto 6`, `net 10`...
-    Number { q: Qualifiers, value: u32 },
+    Number {
+        q: Qualifiers,
+        value: u32,
+    },
     /// A dotted IPv4 address or prefix like `10.1` (`HID`, `gen_ncode(s, 0, q)`). The text is as
     /// written.
-    Ipv4 { q: Qualifiers, text: String },
+    Ipv4 {
+        q: Qualifiers,
+        text: String,
+    },
     /// `HID/NUM` (`gen_mcode(s, NULL, len, q)`).
     Ipv4Cidr {
         q: Qualifiers,
@@ -235,9 +244,15 @@ pub enum PrimitiveKind {
         prefix_len: u32,
     },
     /// A MAC address (`EID`, `gen_ecode`), as written (`00:11:22:33:44:55`, `0011.2233.4455`, ...).
-    Ether { q: Qualifiers, text: String },
+    Ether {
+        q: Qualifiers,
+        text: String,
+    },
     /// An ARCnet address (`AID`, `$` followed by hex, `gen_acode`).
-    Arcnet { q: Qualifiers, text: String },
+    Arcnet {
+        q: Qualifiers,
+        text: String,
+    },
     /// A bare protocol name: `tcp`, `ip6`, `arp`, ... (`gen_proto_abbrev`).
     ProtoAbbrev(Proto),
     /// `lhs op rhs`, or its negation for `<=`, `<`, `!=` (`gen_relation`).
@@ -254,7 +269,11 @@ pub enum PrimitiveKind {
     Less(u32),
     Greater(u32),
     /// `byte IDX OP VAL` (`gen_byteop`).
-    Byte { index: u32, op: ByteOp, value: u32 },
+    Byte {
+        index: u32,
+        op: ByteOp,
+        value: u32,
+    },
     Inbound,
     Outbound,
     Ifindex(u32),

@@ -88,11 +88,7 @@ impl ParseError {
         let gutter = line_no.to_string();
         let pad = " ".repeat(gutter.len());
         let mut out = format!("error: {self}\n{pad} |\n{gutter} | {}\n", shown.trim_end());
-        out.push_str(&format!(
-            "{pad} | {}{}",
-            " ".repeat(col),
-            "^".repeat(width)
-        ));
+        out.push_str(&format!("{pad} | {}{}", " ".repeat(col), "^".repeat(width)));
         out
     }
 }

@@ -445,7 +445,19 @@ fn mac_len(s: &[u8], i: usize) -> Option<usize> {
     use El::*;
     let mut best: Option<usize> = None;
     for sep in [b':', b'-', b'.'] {
-        let pat = [B, Lit(sep), B, Lit(sep), B, Lit(sep), B, Lit(sep), B, Lit(sep), B];
+        let pat = [
+            B,
+            Lit(sep),
+            B,
+            Lit(sep),
+            B,
+            Lit(sep),
+            B,
+            Lit(sep),
+            B,
+            Lit(sep),
+            B,
+        ];
         best = best.max(longest(s, i, &pat));
     }
     best = best.max(longest(s, i, &[B2, Lit(b'.'), B2, Lit(b'.'), B2]));
@@ -812,7 +824,10 @@ mod tests {
     fn toks(s: &str) -> Vec<Tok> {
         let (t, e) = tokenize(s);
         assert!(e.is_none(), "{s}: {e:?}");
-        t.into_iter().map(|t| t.tok).filter(|t| *t != Tok::Eof).collect()
+        t.into_iter()
+            .map(|t| t.tok)
+            .filter(|t| *t != Tok::Eof)
+            .collect()
     }
 
     fn err(s: &str) -> ParseErrorKind {
@@ -841,14 +856,20 @@ mod tests {
             vec![Tok::Eid("00:11:22:33:44:55".into())]
         );
         assert_eq!(toks("001122334455"), vec![Tok::Eid("001122334455".into())]);
-        assert_eq!(toks("0011.2233.4455"), vec![Tok::Eid("0011.2233.4455".into())]);
+        assert_eq!(
+            toks("0011.2233.4455"),
+            vec![Tok::Eid("0011.2233.4455".into())]
+        );
         assert_eq!(toks("1.2.3.4.5.6"), vec![Tok::Eid("1.2.3.4.5.6".into())]);
         assert_eq!(toks("a-b"), vec![id("a-b")]);
         assert_eq!(toks("1-2"), vec![id("1-2")]);
         assert_eq!(toks("a-"), vec![id("a"), Tok::Minus]);
         assert_eq!(toks("2001::1"), vec![Tok::Hid6("2001::1".into())]);
         assert_eq!(toks("::"), vec![Tok::Hid6("::".into())]);
-        assert_eq!(toks("::ffff:1.2.3.4"), vec![Tok::Hid6("::ffff:1.2.3.4".into())]);
+        assert_eq!(
+            toks("::ffff:1.2.3.4"),
+            vec![Tok::Hid6("::ffff:1.2.3.4".into())]
+        );
         assert_eq!(toks("0x0800"), vec![Tok::Num(0x800)]);
         assert_eq!(toks("0x1g"), vec![id("0x1g")]);
         assert_eq!(toks("010"), vec![Tok::Num(8)]);
@@ -856,13 +877,29 @@ mod tests {
         assert_eq!(toks("$1fa"), vec![Tok::Aid("$1f".into()), id("a")]);
         assert_eq!(toks("\\ip"), vec![id("ip")]);
         assert_eq!(toks("\\a(b"), vec![id("a"), Tok::LParen, id("b")]);
-        assert_eq!(toks("es-is is-is"), vec![Tok::Kw(Kw::Pname(Proto::Esis), "es-is"), Tok::Kw(Kw::Pname(Proto::Isis), "is-is")]);
+        assert_eq!(
+            toks("es-is is-is"),
+            vec![
+                Tok::Kw(Kw::Pname(Proto::Esis), "es-is"),
+                Tok::Kw(Kw::Pname(Proto::Isis), "is-is")
+            ]
+        );
         assert_eq!(toks("TCP"), vec![id("TCP")]);
         assert_eq!(toks("&&||!"), vec![Tok::And, Tok::Or, Tok::Not]);
         assert_eq!(toks("a&&b"), vec![id("a"), Tok::And, id("b")]);
         assert_eq!(toks(">>= <<"), vec![Tok::Rsh, Tok::Eq, Tok::Lsh]);
         assert_eq!(toks("=="), vec![Tok::Eq]);
-        assert_eq!(toks("tcp[1:2]"), vec![Tok::Kw(Kw::Pname(Proto::Tcp), "tcp"), Tok::LBracket, Tok::Num(1), Tok::Colon, Tok::Num(2), Tok::RBracket]);
+        assert_eq!(
+            toks("tcp[1:2]"),
+            vec![
+                Tok::Kw(Kw::Pname(Proto::Tcp), "tcp"),
+                Tok::LBracket,
+                Tok::Num(1),
+                Tok::Colon,
+                Tok::Num(2),
+                Tok::RBracket
+            ]
+        );
     }
 
     #[test]
@@ -873,9 +910,18 @@ mod tests {
         // Twelve hex digits are a MAC address (an earlier rule than numbers).
         assert_eq!(toks("037777777777"), vec![Tok::Eid("037777777777".into())]);
         assert_eq!(toks("0037777777777"), vec![Tok::Num(u32::MAX)]);
-        assert!(matches!(err("4294967296"), ParseErrorKind::NumberOverflow(_)));
-        assert!(matches!(err("0x100000000"), ParseErrorKind::NumberOverflow(_)));
-        assert!(matches!(err("0040000000000"), ParseErrorKind::NumberOverflow(_)));
+        assert!(matches!(
+            err("4294967296"),
+            ParseErrorKind::NumberOverflow(_)
+        ));
+        assert!(matches!(
+            err("0x100000000"),
+            ParseErrorKind::NumberOverflow(_)
+        ));
+        assert!(matches!(
+            err("0040000000000"),
+            ParseErrorKind::NumberOverflow(_)
+        ));
         assert!(matches!(err("08"), ParseErrorKind::NonOctalDigit(_)));
     }
 

@@ -69,7 +69,8 @@ enum StackOp {
     Neg(usize),
 }
 
-struct Parser {
+struct Parser<'a> {
+    text: &'a str,
     toks: Vec<Token>,
     pos: usize,
     lex_err: Option<ParseError>,
@@ -140,6 +141,16 @@ fn relop(t: &Tok) -> Option<(RelOp, bool)> {
     })
 }
 
+/// Whether libpcap's `__pcap_atoin` accepts a dotted IPv4 text (decimal parts up to 255), in
+/// which case an unqualified one is a syntax error rather than an invalid address.
+fn plain_ipv4(text: &str) -> bool {
+    text.split('.').all(|p| {
+        !p.is_empty()
+            && p.bytes().all(|b| b.is_ascii_digit())
+            && p.parse::<u32>().is_ok_and(|n| n <= 255)
+    })
+}
+
 fn is_nid_start(t: &Tok) -> bool {
     matches!(
         t,
@@ -147,7 +158,7 @@ fn is_nid_start(t: &Tok) -> bool {
     )
 }
 
-impl Parser {
+impl Parser<'_> {
     fn peek(&self) -> &Tok {
         &self.toks[self.pos].tok
     }
@@ -259,9 +270,9 @@ impl Parser {
     fn want_term(&self, u: Unit) -> PResult<(Expr, Qualifiers, usize)> {
         match u {
             Unit::Term(e, q, d) => Ok((e, q, d)),
-            Unit::Pnum(..) | Unit::Arith(..) => Err(self.unexpected(
-                "a comparison operator or an arithmetic operator",
-            )),
+            Unit::Pnum(..) | Unit::Arith(..) => {
+                Err(self.unexpected("a comparison operator or an arithmetic operator"))
+            }
             Unit::Id(..) => Err(self.unexpected("a term")),
         }
     }
@@ -284,11 +295,7 @@ impl Parser {
             let u = self.parse_unit(TERM_OR_ID, q)?;
             let (rhs, rq, rd) = match u {
                 Unit::Term(r, rq, rd) | Unit::Id(r, rq, rd) => (r, rq, rd),
-                Unit::Pnum(n, span) => (
-                    prim(PrimitiveKind::Number { q, value: n }, span),
-                    q,
-                    1,
-                ),
+                Unit::Pnum(n, span) => (self.number(q, n, span)?, q, 1),
                 Unit::Arith(..) => {
                     return Err(self.unexpected("a comparison operator or an arithmetic operator"))
                 }
@@ -335,12 +342,12 @@ impl Parser {
                         Ok(Unit::Id(Expr::Not(Box::new(e)), iq, d))
                     }
                     Unit::Pnum(n, span) if allow.id => {
-                        let e = prim(PrimitiveKind::Number { q, value: n }, span);
+                        let e = self.number(q, n, span)?;
                         Ok(Unit::Id(Expr::Not(Box::new(e)), q, 2))
                     }
-                    Unit::Pnum(..) | Unit::Arith(..) => Err(self.unexpected(
-                        "a comparison operator or an arithmetic operator",
-                    )),
+                    Unit::Pnum(..) | Unit::Arith(..) => {
+                        Err(self.unexpected("a comparison operator or an arithmetic operator"))
+                    }
                 };
             }
             Tok::Num(n) => {
@@ -422,6 +429,13 @@ impl Parser {
         Ok(unit)
     }
 
+    fn parse_group_nested(&mut self, allow: Allow) -> PResult<Unit> {
+        self.enter()?;
+        let r = self.parse_group(allow, Qualifiers::UNDEF);
+        self.leave();
+        r
+    }
+
     /// `( ... )` where `allow` says what the whole parenthesized thing may be: `paren expr ')'`
     /// (a term), `paren narth ')'` (arithmetic), `paren pnum ')'`, `paren pid ')'` (an id).
     fn parse_group(&mut self, allow: Allow, q: Qualifiers) -> PResult<Unit> {
@@ -448,7 +462,7 @@ impl Parser {
             }
             Unit::Pnum(n, span) => {
                 if pid_ok && matches!(self.peek(), Tok::And | Tok::Or) {
-                    let e = prim(PrimitiveKind::Number { q, value: n }, span);
+                    let e = self.number(q, n, span)?;
                     let (e, iq, d) = self.parse_pid_rest(e, q, 1)?;
                     Unit::Id(e, iq, d)
                 } else {
@@ -493,7 +507,7 @@ impl Parser {
     fn parse_id(&mut self, q: Qualifiers) -> PResult<(Expr, Qualifiers, usize)> {
         match self.parse_unit(ID, q)? {
             Unit::Id(e, iq, d) => Ok((e, iq, d)),
-            Unit::Pnum(n, span) => Ok((prim(PrimitiveKind::Number { q, value: n }, span), q, 1)),
+            Unit::Pnum(n, span) => Ok((self.number(q, n, span)?, q, 1)),
             _ => Err(self.unexpected("an address, a name or a number")),
         }
     }
@@ -503,7 +517,12 @@ impl Parser {
         let t = self.bump();
         let start = t.span;
         let kind = match t.tok {
-            Tok::Id(name) => PrimitiveKind::Name { q, name },
+            Tok::Id(name) => {
+                if q.addr == AddrKind::Undef {
+                    return Err(self.no_qualifiers(start));
+                }
+                PrimitiveKind::Name { q, name }
+            }
             Tok::Hid(text) => match self.peek() {
                 Tok::Slash => {
                     self.bump();
@@ -538,6 +557,9 @@ impl Parser {
                             start,
                         ));
                     }
+                    if q.addr == AddrKind::Undef && plain_ipv4(&text) {
+                        return Err(self.no_qualifiers(start));
+                    }
                     PrimitiveKind::Ipv4 { q, text }
                 }
             },
@@ -561,6 +583,19 @@ impl Parser {
         Ok(prim(kind, span))
     }
 
+    /// `pnum` in identifier position (`gen_ncode(NULL, n, q)`).
+    fn number(&self, q: Qualifiers, value: u32, span: Span) -> PResult<Expr> {
+        if q.addr == AddrKind::Undef {
+            return Err(self.no_qualifiers(span));
+        }
+        Ok(prim(PrimitiveKind::Number { q, value }, span))
+    }
+
+    fn no_qualifiers(&self, span: Span) -> ParseError {
+        let text = self.text[span.start..span.end].to_string();
+        ParseError::new(ParseErrorKind::NoQualifiers(text), span)
+    }
+
     // ----- keyword terms ---------------------------------------------------------------------
 
     /// Terms that start with a keyword (other than `len` and `proto[...]`): `head id`, `pname`,
@@ -570,7 +605,7 @@ impl Parser {
         let Tok::Kw(kw, _) = *self.peek() else {
             unreachable!("caller checked for a keyword")
         };
-        let done = |p: &Parser, kind: PrimitiveKind| {
+        let done = |p: &Parser<'_>, kind: PrimitiveKind| {
             (
                 prim(kind, Span::new(start, p.prev_end())),
                 Qualifiers::UNDEF,
@@ -661,7 +696,12 @@ impl Parser {
                 }
                 self.head_id(Qualifiers { proto, dir, addr })
             }
-            Kw::Host | Kw::Net | Kw::Port | Kw::Portrange | Kw::ProtoKw | Kw::Protochain
+            Kw::Host
+            | Kw::Net
+            | Kw::Port
+            | Kw::Portrange
+            | Kw::ProtoKw
+            | Kw::Protochain
             | Kw::Gateway => {
                 self.bump();
                 let addr = match kw {
@@ -972,7 +1012,8 @@ impl Parser {
                     d + 1,
                 )
             }
-            Tok::LParen => match self.parse_unit(ARITH, Qualifiers::UNDEF)? {
+            // Only the parenthesized group itself: the operators after it belong to this loop.
+            Tok::LParen => match self.parse_group_nested(ARITH)? {
                 Unit::Pnum(n, span) => (Arith::Num(n, span), 1),
                 Unit::Arith(a, d) => (a, d),
                 _ => unreachable!("arithmetic context"),
@@ -989,6 +1030,7 @@ impl Parser {
 pub fn parse(text: &str) -> Result<Option<Expr>, ParseError> {
     let (toks, lex_err) = tokenize(text);
     let mut p = Parser {
+        text,
         toks,
         pos: 0,
         lex_err,
