@@ -25,7 +25,10 @@ fn agrees_with_libpcap() {
     let data = include_str!("oracle_cases.tsv");
     let mut failures = Vec::new();
     let mut n = 0;
-    for line in data.lines().filter(|l| !l.starts_with('#') && !l.is_empty()) {
+    for line in data
+        .lines()
+        .filter(|l| !l.starts_with('#') && !l.is_empty())
+    {
         let (verdict, text) = line.split_once('\t').expect("verdict<TAB>expression");
         let text = unescape(text);
         let parsed = sift_syntax::parse(&text);
@@ -36,5 +39,10 @@ fn agrees_with_libpcap() {
         n += 1;
     }
     assert!(n > 5000);
-    assert!(failures.is_empty(), "{} disagreements:\n{}", failures.len(), failures.join("\n"));
+    assert!(
+        failures.is_empty(),
+        "{} disagreements:\n{}",
+        failures.len(),
+        failures.join("\n")
+    );
 }
