@@ -635,8 +635,9 @@ fn valid_ipv6(text: &str) -> bool {
 /// returned as well, the tokens then ending with an `Eof` at the error's position, so that a syntax error earlier in the
 /// text is still reported first, as libpcap (which lexes on demand) does.
 pub fn tokenize(text: &str) -> (Vec<Token>, Option<ParseError>) {
+    static V6: std::sync::OnceLock<Vec<Vec<El>>> = std::sync::OnceLock::new();
     let s = text.as_bytes();
-    let v6 = v6_patterns();
+    let v6 = V6.get_or_init(v6_patterns);
     let mut toks = Vec::new();
     let mut i = 0;
     while i < s.len() {
@@ -645,7 +646,7 @@ pub fn tokenize(text: &str) -> (Vec<Token>, Option<ParseError>) {
             i += 1;
             continue;
         }
-        match next_token(text, i, &v6) {
+        match next_token(text, i, v6) {
             Ok((tok, end)) => {
                 toks.push(Token {
                     tok,
