@@ -140,6 +140,7 @@ fn ethernet_traffic_hits_every_primitive() {
 }
 
 #[test]
+#[ignore = "hangs: libpcap's protochain loop can spin forever on generated AH chains; run with --ignored"]
 fn other_link_types_hit_the_basics() {
     let cases: &[(u32, &[&str])] = &[
         (
