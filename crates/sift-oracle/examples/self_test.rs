@@ -48,7 +48,11 @@ fn main() {
         let matched_any = exprs
             .iter()
             .filter_map(|e| oracle.compile(e, true, 0).ok())
-            .filter(|p| packets.iter().any(|pk| p.matches(&pk.data, pk.wire_len)))
+            .filter(|p| {
+                packets
+                    .iter()
+                    .any(|pk| p.run_bounded(&pk.data, pk.wire_len, 1_000_000).unwrap_or(0) != 0)
+            })
             .count();
         println!("  accepted expressions matching at least one packet: {matched_any}/{ok}");
         // Classify verdict divergences: direction, truncated or not, and whether they vanish when
@@ -75,8 +79,9 @@ fn main() {
                 padded.resize(4096, 0);
                 let o = oracle.compile(&d.expr, true, 0).ok();
                 let u = oracle.compile(&d.expr, false, 0).unwrap();
-                let ov = o.map_or(false, |p| p.matches(&padded, 4096));
-                if ov == u.matches(&padded, 4096) {
+                let ov =
+                    o.is_some_and(|p| p.run_bounded(&padded, 4096, 1_000_000).unwrap_or(0) != 0);
+                if ov == (u.run_bounded(&padded, 4096, 1_000_000).unwrap_or(0) != 0) {
                     oob += 1;
                 } else {
                     persistent += 1;

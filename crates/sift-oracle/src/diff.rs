@@ -15,6 +15,10 @@ use std::path::{Path, PathBuf};
 
 use crate::{linktype, Oracle, OracleError, DEFAULT_SNAPLEN};
 
+/// Instruction budget for programs with backward jumps (libpcap's `protochain`), which may not
+/// terminate on some packets; see [`crate::Program::run_bounded`].
+pub const MAX_STEPS: u64 = 1_000_000;
+
 /// A compiled filter of the engine under test: `(captured bytes, wire length) -> accept?`.
 pub type Matcher = Box<dyn Fn(&[u8], u32) -> bool>;
 
@@ -55,7 +59,7 @@ impl Engine for LibpcapEngine {
         let oracle = Oracle::new(linktype, snaplen).map_err(|e| e.to_string())?;
         match oracle.compile(expr, self.optimize, self.netmask) {
             Ok(prog) => Ok(Box::new(move |pkt: &[u8], wire: u32| {
-                prog.matches(pkt, wire)
+                prog.run_bounded(pkt, wire, MAX_STEPS).unwrap_or(0) != 0
             })),
             Err(OracleError::RejectsAll) => Ok(Box::new(|_: &[u8], _: u32| false)),
             Err(e) => Err(e.to_string()),
@@ -194,6 +198,11 @@ pub struct DiffReport {
     pub pairs_matched: u64,
     /// Every disagreement (verdicts capped per expression, see [`DiffOptions`]).
     pub divergences: Vec<Divergence>,
+    /// (expression, packet) pairs skipped because libpcap's program does not terminate on the
+    /// packet (the `protochain` AH loop bug; see [`crate::Program::run_bounded`]).
+    pub oracle_nonterminating: u64,
+    /// The first few of those: (expression, packet index, packet hex).
+    pub nonterminating_examples: Vec<(String, usize, String)>,
     /// How many divergences `Display` prints in full.
     pub display_limit: usize,
 }
@@ -233,6 +242,9 @@ impl DiffReport {
         self.pairs_compared += other.pairs_compared;
         self.pairs_matched += other.pairs_matched;
         self.divergences.extend(other.divergences);
+        self.oracle_nonterminating += other.oracle_nonterminating;
+        self.nonterminating_examples
+            .extend(other.nonterminating_examples);
     }
 }
 
@@ -300,6 +312,16 @@ impl fmt::Display for DiffReport {
             self.accept_reject_count(),
             self.verdict_pair_count(),
         )?;
+        if self.oracle_nonterminating > 0 {
+            writeln!(
+                f,
+                "  {} pairs skipped: libpcap's program does not terminate (protochain AH loop)",
+                self.oracle_nonterminating
+            )?;
+            for (expr, index, hex) in self.nonterminating_examples.iter().take(3) {
+                writeln!(f, "    `{}` on packet #{index}: {hex}", quote(expr))?;
+            }
+        }
         for (i, d) in self.divergences.iter().take(self.display_limit).enumerate() {
             writeln!(f, "  [{}] {d}", i + 1)?;
         }
@@ -348,6 +370,8 @@ where
         pairs_compared: 0,
         pairs_matched: 0,
         divergences: Vec::new(),
+        oracle_nonterminating: 0,
+        nonterminating_examples: Vec::new(),
         display_limit: opts.display_limit,
     };
     for expr in exprs {
@@ -398,7 +422,22 @@ where
         for (index, pkt) in packets.iter().enumerate() {
             let data = pkt.bytes();
             let wire = pkt.wire_len();
-            let ret = program.as_ref().map_or(0, |p| p.run(data, wire));
+            let ret = match program
+                .as_ref()
+                .map(|p| p.run_bounded(data, wire, MAX_STEPS))
+            {
+                None => 0,
+                Some(Some(ret)) => ret,
+                Some(None) => {
+                    report.oracle_nonterminating += 1;
+                    if report.nonterminating_examples.len() < 10 {
+                        report
+                            .nonterminating_examples
+                            .push((expr.to_string(), index, hex(data)));
+                    }
+                    continue;
+                }
+            };
             let want = ret != 0;
             let have = matcher(data, wire);
             report.pairs_compared += 1;

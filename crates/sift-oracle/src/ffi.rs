@@ -29,7 +29,20 @@ pub struct PcapT {
     _private: [u8; 0],
 }
 
+/// Opaque C `FILE`.
+#[repr(C)]
+pub struct CFile {
+    _private: [u8; 0],
+}
+
+/// `PCAP_ERRBUF_SIZE`.
+pub const PCAP_ERRBUF_SIZE: usize = 256;
+
 extern "C" {
+    pub fn fmemopen(buf: *mut std::os::raw::c_void, size: usize, mode: *const c_char)
+        -> *mut CFile;
+    pub fn fclose(f: *mut CFile) -> c_int;
+    pub fn pcap_fopen_offline(f: *mut CFile, errbuf: *mut c_char) -> *mut PcapT;
     pub fn pcap_open_dead(linktype: c_int, snaplen: c_int) -> *mut PcapT;
     pub fn pcap_close(p: *mut PcapT);
     pub fn pcap_compile(

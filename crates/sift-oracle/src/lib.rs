@@ -3,8 +3,11 @@
 //! sift's filter language must agree packet for packet with libpcap 1.10. This crate wraps the few
 //! libpcap entry points needed to ask libpcap what an expression means:
 //!
-//! * [`Oracle`] is a "dead" capture handle (`pcap_open_dead`) for one link type and snapshot length,
-//!   used to compile expressions with `pcap_compile`;
+//! * [`Oracle`] is a libpcap handle for one link type and snapshot length, used to compile
+//!   expressions with `pcap_compile`. By default it is a *savefile* handle (an empty in-memory pcap
+//!   file opened with `pcap_fopen_offline`), because that is what `tcpdump -r` compiles against and
+//!   libpcap's code generator differs between savefiles and `pcap_open_dead` handles (see below);
+//!   [`Oracle::new_dead`] gives the `pcap_open_dead` flavour;
 //! * [`Program`] is the compiled classic BPF program; [`Program::run`] evaluates it on a packet with
 //!   libpcap's own interpreter (`bpf_filter`), and [`Program::instructions`] exposes the code for
 //!   instruction-count comparisons;
@@ -22,6 +25,19 @@
 //! `ip broadcast` fails to compile ("netmask not known, so 'ip broadcast' not supported"), while
 //! with `0` it compiles (and only the all-ones and all-zeroes addresses count as broadcast).
 //! The differential harness uses netmask `0` and `optimize = true`, like tcpdump.
+//!
+//! # Savefile vs `pcap_open_dead`
+//!
+//! libpcap 1.10's `gencode.c` looks at whether the handle reads a file (`p->rfile != NULL`):
+//!
+//! * on NULL/LOOP/ENC links, `ip6` tests the BSD `AF_INET6` values 24, 28 and 30 for a savefile,
+//!   but the *compiling host's* `AF_INET6` (10 on Linux) for a dead handle;
+//! * `inbound`/`outbound` and `ifindex` on links without that metadata in the header (Ethernet,
+//!   raw IP, ...) are rejected for savefiles ("not supported ... when reading savefiles") but compile
+//!   for a dead handle on Linux (into Linux-kernel-only `SKF_AD_*` loads, which user-space
+//!   `bpf_filter` treats as out of bounds).
+//!
+//! [`Oracle::new`] therefore opens a savefile, like `tcpdump -r`.
 //!
 //! # "expression rejects all packets"
 //!
@@ -44,6 +60,7 @@
 
 pub mod diff;
 mod ffi;
+mod interp;
 pub mod linktype;
 
 use std::ffi::{CStr, CString};
@@ -82,8 +99,9 @@ pub fn lib_version() -> String {
 /// Why libpcap could not give a program.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub enum OracleError {
-    /// `pcap_open_dead` failed (out of memory) or the arguments do not fit in a C `int`.
-    OpenDead {
+    /// libpcap could not open a handle (unknown link type for a savefile, out of memory, or
+    /// arguments that do not fit in a C `int`).
+    Open {
         /// The LINKTYPE requested.
         linktype: u32,
         /// The snapshot length requested.
@@ -114,9 +132,9 @@ impl OracleError {
 impl fmt::Display for OracleError {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
         match self {
-            OracleError::OpenDead { linktype, snaplen } => write!(
+            OracleError::Open { linktype, snaplen } => write!(
                 f,
-                "pcap_open_dead failed for linktype {linktype}, snaplen {snaplen}"
+                "libpcap could not open a handle for linktype {linktype}, snaplen {snaplen}"
             ),
             OracleError::InteriorNul { position } => {
                 write!(f, "expression contains a NUL byte at offset {position}")
@@ -129,9 +147,12 @@ impl fmt::Display for OracleError {
 
 impl std::error::Error for OracleError {}
 
-/// A dead libpcap handle for one link type and snapshot length, used to compile expressions.
+/// A libpcap handle for one link type and snapshot length, used to compile expressions.
 pub struct Oracle {
     handle: *mut ffi::PcapT,
+    /// Backing store of the in-memory savefile (read by libpcap through the FILE it owns).
+    _savefile: Option<Box<[u8]>>,
+    savefile: bool,
     linktype: u32,
     dlt: u32,
     snaplen: u32,
@@ -154,12 +175,58 @@ impl fmt::Debug for Oracle {
 }
 
 impl Oracle {
-    /// Opens a dead handle for `linktype` (a LINKTYPE value as found in pcap file headers, e.g.
-    /// 1 for Ethernet, 101 for raw IP; converted to the DLT value libpcap uses internally, the way
-    /// libpcap does when reading a capture file) and `snaplen`.
+    /// Opens a savefile handle, exactly as `tcpdump -r` would have for a capture file with this
+    /// `linktype` (a LINKTYPE value as found in pcap file headers, e.g. 1 for Ethernet, 101 for
+    /// raw IP; libpcap maps it to its DLT value) and `snaplen`. The file is an empty pcap file in
+    /// memory (`fmemopen` + `pcap_fopen_offline`).
     pub fn new(linktype: u32, snaplen: u32) -> Result<Oracle, OracleError> {
+        let err = OracleError::Open { linktype, snaplen };
+        // LINKTYPE 12/14 are not valid in files; use LINKTYPE_RAW for them.
+        let file_linktype = if matches!(linktype, 12 | 14) {
+            101
+        } else {
+            linktype
+        };
+        let mut header = Vec::with_capacity(24);
+        header.extend_from_slice(&0xa1b2_c3d4u32.to_ne_bytes());
+        header.extend_from_slice(&2u16.to_ne_bytes());
+        header.extend_from_slice(&4u16.to_ne_bytes());
+        header.extend_from_slice(&0i32.to_ne_bytes());
+        header.extend_from_slice(&0u32.to_ne_bytes());
+        header.extend_from_slice(&snaplen.to_ne_bytes());
+        header.extend_from_slice(&file_linktype.to_ne_bytes());
+        let mut buf = header.into_boxed_slice();
+        let mut errbuf = [0 as std::os::raw::c_char; ffi::PCAP_ERRBUF_SIZE];
+        let _guard = pcap_lock();
+        // SAFETY: buf is a live 24-byte buffer that the Oracle keeps (boxed, never moved in memory)
+        // until after pcap_close has closed the FILE; the mode string is NUL-terminated.
+        let file = unsafe { ffi::fmemopen(buf.as_mut_ptr().cast(), buf.len(), c"rb".as_ptr()) };
+        if file.is_null() {
+            return Err(err);
+        }
+        // SAFETY: file is a valid FILE*; errbuf has PCAP_ERRBUF_SIZE bytes. On success the handle
+        // owns the FILE (pcap_close closes it); on failure we close it ourselves.
+        let handle = unsafe { ffi::pcap_fopen_offline(file, errbuf.as_mut_ptr()) };
+        if handle.is_null() {
+            // SAFETY: file is still ours and open.
+            unsafe { ffi::fclose(file) };
+            return Err(err);
+        }
+        Ok(Oracle {
+            handle,
+            _savefile: Some(buf),
+            savefile: true,
+            linktype,
+            dlt: linktype::linktype_to_dlt(linktype),
+            snaplen,
+        })
+    }
+
+    /// Opens a `pcap_open_dead` handle instead of a savefile (see the crate docs for how libpcap's
+    /// code generation differs). `linktype` is converted to the DLT value `pcap_open_dead` wants.
+    pub fn new_dead(linktype: u32, snaplen: u32) -> Result<Oracle, OracleError> {
         let dlt = linktype::linktype_to_dlt(linktype);
-        let err = OracleError::OpenDead { linktype, snaplen };
+        let err = OracleError::Open { linktype, snaplen };
         let (Ok(c_dlt), Ok(c_snap)) = (c_int::try_from(dlt), c_int::try_from(snaplen)) else {
             return Err(err);
         };
@@ -172,6 +239,8 @@ impl Oracle {
         }
         Ok(Oracle {
             handle,
+            _savefile: None,
+            savefile: false,
             linktype,
             dlt,
             snaplen,
@@ -183,7 +252,12 @@ impl Oracle {
         self.linktype
     }
 
-    /// The DLT value handed to `pcap_open_dead`.
+    /// Whether this is a savefile handle ([`Oracle::new`]) rather than a dead one.
+    pub fn is_savefile(&self) -> bool {
+        self.savefile
+    }
+
+    /// The DLT value libpcap uses for this link type.
     pub fn dlt(&self) -> u32 {
         self.dlt
     }
@@ -269,6 +343,9 @@ impl Program {
     /// Runs the program on `packet` with libpcap's interpreter: `bpf_filter(insns, packet,
     /// wire_len, packet.len())`. Returns the BPF return value (0 = no match, otherwise the number of
     /// bytes to keep, normally the snapshot length).
+    ///
+    /// **May never return** for programs with backward jumps (`protochain`) on some packets; use
+    /// [`Program::run_bounded`] on untrusted or generated traffic.
     pub fn run(&self, packet: &[u8], wire_len: u32) -> u32 {
         // Never claim more captured bytes than the slice holds.
         let caplen = u32::try_from(packet.len()).unwrap_or(u32::MAX);
@@ -276,6 +353,36 @@ impl Program {
         // bpf_filter treats as "accept"); bpf_filter reads at most `caplen` bytes of `packet`,
         // which are in bounds, and checks every load against caplen.
         unsafe { ffi::bpf_filter(self.prog.bf_insns, packet.as_ptr(), wire_len, caplen) }
+    }
+
+    /// Whether the program contains a backward jump (`ja` with a negative offset), as libpcap's
+    /// `protochain` code does. Such programs may not terminate in `bpf_filter` (see
+    /// [`Program::run_bounded`]). Note that libpcap 1.10's `bpf_validate` accepts them (its jump
+    /// check `from + k >= len` wraps around for negative offsets).
+    pub fn has_backward_jumps(&self) -> bool {
+        self.instructions()
+            .iter()
+            .any(|i| i.code == 0x05 && (i.k as i32) < 0)
+    }
+
+    /// Like [`Program::run`], but safe against non-termination: programs without backward jumps
+    /// run in libpcap's `bpf_filter`; the others run in a step-bounded Rust copy of it, which
+    /// returns `None` after `max_steps` instructions.
+    ///
+    /// libpcap 1.10's `protochain` loop over an AH header sets `X = (P[X + 1] + 2) * 4` (dropping
+    /// the current offset), so crafted or mutated packets make `bpf_filter` loop forever.
+    pub fn run_bounded(&self, packet: &[u8], wire_len: u32, max_steps: u64) -> Option<u32> {
+        if self.has_backward_jumps() {
+            interp::run(self.instructions(), packet, wire_len, max_steps)
+        } else {
+            Some(self.run(packet, wire_len))
+        }
+    }
+
+    /// Runs the step-bounded Rust copy of `bpf_filter` regardless of the program's shape (for
+    /// checking that copy against libpcap).
+    pub fn run_interpreted(&self, packet: &[u8], wire_len: u32, max_steps: u64) -> Option<u32> {
+        interp::run(self.instructions(), packet, wire_len, max_steps)
     }
 
     /// Whether the program accepts the packet (`run(..) != 0`).
@@ -484,6 +591,7 @@ mod tests {
     fn raw_linktype_is_mapped_to_dlt_raw() {
         let o = Oracle::new(101, DEFAULT_SNAPLEN).unwrap();
         assert_eq!(o.dlt(), 12);
+        assert_eq!(Oracle::new_dead(101, DEFAULT_SNAPLEN).unwrap().dlt(), 12);
         let p = o.compile("ip and tcp", true, 0).unwrap();
         let tcp = eth_ipv4_tcp();
         assert!(p.matches(&tcp[14..], 40));
@@ -491,6 +599,100 @@ mod tests {
             o.compile("ether host 00:11:22:33:44:00", true, 0),
             Err(OracleError::Compile { .. })
         ));
+    }
+
+    /// IPv6 packet: next header = destination options (len 0) -> AH whose length byte (4) makes
+    /// libpcap 1.10's protochain jump back to offset 24, whose bytes chain to the same AH again.
+    fn protochain_loop_packet() -> Vec<u8> {
+        let mut p = vec![0x60, 0, 0, 0, 0, 24, 60, 64];
+        p.extend_from_slice(&[0; 16]); // src
+                                       // dst: at offset 24 (= (4 + 2) * 4) sits "next header 60, len 0" again -> offset 32 ...
+        p.extend_from_slice(&[60, 0, 0, 0, 0, 0, 0, 0, 51, 1, 0, 0, 0, 0, 0, 0]);
+        p.extend_from_slice(&[51, 0, 0, 0, 0, 0, 0, 0]); // dst opts at 40 -> AH at 48
+        p.extend_from_slice(&[60, 4, 0, 0, 0, 0, 0, 0]); // AH at 48: X = (4 + 2) * 4 = 24
+        p
+    }
+
+    #[test]
+    fn protochain_can_loop_forever_and_run_bounded_catches_it() {
+        let o = Oracle::new(229, DEFAULT_SNAPLEN).unwrap();
+        let p = o.compile("ip6 protochain 6", true, 0).unwrap();
+        assert!(p.has_backward_jumps());
+        // bpf_validate accepts the backward jump: its `from + k >= len` check wraps around.
+        assert!(p.validate());
+        let pkt = protochain_loop_packet();
+        assert_eq!(p.run_bounded(&pkt, pkt.len() as u32, 100_000), None);
+        // A well-formed chain ends normally.
+        let mut ok = vec![0x60, 0, 0, 0, 0, 28, 0, 64];
+        ok.extend_from_slice(&[0; 32]);
+        ok.extend_from_slice(&[6, 0, 1, 4, 0, 0, 0, 0]);
+        ok.extend_from_slice(&[0; 20]);
+        assert_eq!(
+            p.run_bounded(&ok, ok.len() as u32, 100_000),
+            Some(DEFAULT_SNAPLEN)
+        );
+        assert_eq!(p.run(&ok, ok.len() as u32), DEFAULT_SNAPLEN);
+        let plain = o.compile("ip6", true, 0).unwrap();
+        assert!(!plain.has_backward_jumps());
+    }
+
+    #[test]
+    fn interpreter_copy_agrees_with_bpf_filter() {
+        let mut pairs = 0;
+        for lt in [1u32, 101, 113] {
+            let o = Oracle::new(lt, DEFAULT_SNAPLEN).unwrap();
+            let packets = sift_testgen::generate_packets(lt, 77, 300);
+            for e in sift_testgen::random_expressions(77, lt, 300) {
+                for optimize in [true, false] {
+                    let Ok(p) = o.compile(&e, optimize, 0) else {
+                        continue;
+                    };
+                    if p.has_backward_jumps() {
+                        continue;
+                    }
+                    for pk in &packets {
+                        let want = p.run(&pk.data, pk.wire_len);
+                        let got = p.run_interpreted(&pk.data, pk.wire_len, 1_000_000);
+                        assert_eq!(
+                            got,
+                            Some(want),
+                            "{e} (optimize={optimize}) on {:02x?}",
+                            pk.data
+                        );
+                        pairs += 1;
+                    }
+                }
+            }
+        }
+        assert!(pairs > 100_000, "{pairs}");
+    }
+
+    #[test]
+    fn savefile_and_dead_handles_differ_like_libpcap_says() {
+        let file = Oracle::new(108, DEFAULT_SNAPLEN).unwrap();
+        let dead = Oracle::new_dead(108, DEFAULT_SNAPLEN).unwrap();
+        assert!(file.is_savefile() && !dead.is_savefile());
+        let mut pkt = 24u32.to_be_bytes().to_vec();
+        pkt.extend_from_slice(&[0x60, 0, 0, 0, 0, 0, 59, 64]);
+        pkt.extend_from_slice(&[0; 32]);
+        let n = pkt.len() as u32;
+        assert!(file.compile("ip6", true, 0).unwrap().matches(&pkt, n));
+        assert!(!dead.compile("ip6", true, 0).unwrap().matches(&pkt, n));
+        let eth_file = Oracle::new(1, DEFAULT_SNAPLEN).unwrap();
+        let eth_dead = Oracle::new_dead(1, DEFAULT_SNAPLEN).unwrap();
+        for expr in ["inbound", "ifindex 1"] {
+            assert!(
+                matches!(
+                    eth_file.compile(expr, true, 0),
+                    Err(OracleError::Compile { .. })
+                ),
+                "{expr}"
+            );
+            assert!(eth_dead.compile(expr, true, 0).is_ok(), "{expr}");
+        }
+        // On SLL the packet type is in the header: fine either way.
+        let sll_file = Oracle::new(113, DEFAULT_SNAPLEN).unwrap();
+        assert!(sll_file.compile("inbound", true, 0).is_ok());
     }
 
     #[test]

@@ -202,11 +202,16 @@ fn ethernet(rng: &mut Rng) -> Vec<u8> {
 
 fn sll(rng: &mut Rng, v2: bool) -> Vec<u8> {
     let payload = l2_payload(rng, 0);
-    let (proto, body) = match payload {
+    let (mut proto, body) = match payload {
         L2Payload::EtherType(t, p) => (t, p),
         L2Payload::Llc(p) => (0x0004, p),
         L2Payload::Novell(p) => (0x0001, p),
     };
+    // libpcap 1.10 compiles `iso`/`stp`/`ipx`/`netbeui` on SLL2 as a test of the protocol field
+    // against the LLC SAP (0x00fe, ...), so put such values there sometimes.
+    if proto == 0x0004 && rng.chance(1, 3) {
+        proto = u16::from(body.first().copied().unwrap_or(0xfe));
+    }
     let pkttype: u16 = *rng.pick(&[0, 1, 2, 3, 4]);
     let hatype: u16 = rng.weighted(&[(8, 1u16), (2, 772), (1, 65534), (1, 778)]);
     let addrlen: u16 = *rng.pick(&[6, 6, 6, 0, 8]);
