@@ -1,7 +1,7 @@
 //! The `sift` command: tcpdump-compatible filtering of capture files, and views of each stage of
 //! the compiler.
 
-use std::collections::HashMap;
+use std::collections::hash_map::{Entry, HashMap};
 use std::fs::File;
 use std::io::{self, BufReader, BufWriter, IsTerminal, Write};
 use std::path::PathBuf;
@@ -167,21 +167,24 @@ fn filter(
                 }
             };
             let lt = linktype_override.unwrap_or(record.linktype);
-            if !filters.contains_key(&lt) {
-                let opts = Options {
-                    swapped: reader.byte_order() != native,
-                    ..Options::new(lt, snaplen)
-                };
-                filters.insert(lt, compile(expr, &opts)?);
-            }
+            let filter = match filters.entry(lt) {
+                Entry::Occupied(e) => e.into_mut(),
+                Entry::Vacant(e) => {
+                    let opts = Options {
+                        swapped: reader.byte_order() != native,
+                        ..Options::new(lt, snaplen)
+                    };
+                    e.insert(compile(expr, &opts)?)
+                }
+            };
             seen += 1;
-            if filters[&lt].matches(&record.data, record.wire_len) {
+            if filter.matches(&record.data, record.wire_len) {
                 accepted += 1;
                 if let Some(w) = writer.as_mut() {
                     w.write_record(&record)?;
                 }
             }
-            if progress && seen % 100_000 == 0 {
+            if progress && seen.is_multiple_of(100_000) {
                 eprint!("\r{seen} packets read, {accepted} accepted");
             }
         }

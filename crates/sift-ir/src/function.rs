@@ -172,9 +172,10 @@ impl From<Block> for Target {
 }
 
 /// How a block ends.
-#[derive(Clone, Debug, PartialEq, Eq, Hash)]
+#[derive(Clone, Debug, PartialEq, Eq, Hash, Default)]
 pub enum Terminator {
     /// Not yet set (only while building; the verifier rejects it).
+    #[default]
     Unset,
     /// `if op(lhs, rhs) goto then_ else goto else_`.
     Branch {
@@ -227,12 +228,6 @@ pub struct BlockData {
     pub params: Vec<Value>,
     pub insts: Vec<Value>,
     pub term: Terminator,
-}
-
-impl Default for Terminator {
-    fn default() -> Self {
-        Terminator::Unset
-    }
 }
 
 /// A filter function. `Block(0)` is the entry block.

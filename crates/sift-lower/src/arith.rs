@@ -9,7 +9,7 @@ use sift_syntax::ast::{Arith, ArithOp, Proto, RelOp};
 
 use crate::cond::Cond;
 use crate::gen::{Gen, GenResult, OffRel};
-use crate::proto::{proto_name, IPPROTO_ICMPV6};
+use crate::proto::IPPROTO_ICMPV6;
 
 /// Number of scratch registers libpcap may use while evaluating an expression.
 const SCRATCH_REGISTERS: usize = 16;
@@ -190,7 +190,7 @@ impl Gen {
             other => {
                 return Err(format!(
                     "unsupported index operation on '{}'",
-                    proto_name(other)
+                    other.keyword()
                 ))
             }
         };

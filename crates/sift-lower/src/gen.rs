@@ -155,7 +155,7 @@ impl Gen {
         branch_cond(&mut self.f, block, op, lhs, rhs)
     }
 
-    /// libpcap's `gen_ncmp`: `(load & mask) op v` in a new block; `reverse` negates `>`/`>=`.
+    /// libpcap's `gen_ncmp`: `(load & mask) op v` in a new block.
     pub fn ncmp(
         &mut self,
         rel: OffRel,
@@ -163,7 +163,6 @@ impl Gen {
         size: LoadSize,
         mask: u32,
         op: CmpOp,
-        reverse: bool,
         v: u32,
     ) -> Cond {
         let block = self.f.create_block();
@@ -172,29 +171,24 @@ impl Gen {
             let m = self.f.iconst(block, mask);
             x = self.f.push(block, Inst::Binary(BinOp::And, x, m));
         }
-        let c = self.branch_const(block, op, x, v);
-        if reverse && matches!(op, CmpOp::Gt | CmpOp::Ge) {
-            c.not()
-        } else {
-            c
-        }
+        self.branch_const(block, op, x, v)
     }
 
     pub fn cmp(&mut self, rel: OffRel, offset: u32, size: LoadSize, v: u32) -> Cond {
-        self.ncmp(rel, offset, size, 0xffff_ffff, CmpOp::Eq, false, v)
+        self.ncmp(rel, offset, size, 0xffff_ffff, CmpOp::Eq, v)
     }
 
     pub fn cmp_gt(&mut self, rel: OffRel, offset: u32, size: LoadSize, v: u32) -> Cond {
-        self.ncmp(rel, offset, size, 0xffff_ffff, CmpOp::Gt, false, v)
+        self.ncmp(rel, offset, size, 0xffff_ffff, CmpOp::Gt, v)
     }
 
     pub fn mcmp(&mut self, rel: OffRel, offset: u32, size: LoadSize, v: u32, mask: u32) -> Cond {
-        self.ncmp(rel, offset, size, mask, CmpOp::Eq, false, v)
+        self.ncmp(rel, offset, size, mask, CmpOp::Eq, v)
     }
 
     /// `(load & mask) != 0` as classic BPF's `jset` tests it.
     pub fn jset(&mut self, rel: OffRel, offset: u32, size: LoadSize, mask: u32) -> Cond {
-        self.ncmp(rel, offset, size, 0xffff_ffff, CmpOp::Set, false, mask)
+        self.ncmp(rel, offset, size, 0xffff_ffff, CmpOp::Set, mask)
     }
 
     /// libpcap's `gen_bcmp`: compares `bytes` at `offset`, the last four bytes first.

@@ -7,7 +7,6 @@ use sift_syntax::ast::{AddrKind, Dir, Proto};
 use crate::cond::Cond;
 use crate::gen::{Gen, GenResult, OffRel};
 use crate::linktype::*;
-use crate::proto::proto_name;
 
 /// The error for 802.11-only direction qualifiers applied to other addresses.
 pub(crate) fn wlan_dir_error(dir: Dir, what: &str) -> String {
@@ -113,7 +112,7 @@ impl Gen {
             Proto::Undef => Err("syntax error".into()),
             other => Err(format!(
                 "'{}' modifier applied to {typestr}",
-                proto_name(other)
+                other.keyword()
             )),
         }
     }
@@ -136,7 +135,7 @@ impl Gen {
             other => {
                 return Err(format!(
                     "'{}' modifier applied to ip6 {typestr}",
-                    proto_name(other)
+                    other.keyword()
                 ))
             }
         }

@@ -43,7 +43,7 @@ impl Gen {
             }
             Proto::Ip => {
                 let b0 = self.linktype(ETHERTYPE_IP)?;
-                let b1 = self.ncmp(OffRel::LinkPl, 16, Byte, 0xffff_ffff, CmpOp::Ge, false, 224);
+                let b1 = self.ncmp(OffRel::LinkPl, 16, Byte, 0xffff_ffff, CmpOp::Ge, 224);
                 Ok(self.and(b0, b1))
             }
             Proto::Ipv6 => {
@@ -69,15 +69,9 @@ impl Gen {
     pub fn byte_op(&mut self, index: u32, op: ByteOp, value: u32) -> GenResult<Cond> {
         Ok(match op {
             ByteOp::Eq => self.cmp(OffRel::LinkHdr, index, Byte, value),
-            ByteOp::Lt => self.ncmp(
-                OffRel::LinkHdr,
-                index,
-                Byte,
-                0xffff_ffff,
-                CmpOp::Ge,
-                true,
-                value,
-            ),
+            ByteOp::Lt => self
+                .ncmp(OffRel::LinkHdr, index, Byte, 0xffff_ffff, CmpOp::Ge, value)
+                .not(),
             ByteOp::Gt => self.cmp_gt(OffRel::LinkHdr, index, Byte, value),
             // libpcap emits `byte N & V` and `byte N | V` without loading the byte: the result
             // depends on whatever the accumulator held. sift refuses rather than guess.

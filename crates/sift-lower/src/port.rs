@@ -33,8 +33,10 @@ impl Gen {
             None => self.cmp(rel, offset, Half, port),
             Some(Ports(a, b)) => {
                 let (lo, hi) = if a > b { (b, a) } else { (a, b) };
-                let b1 = self.ncmp(rel, offset, Half, 0xffff_ffff, CmpOp::Ge, false, lo);
-                let b2 = self.ncmp(rel, offset, Half, 0xffff_ffff, CmpOp::Gt, true, hi);
+                let b1 = self.ncmp(rel, offset, Half, 0xffff_ffff, CmpOp::Ge, lo);
+                let b2 = self
+                    .ncmp(rel, offset, Half, 0xffff_ffff, CmpOp::Gt, hi)
+                    .not();
                 self.and(b1, b2)
             }
         }

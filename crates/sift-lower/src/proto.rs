@@ -43,53 +43,6 @@ const ISIS_L2_PSNP: u32 = 27;
 /// acyclic, so the walk is unrolled and a longer chain rejects the packet).
 pub(crate) const PROTOCHAIN_MAX_HEADERS: usize = 32;
 
-/// The lowercase keyword of a protocol qualifier, for messages.
-pub(crate) fn proto_name(p: Proto) -> &'static str {
-    match p {
-        Proto::Default => "default",
-        Proto::Link => "link",
-        Proto::Ip => "ip",
-        Proto::Arp => "arp",
-        Proto::Rarp => "rarp",
-        Proto::Sctp => "sctp",
-        Proto::Tcp => "tcp",
-        Proto::Udp => "udp",
-        Proto::Icmp => "icmp",
-        Proto::Igmp => "igmp",
-        Proto::Igrp => "igrp",
-        Proto::Atalk => "atalk",
-        Proto::Decnet => "decnet",
-        Proto::Lat => "lat",
-        Proto::Sca => "sca",
-        Proto::Moprc => "moprc",
-        Proto::Mopdl => "mopdl",
-        Proto::Ipv6 => "ip6",
-        Proto::Icmpv6 => "icmp6",
-        Proto::Ah => "ah",
-        Proto::Esp => "esp",
-        Proto::Pim => "pim",
-        Proto::Vrrp => "vrrp",
-        Proto::Aarp => "aarp",
-        Proto::Iso => "iso",
-        Proto::Esis => "esis",
-        Proto::Isis => "isis",
-        Proto::Clnp => "clnp",
-        Proto::Stp => "stp",
-        Proto::Ipx => "ipx",
-        Proto::Netbeui => "netbeui",
-        Proto::IsisL1 => "l1",
-        Proto::IsisL2 => "l2",
-        Proto::IsisIih => "iih",
-        Proto::IsisSnp => "snp",
-        Proto::IsisCsnp => "csnp",
-        Proto::IsisPsnp => "psnp",
-        Proto::IsisLsp => "lsp",
-        Proto::Radio => "radio",
-        Proto::Carp => "carp",
-        Proto::Undef => "undefined",
-    }
-}
-
 impl Gen {
     /// A bare protocol name (`gen_proto_abbrev`).
     pub fn proto_abbrev(&mut self, proto: Proto) -> GenResult<Cond> {
@@ -209,14 +162,14 @@ impl Gen {
             Proto::Arp | Proto::Rarp | Proto::Lat | Proto::Sca | Proto::Moprc | Proto::Mopdl => {
                 return Err(format!(
                     "{} does not encapsulate another protocol",
-                    proto_name(proto)
+                    proto.keyword()
                 ))
             }
             Proto::Atalk => return Err("AppleTalk encapsulation is not specifiable".into()),
             Proto::Decnet => return Err("DECNET encapsulation is not specifiable".into()),
             Proto::Clnp => return Err("'clnp proto' is not supported".into()),
             Proto::Undef => return Err("syntax error".into()),
-            other => return Err(format!("'{} proto' is bogus", proto_name(other))),
+            other => return Err(format!("'{} proto' is bogus", other.keyword())),
         })
     }
 
@@ -244,7 +197,7 @@ impl Gen {
             (a, f.iconst(entry, 40))
         } else {
             let a = load(f, entry, None, nl.wrapping_add(9));
-            let x = self.ipv4_header_len_in(entry);
+            let x = self.ipv4_header_len(entry);
             (a, x)
         };
         let f = &mut self.f;
@@ -264,10 +217,6 @@ impl Gen {
         );
         let reject = f.create_block();
         f.set_term(reject, Terminator::Return(0));
-        let mut next = Target {
-            block: entry,
-            args: vec![],
-        };
         let (mut a, mut x) = (a0, x0);
         let jump_to = |f: &mut Function, from, to: Target| f.set_term(from, Terminator::Jump(to));
         let mut prev = entry;
@@ -284,7 +233,6 @@ impl Gen {
                     args: vec![a, x],
                 },
             );
-            let _ = next;
             let is_v = branch(f, again, CmpOp::Eq, pa, v);
             let none = f.create_block();
             set_edge(f, is_v, true, end, vec![pa]);
@@ -327,7 +275,7 @@ impl Gen {
                         args: vec![nh, nx],
                     },
                 );
-                let (ah_a, ah_x) = self_ah_step(f, ahcheck, pa, px, nl, end);
+                let (ah_a, ah_x) = ah_step(f, ahcheck, pa, px, nl, end);
                 jump_to(
                     f,
                     ah_x.1,
@@ -341,15 +289,11 @@ impl Gen {
                 x = jx;
             } else {
                 set_edge(f, is_none, false, ahcheck, vec![]);
-                let (ah_a, ah_x) = self_ah_step(f, ahcheck, pa, px, nl, end);
+                let (ah_a, ah_x) = ah_step(f, ahcheck, pa, px, nl, end);
                 prev = ah_x.1;
                 a = ah_a;
                 x = ah_x.0;
             }
-            next = Target {
-                block: prev,
-                args: vec![],
-            };
         }
         // The chain is longer than sift walks: reject.
         f.set_term(prev, Terminator::Jump(reject.into()));
@@ -365,10 +309,6 @@ impl Gen {
             }],
         };
         Ok(self.and(b0, b))
-    }
-
-    fn ipv4_header_len_in(&mut self, block: sift_ir::Block) -> Value {
-        self.ipv4_header_len(block)
     }
 }
 
@@ -422,7 +362,7 @@ fn set_edge(
 /// if A is not AH, go to `end`; otherwise A becomes the AH next-header field and X becomes
 /// `(ah_len + 2) * 4` (libpcap does not add the old offset). Returns the new (A, (X, block that
 /// must jump to the next iteration)).
-fn self_ah_step(
+fn ah_step(
     f: &mut Function,
     ahcheck: sift_ir::Block,
     pa: Value,

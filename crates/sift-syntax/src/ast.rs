@@ -80,6 +80,56 @@ pub enum Proto {
     Undef,
 }
 
+impl Proto {
+    /// The keyword of the qualifier as written in expressions (`ip6`, `icmp6`, `l1`, ...); empty
+    /// for `Default` and `?` for `Undef`.
+    pub fn keyword(self) -> &'static str {
+        match self {
+            Proto::Default => "",
+            Proto::Link => "link",
+            Proto::Ip => "ip",
+            Proto::Arp => "arp",
+            Proto::Rarp => "rarp",
+            Proto::Sctp => "sctp",
+            Proto::Tcp => "tcp",
+            Proto::Udp => "udp",
+            Proto::Icmp => "icmp",
+            Proto::Igmp => "igmp",
+            Proto::Igrp => "igrp",
+            Proto::Atalk => "atalk",
+            Proto::Decnet => "decnet",
+            Proto::Lat => "lat",
+            Proto::Sca => "sca",
+            Proto::Moprc => "moprc",
+            Proto::Mopdl => "mopdl",
+            Proto::Ipv6 => "ip6",
+            Proto::Icmpv6 => "icmp6",
+            Proto::Ah => "ah",
+            Proto::Esp => "esp",
+            Proto::Pim => "pim",
+            Proto::Vrrp => "vrrp",
+            Proto::Aarp => "aarp",
+            Proto::Iso => "iso",
+            Proto::Esis => "esis",
+            Proto::Isis => "isis",
+            Proto::Clnp => "clnp",
+            Proto::Stp => "stp",
+            Proto::Ipx => "ipx",
+            Proto::Netbeui => "netbeui",
+            Proto::IsisL1 => "l1",
+            Proto::IsisL2 => "l2",
+            Proto::IsisIih => "iih",
+            Proto::IsisSnp => "snp",
+            Proto::IsisCsnp => "csnp",
+            Proto::IsisPsnp => "psnp",
+            Proto::IsisLsp => "lsp",
+            Proto::Radio => "radio",
+            Proto::Carp => "carp",
+            Proto::Undef => "?",
+        }
+    }
+}
+
 /// Direction qualifier (`Q_SRC`, `Q_DST`, `Q_OR`, `Q_AND`, 802.11 address qualifiers).
 #[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
 pub enum Dir {

@@ -9,52 +9,6 @@ use std::fmt;
 
 use crate::ast::*;
 
-pub(crate) fn proto_name(p: Proto) -> &'static str {
-    match p {
-        Proto::Default => "",
-        Proto::Link => "link",
-        Proto::Ip => "ip",
-        Proto::Arp => "arp",
-        Proto::Rarp => "rarp",
-        Proto::Sctp => "sctp",
-        Proto::Tcp => "tcp",
-        Proto::Udp => "udp",
-        Proto::Icmp => "icmp",
-        Proto::Igmp => "igmp",
-        Proto::Igrp => "igrp",
-        Proto::Atalk => "atalk",
-        Proto::Decnet => "decnet",
-        Proto::Lat => "lat",
-        Proto::Sca => "sca",
-        Proto::Moprc => "moprc",
-        Proto::Mopdl => "mopdl",
-        Proto::Ipv6 => "ip6",
-        Proto::Icmpv6 => "icmp6",
-        Proto::Ah => "ah",
-        Proto::Esp => "esp",
-        Proto::Pim => "pim",
-        Proto::Vrrp => "vrrp",
-        Proto::Aarp => "aarp",
-        Proto::Iso => "iso",
-        Proto::Esis => "esis",
-        Proto::Isis => "isis",
-        Proto::Clnp => "clnp",
-        Proto::Stp => "stp",
-        Proto::Ipx => "ipx",
-        Proto::Netbeui => "netbeui",
-        Proto::IsisL1 => "l1",
-        Proto::IsisL2 => "l2",
-        Proto::IsisIih => "iih",
-        Proto::IsisSnp => "snp",
-        Proto::IsisCsnp => "csnp",
-        Proto::IsisPsnp => "psnp",
-        Proto::IsisLsp => "lsp",
-        Proto::Radio => "radio",
-        Proto::Carp => "carp",
-        Proto::Undef => "?",
-    }
-}
-
 fn dir_name(d: Dir) -> &'static str {
     match d {
         Dir::Default => "",
@@ -89,7 +43,7 @@ fn addr_name(a: AddrKind) -> &'static str {
 impl fmt::Display for Qualifiers {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
         let parts: Vec<&str> = [
-            proto_name(self.proto),
+            Proto::keyword(self.proto),
             dir_name(self.dir),
             addr_name(self.addr),
         ]
@@ -124,7 +78,7 @@ impl fmt::Display for Arith {
             Arith::Len(_) => f.write_str("len"),
             Arith::Load {
                 proto, index, size, ..
-            } => write!(f, "{}[{index}:{size}]", proto_name(*proto)),
+            } => write!(f, "{}[{index}:{size}]", Proto::keyword(*proto)),
             Arith::Binary { op, lhs, rhs, .. } => write!(f, "({lhs} {op} {rhs})"),
             Arith::Neg(a, _) => write!(f, "(-{a})"),
         }
@@ -157,7 +111,7 @@ impl fmt::Display for PrimitiveKind {
             } => write!(f, "{q}{text}/{prefix_len}"),
             PrimitiveKind::Ether { q, text } => write!(f, "{q}{text}"),
             PrimitiveKind::Arcnet { q, text } => write!(f, "{q}{text}"),
-            PrimitiveKind::ProtoAbbrev(p) => f.write_str(proto_name(*p)),
+            PrimitiveKind::ProtoAbbrev(p) => f.write_str(Proto::keyword(*p)),
             PrimitiveKind::Relation {
                 op,
                 negated,
@@ -182,7 +136,7 @@ impl fmt::Display for PrimitiveKind {
                 };
                 match p {
                     Proto::Default => f.write_str(kw),
-                    p => write!(f, "{} {kw}", proto_name(*p)),
+                    p => write!(f, "{} {kw}", Proto::keyword(*p)),
                 }
             }
             PrimitiveKind::Less(n) => write!(f, "less {n}"),
