@@ -150,6 +150,20 @@ impl fmt::Display for Function {
             match &block.term {
                 Terminator::Unset => writeln!(f, "    unset")?,
                 Terminator::Return(k) => writeln!(f, "    ret {k}")?,
+                Terminator::ReturnValue(v) => writeln!(f, "    ret {v}")?,
+                Terminator::Switch {
+                    value,
+                    cases,
+                    default,
+                } => {
+                    write!(f, "    switch {value}, default {}", TargetDisplay(default))?;
+                    for (k, t) in cases {
+                        write!(f, ", ")?;
+                        write_const(f, *k)?;
+                        write!(f, ": {}", TargetDisplay(t))?;
+                    }
+                    writeln!(f)?;
+                }
                 Terminator::Jump(t) => writeln!(f, "    jump {}", TargetDisplay(t))?,
                 Terminator::Branch {
                     op,

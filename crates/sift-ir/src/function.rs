@@ -186,8 +186,17 @@ pub enum Terminator {
         else_: Target,
     },
     Jump(Target),
+    /// Multiway branch (a lookup table): goes to the case whose key equals `value`, else to
+    /// `default`. Keys are distinct.
+    Switch {
+        value: Value,
+        cases: Vec<(u32, Target)>,
+        default: Target,
+    },
     /// Accept `n` bytes of the packet (0 = reject).
     Return(u32),
+    /// Accept as many bytes as a computed value says (classic BPF's `ret a`; 0 = reject).
+    ReturnValue(Value),
 }
 
 impl Terminator {
@@ -196,7 +205,10 @@ impl Terminator {
         match self {
             Terminator::Branch { then_, else_, .. } => vec![then_, else_],
             Terminator::Jump(t) => vec![t],
-            Terminator::Unset | Terminator::Return(_) => vec![],
+            Terminator::Switch { cases, default, .. } => {
+                cases.iter().map(|(_, t)| t).chain([default]).collect()
+            }
+            Terminator::Unset | Terminator::Return(_) | Terminator::ReturnValue(_) => vec![],
         }
     }
 
@@ -204,16 +216,20 @@ impl Terminator {
         match self {
             Terminator::Branch { then_, else_, .. } => vec![then_, else_],
             Terminator::Jump(t) => vec![t],
-            Terminator::Unset | Terminator::Return(_) => vec![],
+            Terminator::Switch { cases, default, .. } => {
+                cases.iter_mut().map(|(_, t)| t).chain([default]).collect()
+            }
+            Terminator::Unset | Terminator::Return(_) | Terminator::ReturnValue(_) => vec![],
         }
     }
 
     /// The values the terminator reads (comparison operands and edge arguments).
     pub fn operands(&self) -> Vec<Value> {
         let mut out = Vec::new();
-        if let Terminator::Branch { lhs, rhs, .. } = self {
-            out.push(*lhs);
-            out.push(*rhs);
+        match self {
+            Terminator::Branch { lhs, rhs, .. } => out.extend([*lhs, *rhs]),
+            Terminator::Switch { value, .. } | Terminator::ReturnValue(value) => out.push(*value),
+            Terminator::Unset | Terminator::Jump(_) | Terminator::Return(_) => {}
         }
         for t in self.targets() {
             out.extend(&t.args);

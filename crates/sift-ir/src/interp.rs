@@ -84,7 +84,19 @@ impl Interpreter {
             }
             let target = match &data.term {
                 Terminator::Return(k) => return *k,
+                Terminator::ReturnValue(v) => return slots[v.index()],
                 Terminator::Jump(t) => t,
+                Terminator::Switch {
+                    value,
+                    cases,
+                    default,
+                } => {
+                    let key = slots[value.index()];
+                    cases
+                        .iter()
+                        .find(|(k, _)| *k == key)
+                        .map_or(default, |(_, t)| t)
+                }
                 Terminator::Branch {
                     op,
                     lhs,

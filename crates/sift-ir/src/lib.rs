@@ -3,7 +3,8 @@
 //! Front ends (the pcap-filter lowering, classic BPF import, the seeds' languages) produce a
 //! [`Function`]: a control-flow graph of basic blocks in SSA form. Each block computes values
 //! (constants, packet loads, arithmetic) and ends in a [`Terminator`]: a two-way branch on a
-//! comparison, an unconditional jump, or a return of the number of bytes to keep (0 rejects).
+//! comparison, a multiway `Switch` on a value (a lookup table), an unconditional jump, or a
+//! return of the number of bytes to keep (a constant or a computed value; 0 rejects).
 //! Blocks take parameters instead of phi nodes, as in Cranelift. The graph is acyclic: filters
 //! always terminate.
 //!

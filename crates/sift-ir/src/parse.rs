@@ -246,7 +246,33 @@ fn parse_term(
 ) -> Result<Terminator, String> {
     let (word, rest) = text.split_once(' ').unwrap_or((text, ""));
     match word {
+        "ret" if rest.trim().starts_with('v') => Ok(Terminator::ReturnValue(
+            val(rest.trim()).map_err(|e| e.message)?,
+        )),
         "ret" => Ok(Terminator::Return(parse_u32(rest.trim())?)),
+        "switch" => {
+            let parts = split_top(rest);
+            if parts.len() < 2 {
+                return Err("switch takes a value, a default and cases".into());
+            }
+            let value = val(parts[0]).map_err(|e| e.message)?;
+            let default = parts[1]
+                .strip_prefix("default ")
+                .ok_or("switch: second operand must be `default BLOCK`")?;
+            let default = parse_target(default, blocks, val)?;
+            let mut cases = Vec::new();
+            for case in &parts[2..] {
+                let (key, target) = case
+                    .split_once(':')
+                    .ok_or_else(|| format!("switch case {case:?} needs `KEY: BLOCK`"))?;
+                cases.push((parse_u32(key.trim())?, parse_target(target, blocks, val)?));
+            }
+            Ok(Terminator::Switch {
+                value,
+                cases,
+                default,
+            })
+        }
         "jump" => Ok(Terminator::Jump(parse_target(rest, blocks, val)?)),
         "br" => {
             let (op, rest) = rest.split_once(' ').ok_or("br needs operands")?;
@@ -296,6 +322,23 @@ block3(v8):
 block4:
     ret 262144
 ";
+
+    const SWITCH: &str = "\
+block0:
+    v0 = load.h [12]
+    switch v0, default block1, 0x800: block2(v0), 0x86dd: block1
+block1:
+    ret 0
+block2(v1):
+    ret v1
+";
+
+    #[test]
+    fn switch_and_computed_return_round_trip() {
+        let f = parse_function(SWITCH).unwrap();
+        assert_eq!(f.to_string(), SWITCH);
+        assert!(crate::verify(&f).is_ok());
+    }
 
     #[test]
     fn round_trip() {

@@ -161,6 +161,13 @@ pub fn verify(f: &Function) -> Result<(), VerifyError> {
         match &data.term {
             Terminator::Unset => fail(Some(b), "block has no terminator".into()),
             term => {
+                if let Terminator::Switch { cases, .. } = term {
+                    let mut keys: Vec<u32> = cases.iter().map(|(k, _)| *k).collect();
+                    keys.sort_unstable();
+                    if let Some(w) = keys.windows(2).find(|w| w[0] == w[1]) {
+                        fail(Some(b), format!("switch lists key {} twice", w[0]));
+                    }
+                }
                 for t in term.targets() {
                     if t.block.index() >= nblocks {
                         fail(Some(b), format!("jump to missing {}", t.block));
