@@ -1,0 +1,3 @@
+//! Interpreter benchmark (written below).
+
+fn main() {}
