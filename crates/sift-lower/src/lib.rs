@@ -16,6 +16,7 @@ mod cond;
 mod encap;
 mod gen;
 mod host;
+mod libpcap_opt;
 mod linktype;
 mod misc;
 mod names;
@@ -109,7 +110,7 @@ pub fn lower(expr: Option<&Expr>, opts: &Options) -> Result<Function, LowerError
             });
         }
     }
-    Ok(g.finish(body, opts.snaplen))
+    g.finish(body, opts.snaplen)
 }
 
 impl Gen {
@@ -180,40 +181,25 @@ impl Gen {
         }
     }
 
-    /// Points the filter's exits at "accept" and "reject", applies the load folding libpcap's
-    /// optimizer performs, and drops blocks no path reaches.
-    fn finish(mut self, body: Cond, snaplen: u32) -> Function {
+    /// Points the filter's exits at "accept" and "reject", applies what libpcap's optimizer does
+    /// to the filter's meaning (unless libpcap would not optimize it), and drops blocks no path
+    /// reaches.
+    fn finish(mut self, body: Cond, snaplen: u32) -> Result<Function, LowerError> {
         let accept = self.f.create_block();
         self.f.set_term(accept, Terminator::Return(snaplen));
         let reject = self.f.create_block();
         self.f.set_term(reject, Terminator::Return(0));
         patch(&mut self.f, &body.when_true, accept);
         patch(&mut self.f, &body.when_false, reject);
-        if !self.no_optimize {
-            fold_constant_indexes(&mut self.f);
+        let mut f = reachable_from(&self.f, body.entry);
+        if self.no_optimize {
+            return Ok(f);
         }
-        reachable_from(&self.f, body.entry)
-    }
-}
-
-/// libpcap's optimizer turns a load at `[x + k]` with a constant `x` into a load at `[x + k]`
-/// computed modulo 2^32; tcpdump always optimizes, so sift does the same.
-fn fold_constant_indexes(f: &mut Function) {
-    for i in 0..f.values.len() {
-        if let Inst::Load {
-            index: Some(x),
-            offset,
-            size,
-        } = f.values[i]
-        {
-            if let Some(k) = f.const_value(x) {
-                f.values[i] = Inst::Load {
-                    index: None,
-                    offset: k.wrapping_add(offset),
-                    size,
-                };
-            }
-        }
+        libpcap_opt::apply(&mut f).map_err(|message| LowerError {
+            span: None,
+            message,
+        })?;
+        Ok(reachable_from(&f, Function::ENTRY))
     }
 }
 
