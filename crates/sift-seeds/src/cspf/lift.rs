@@ -59,6 +59,17 @@ pub fn lift_with(program: &Program, accept_len: u32) -> Function {
         };
         let result = match inst.op.short_circuit() {
             Some(sc) => {
+                if let (Sym::Const(x), Sym::Const(y)) = (&t1, &t2) {
+                    // Decided statically: either the program always returns here (and the rest
+                    // is dead), or it always continues.
+                    if (x == y) == sc.exit_if {
+                        let exit = if sc.returns { b.accept() } else { b.reject() };
+                        b.f.set_term(b.cur, Terminator::Jump(exit.into()));
+                        return b.f;
+                    }
+                    stack.push(Sym::Const(u16::from(!sc.exit_if)));
+                    continue;
+                }
                 let r = Sym::Cmp(CmpOp::Eq, Box::new(t2), Box::new(t1));
                 let cont = b.f.create_block();
                 let exit = if sc.returns { b.accept() } else { b.reject() };
@@ -178,8 +189,11 @@ impl Builder {
     fn cond(&mut self, s: Sym, t: Block, e: Block) {
         match s {
             Sym::Const(k) => {
-                let target = if k != 0 { t } else { e };
-                self.f.set_term(self.cur, Terminator::Jump(target.into()));
+                // A branch on constants rather than a jump, so that no block becomes unreachable
+                // (values defined in one unreachable block and used in another would not verify);
+                // the optimizer folds it.
+                let (k, zero) = (self.f.iconst(self.cur, u32::from(k)), self.f.iconst(self.cur, 0));
+                self.branch(CmpOp::Ne, k, zero, t, e);
             }
             // A boolean compared with 0 or 1 is that boolean or its negation.
             Sym::Cmp(op @ (CmpOp::Eq | CmpOp::Ne), a, b)
