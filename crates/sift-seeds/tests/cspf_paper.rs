@@ -62,7 +62,10 @@ fn verdict(program: &Program, packet: &[u8]) -> bool {
     let direct = interp::run(program, packet).accept;
     let ir = Interpreter::new(cspf::lift(program)).unwrap();
     let lifted = ir.run(&mut Cache::new(), packet, packet.len() as u32) != 0;
-    assert_eq!(direct, lifted, "interpreter and IR disagree on {packet:02x?}");
+    assert_eq!(
+        direct, lifted,
+        "interpreter and IR disagree on {packet:02x?}"
+    );
     direct
 }
 
@@ -71,7 +74,11 @@ fn figure_11_accepts_pup_types_1_to_100() {
     let f = cspf::parse(FIGURE_11).unwrap();
     assert_eq!((f.priority(), f.words().len()), (10, 12));
     for (pup_type, expected) in [(0, false), (1, true), (2, true), (100, true), (101, false)] {
-        assert_eq!(verdict(&f, &pup(2, 0, pup_type, 35)), expected, "type {pup_type}");
+        assert_eq!(
+            verdict(&f, &pup(2, 0, pup_type, 35)),
+            expected,
+            "type {pup_type}"
+        );
         // The transport control byte shares word 3; the mask removes it.
         assert_eq!(verdict(&f, &pup(2, 0xff, pup_type, 35)), expected);
     }
@@ -187,8 +194,16 @@ fn ethernet_programs_match_pcap_expressions() {
             let direct = interp::run(&p, &pkt.data).accept;
             let lifted = ir.run(&mut cache, &pkt.data, pkt.wire_len) != 0;
             let expected = pcap.matches(&pkt.data, pkt.wire_len);
-            assert_eq!(direct, lifted, "{expr}: interpreter vs IR on {:02x?}", pkt.data);
-            assert_eq!(direct, expected, "{expr}: CSPF vs pcap on {:02x?}", pkt.data);
+            assert_eq!(
+                direct, lifted,
+                "{expr}: interpreter vs IR on {:02x?}",
+                pkt.data
+            );
+            assert_eq!(
+                direct, expected,
+                "{expr}: CSPF vs pcap on {:02x?}",
+                pkt.data
+            );
             accepted += usize::from(expected);
         }
         println!("{expr}: {accepted} of {} packets accepted", packets.len());

@@ -112,7 +112,12 @@ fn packets() -> Vec<Packet> {
                 let hl = 4 * usize::from(m.data[ip] & 0x0f);
                 m.data[ip + 9] = 6;
                 m.data[ip + 12..ip + 16].copy_from_slice(&[192, 12, 69, 1]);
-                for (at, v) in [(ip + hl, 1234u16), (ip + hl + 2, 4321), (34, 1234), (36, 4321)] {
+                for (at, v) in [
+                    (ip + hl, 1234u16),
+                    (ip + hl + 2, 4321),
+                    (34, 1234),
+                    (36, 4321),
+                ] {
                     if m.data.len() >= at + 2 {
                         m.data[at..at + 2].copy_from_slice(&v.to_be_bytes());
                     }

@@ -13,6 +13,9 @@ use std::path::Path;
 use sift_ir::{Cache, Function, Interpreter};
 use sift_seeds::{cspf, dpf, Location};
 
+/// The reference verdict of a parsed program on a packet.
+type Reference = Box<dyn Fn(&[u8]) -> bool>;
+
 enum Expect {
     Verdict(bool, Vec<u8>),
     Error(Location),
@@ -52,13 +55,15 @@ fn expectations(text: &str, marker: &str) -> Vec<Expect> {
 fn check(
     path: &Path,
     expects: &[Expect],
-    parsed: Result<(Function, Box<dyn Fn(&[u8]) -> bool>), (Location, String)>,
+    parsed: Result<(Function, Reference), (Location, String)>,
 ) -> usize {
     let name = path.display();
     match parsed {
         Err((loc, msg)) => {
             assert!(
-                expects.iter().any(|e| matches!(e, Expect::Error(l) if *l == loc)),
+                expects
+                    .iter()
+                    .any(|e| matches!(e, Expect::Error(l) if *l == loc)),
                 "{name}: unexpected error\n{msg}"
             );
             1
@@ -100,8 +105,7 @@ fn program_files() {
                 cspf::parse(&text)
                     .map(|p| {
                         let f = cspf::lift(&p);
-                        let r: Box<dyn Fn(&[u8]) -> bool> =
-                            Box::new(move |pkt| cspf::interp::run(&p, pkt).accept);
+                        let r: Reference = Box::new(move |pkt| cspf::interp::run(&p, pkt).accept);
                         (f, r)
                     })
                     .map_err(|e| (e.location, e.render(&text))),
@@ -111,8 +115,7 @@ fn program_files() {
                 dpf::parse(&text)
                     .map(|flt| {
                         let f = dpf::lift(&flt);
-                        let r: Box<dyn Fn(&[u8]) -> bool> =
-                            Box::new(move |pkt| dpf::eval::matches(&flt, pkt));
+                        let r: Reference = Box::new(move |pkt| dpf::eval::matches(&flt, pkt));
                         (f, r)
                     })
                     .map_err(|e| (e.location, e.render(&text))),

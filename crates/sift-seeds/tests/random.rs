@@ -166,8 +166,16 @@ fn random_dpf(rng: &mut Rng, template: &[u8]) -> String {
         } else {
             offset.to_string()
         };
-        let full = if bits == 32 { u32::MAX } else { (1 << bits) - 1 };
-        let mask = if rng.chance(1, 3) { rng.next_u32() & full } else { full };
+        let full = if bits == 32 {
+            u32::MAX
+        } else {
+            (1 << bits) - 1
+        };
+        let mask = if rng.chance(1, 3) {
+            rng.next_u32() & full
+        } else {
+            full
+        };
         // Values from the template at the same offset (ignoring shifts), so that atoms hold
         // sometimes.
         let mut value = template
@@ -237,14 +245,76 @@ fn random_text(rng: &mut Rng, alphabet: &[&str]) -> String {
 fn parsers_survive_random_input() {
     let mut rng = Rng::new(99);
     let cspf_words = [
-        "PUSHWORD", "+", "1", ",", "PUSHLIT", "|", "EQ", "CAND", "0x", "0x800", "{", "}", ";",
-        "struct", "enfilter", "f", "=", "/*", "*/", "//", "\n", " ", "(", ")", "-", "~", "<<",
-        "htons", "07", "99999999999", "é", "\0", "ENF_", "NOP", "PUSHONE",
+        "PUSHWORD",
+        "+",
+        "1",
+        ",",
+        "PUSHLIT",
+        "|",
+        "EQ",
+        "CAND",
+        "0x",
+        "0x800",
+        "{",
+        "}",
+        ";",
+        "struct",
+        "enfilter",
+        "f",
+        "=",
+        "/*",
+        "*/",
+        "//",
+        "\n",
+        " ",
+        "(",
+        ")",
+        "-",
+        "~",
+        "<<",
+        "htons",
+        "07",
+        "99999999999",
+        "é",
+        "\0",
+        "ENF_",
+        "NOP",
+        "PUSHONE",
     ];
     let dpf_words = [
-        "(", ")", "12", ":", "16", "8", "32", "==", "!=", "<", ">=", "&", "&&", "|", "SHIFT",
-        "shift", "0x800", "#", "\n", " ", "<<", "+", "-", "~", "/", "0", "%", "4294967295",
-        "é", "\0", "^", "*", ">>",
+        "(",
+        ")",
+        "12",
+        ":",
+        "16",
+        "8",
+        "32",
+        "==",
+        "!=",
+        "<",
+        ">=",
+        "&",
+        "&&",
+        "|",
+        "SHIFT",
+        "shift",
+        "0x800",
+        "#",
+        "\n",
+        " ",
+        "<<",
+        "+",
+        "-",
+        "~",
+        "/",
+        "0",
+        "%",
+        "4294967295",
+        "é",
+        "\0",
+        "^",
+        "*",
+        ">>",
     ];
     for i in 0..20000 {
         let text = match i % 3 {
@@ -256,12 +326,18 @@ fn parsers_survive_random_input() {
             _ => random_text(&mut rng, &dpf_words),
         };
         if let Err(e) = cspf::parse(&text) {
-            assert!(e.span.start <= e.span.end && e.span.end <= text.len(), "{text:?}");
+            assert!(
+                e.span.start <= e.span.end && e.span.end <= text.len(),
+                "{text:?}"
+            );
             let _ = e.render(&text);
         }
         match dpf::parse(&text) {
             Err(e) => {
-                assert!(e.span.start <= e.span.end && e.span.end <= text.len(), "{text:?}");
+                assert!(
+                    e.span.start <= e.span.end && e.span.end <= text.len(),
+                    "{text:?}"
+                );
                 let _ = e.render(&text);
             }
             Ok(f) => {

@@ -14,13 +14,25 @@ pub enum Exit {
     /// enet interpreter's stack starts with a TRUE below the program's values).
     End,
     /// A short-circuit operator at this word returned.
-    ShortCircuit { word: usize },
+    ShortCircuit {
+        word: usize,
+    },
     /// `PUSHWORD+n` at this word named a word not entirely within the captured bytes.
-    OutOfPacket { word: usize },
-    InvalidInstruction { word: usize },
-    MissingLiteral { word: usize },
-    StackUnderflow { word: usize },
-    StackOverflow { word: usize },
+    OutOfPacket {
+        word: usize,
+    },
+    InvalidInstruction {
+        word: usize,
+    },
+    MissingLiteral {
+        word: usize,
+    },
+    StackUnderflow {
+        word: usize,
+    },
+    StackOverflow {
+        word: usize,
+    },
 }
 
 /// The result of running a program on a packet.
@@ -39,10 +51,14 @@ pub fn packet_word(packet: &[u8], n: u16) -> Option<u16> {
 /// Runs a verified program.
 pub fn run(program: &Program, packet: &[u8]) -> Outcome {
     // The static checks are the ones `run_words` makes at run time, with no lower limits.
-    run_words(program.words(), packet, &Limits {
-        max_words: usize::MAX,
-        max_stack: usize::MAX,
-    })
+    run_words(
+        program.words(),
+        packet,
+        &Limits {
+            max_words: usize::MAX,
+            max_stack: usize::MAX,
+        },
+    )
 }
 
 /// Runs raw words with every check made at run time; any failed check rejects.
@@ -106,7 +122,7 @@ pub fn run_words(words: &[u16], packet: &[u8], limits: &Limits) -> Outcome {
         stack.push(result);
     }
     Outcome {
-        accept: stack.last().map_or(true, |&top| top != 0),
+        accept: !matches!(stack.last(), Some(0)),
         exit: Exit::End,
     }
 }
@@ -131,18 +147,70 @@ mod tests {
     #[test]
     fn short_circuits_return_or_push() {
         let run = |op: Operator, a: u16, b: u16| {
-            run_words(&[ENF_PUSHLIT, a, ENF_PUSHLIT | op.code(), b], &[], &Limits::default())
+            run_words(
+                &[ENF_PUSHLIT, a, ENF_PUSHLIT | op.code(), b],
+                &[],
+                &Limits::default(),
+            )
         };
         let sc = |word| Exit::ShortCircuit { word };
-        assert_eq!(run(Operator::Cor, 1, 1), Outcome { accept: true, exit: sc(2) });
+        assert_eq!(
+            run(Operator::Cor, 1, 1),
+            Outcome {
+                accept: true,
+                exit: sc(2)
+            }
+        );
         // Not equal: COR pushes R = FALSE and the program ends with it on top.
-        assert_eq!(run(Operator::Cor, 1, 2), Outcome { accept: false, exit: Exit::End });
-        assert_eq!(run(Operator::Cand, 1, 2), Outcome { accept: false, exit: sc(2) });
-        assert_eq!(run(Operator::Cand, 2, 2), Outcome { accept: true, exit: Exit::End });
-        assert_eq!(run(Operator::Cnor, 2, 2), Outcome { accept: false, exit: sc(2) });
-        assert_eq!(run(Operator::Cnor, 1, 2), Outcome { accept: false, exit: Exit::End });
-        assert_eq!(run(Operator::Cnand, 1, 2), Outcome { accept: true, exit: sc(2) });
-        assert_eq!(run(Operator::Cnand, 2, 2), Outcome { accept: true, exit: Exit::End });
+        assert_eq!(
+            run(Operator::Cor, 1, 2),
+            Outcome {
+                accept: false,
+                exit: Exit::End
+            }
+        );
+        assert_eq!(
+            run(Operator::Cand, 1, 2),
+            Outcome {
+                accept: false,
+                exit: sc(2)
+            }
+        );
+        assert_eq!(
+            run(Operator::Cand, 2, 2),
+            Outcome {
+                accept: true,
+                exit: Exit::End
+            }
+        );
+        assert_eq!(
+            run(Operator::Cnor, 2, 2),
+            Outcome {
+                accept: false,
+                exit: sc(2)
+            }
+        );
+        assert_eq!(
+            run(Operator::Cnor, 1, 2),
+            Outcome {
+                accept: false,
+                exit: Exit::End
+            }
+        );
+        assert_eq!(
+            run(Operator::Cnand, 1, 2),
+            Outcome {
+                accept: true,
+                exit: sc(2)
+            }
+        );
+        assert_eq!(
+            run(Operator::Cnand, 2, 2),
+            Outcome {
+                accept: true,
+                exit: Exit::End
+            }
+        );
     }
 
     #[test]
@@ -155,11 +223,23 @@ mod tests {
             run_words(&[ENF_PUSHWORD + 2], &pkt, &l).exit,
             Exit::OutOfPacket { word: 0 }
         );
-        assert_eq!(run_words(&[EQ], &pkt, &l).exit, Exit::StackUnderflow { word: 0 });
-        assert_eq!(run_words(&[8], &pkt, &l).exit, Exit::InvalidInstruction { word: 0 });
-        assert_eq!(run_words(&[ENF_PUSHLIT], &pkt, &l).exit, Exit::MissingLiteral { word: 0 });
+        assert_eq!(
+            run_words(&[EQ], &pkt, &l).exit,
+            Exit::StackUnderflow { word: 0 }
+        );
+        assert_eq!(
+            run_words(&[8], &pkt, &l).exit,
+            Exit::InvalidInstruction { word: 0 }
+        );
+        assert_eq!(
+            run_words(&[ENF_PUSHLIT], &pkt, &l).exit,
+            Exit::MissingLiteral { word: 0 }
+        );
         let many = vec![ENF_PUSHONE; 39];
-        assert_eq!(run_words(&many, &pkt, &l).exit, Exit::StackOverflow { word: 38 });
+        assert_eq!(
+            run_words(&many, &pkt, &l).exit,
+            Exit::StackOverflow { word: 38 }
+        );
         // An empty program accepts (enet: "null filters always accept all packets").
         assert!(run_words(&[], &pkt, &l).accept);
     }

@@ -192,7 +192,10 @@ impl Builder {
                 // A branch on constants rather than a jump, so that no block becomes unreachable
                 // (values defined in one unreachable block and used in another would not verify);
                 // the optimizer folds it.
-                let (k, zero) = (self.f.iconst(self.cur, u32::from(k)), self.f.iconst(self.cur, 0));
+                let (k, zero) = (
+                    self.f.iconst(self.cur, u32::from(k)),
+                    self.f.iconst(self.cur, 0),
+                );
                 self.branch(CmpOp::Ne, k, zero, t, e);
             }
             // A boolean compared with 0 or 1 is that boolean or its negation.
@@ -286,7 +289,9 @@ mod tests {
         let p = Program::new(0, words.to_vec()).unwrap();
         let f = lift(&p);
         verify(&f).unwrap();
-        Interpreter::new(f).unwrap().run(&mut Cache::new(), pkt, pkt.len() as u32)
+        Interpreter::new(f)
+            .unwrap()
+            .run(&mut Cache::new(), pkt, pkt.len() as u32)
     }
 
     #[test]
@@ -328,6 +333,9 @@ mod tests {
     fn snap_length_parameter() {
         let p = Program::new(0, vec![ENF_PUSHONE]).unwrap();
         let f = lift_with(&p, 96);
-        assert_eq!(Interpreter::new(f).unwrap().run(&mut Cache::new(), &[], 0), 96);
+        assert_eq!(
+            Interpreter::new(f).unwrap().run(&mut Cache::new(), &[], 0),
+            96
+        );
     }
 }

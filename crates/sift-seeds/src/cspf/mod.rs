@@ -46,6 +46,6 @@ pub mod syntax;
 pub use lift::{lift, lift_with, ACCEPT_ALL};
 pub use program::{Action, Instruction, Limits, Operator, Program, ProgramError, ProgramErrorKind};
 pub use syntax::{
-    decode_words, encode_words, parse, parse_binary, parse_enfilter_image, parse_with,
-    BinaryError, ByteOrder, ParseError, ParseErrorKind,
+    decode_words, encode_words, parse, parse_binary, parse_enfilter_image, parse_with, BinaryError,
+    ByteOrder, ParseError, ParseErrorKind,
 };

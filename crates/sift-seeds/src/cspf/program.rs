@@ -196,11 +196,9 @@ impl Operator {
             Operator::And => t2 & t1,
             Operator::Or => t2 | t1,
             Operator::Xor => t2 ^ t1,
-            Operator::Nop
-            | Operator::Cor
-            | Operator::Cand
-            | Operator::Cnor
-            | Operator::Cnand => return None,
+            Operator::Nop | Operator::Cor | Operator::Cand | Operator::Cnor | Operator::Cnand => {
+                return None
+            }
         })
     }
 }
@@ -272,14 +270,22 @@ pub struct ProgramError {
 
 #[derive(Clone, Debug, PartialEq, Eq)]
 pub enum ProgramErrorKind {
-    TooLong { len: usize, max: usize },
+    TooLong {
+        len: usize,
+        max: usize,
+    },
     InvalidAction(u16),
     InvalidOperator(u16),
     /// A `PUSHLIT` is the last word: its literal is missing.
     MissingLiteral,
     /// A binary operator with fewer than two values on the stack.
-    StackUnderflow { depth: usize, op: Operator },
-    StackOverflow { max: usize },
+    StackUnderflow {
+        depth: usize,
+        op: Operator,
+    },
+    StackOverflow {
+        max: usize,
+    },
 }
 
 impl fmt::Display for ProgramErrorKind {
@@ -503,15 +509,33 @@ mod tests {
         );
         let e = err(vec![ENF_PUSHONE, ENF_PUSHZERO | eq, eq]);
         assert_eq!(e.word, 2);
-        assert!(matches!(e.kind, ProgramErrorKind::StackUnderflow { depth: 1, .. }));
-        assert_eq!(err(vec![ENF_PUSHONE, 9]).kind, ProgramErrorKind::InvalidAction(9));
-        assert_eq!(err(vec![40 << 10]).kind, ProgramErrorKind::InvalidOperator(40));
+        assert!(matches!(
+            e.kind,
+            ProgramErrorKind::StackUnderflow { depth: 1, .. }
+        ));
+        assert_eq!(
+            err(vec![ENF_PUSHONE, 9]).kind,
+            ProgramErrorKind::InvalidAction(9)
+        );
+        assert_eq!(
+            err(vec![40 << 10]).kind,
+            ProgramErrorKind::InvalidOperator(40)
+        );
         let e = err(vec![ENF_PUSHONE; 41]);
-        assert_eq!((e.word, e.kind), (40, ProgramErrorKind::TooLong { len: 41, max: 40 }));
+        assert_eq!(
+            (e.word, e.kind),
+            (40, ProgramErrorKind::TooLong { len: 41, max: 40 })
+        );
         let e = err(vec![ENF_PUSHONE; 39]);
-        assert_eq!((e.word, e.kind), (38, ProgramErrorKind::StackOverflow { max: 38 }));
+        assert_eq!(
+            (e.word, e.kind),
+            (38, ProgramErrorKind::StackOverflow { max: 38 })
+        );
         let p = Program::new(3, vec![ENF_PUSHWORD + 1, ENF_PUSHLIT | eq, 2]).unwrap();
-        assert_eq!((p.priority(), p.max_depth(), p.max_packet_word()), (3, 2, Some(1)));
+        assert_eq!(
+            (p.priority(), p.max_depth(), p.max_packet_word()),
+            (3, 2, Some(1))
+        );
         assert_eq!(p.instructions().len(), 2);
         // A literal that looks like an invalid instruction is data, not an instruction.
         assert!(Program::new(0, vec![ENF_PUSHLIT, 0xFFFF]).is_ok());

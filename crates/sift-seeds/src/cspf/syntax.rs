@@ -63,11 +63,17 @@ pub enum ParseErrorKind {
     },
     UnknownName(String),
     /// A value that does not fit where it is used.
-    OutOfRange { value: i64, what: &'static str },
+    OutOfRange {
+        value: i64,
+        what: &'static str,
+    },
     /// Arithmetic in a constant expression overflowed, or divided by zero.
     BadArithmetic,
     /// The initializer's length field disagrees with the number of words.
-    LengthMismatch { declared: i64, actual: usize },
+    LengthMismatch {
+        declared: i64,
+        actual: usize,
+    },
     /// An initializer without its priority and length.
     MissingHeader,
     /// A static check of the program failed at the word this error points to.
@@ -96,7 +102,10 @@ impl fmt::Display for ParseErrorKind {
                 "the length field says {declared} words but {actual} words follow"
             ),
             ParseErrorKind::MissingHeader => {
-                write!(f, "a struct enfilter initializer starts with priority and length")
+                write!(
+                    f,
+                    "a struct enfilter initializer starts with priority and length"
+                )
             }
             ParseErrorKind::Program(k) => write!(f, "{k}"),
             ParseErrorKind::TooDeep => write!(f, "expression nested too deeply"),
@@ -373,9 +382,14 @@ impl<'a> Parser<'a> {
     }
 
     fn binary(&mut self, level: usize, depth: usize) -> Result<i64, ParseError> {
-        const LEVELS: [&[&str]; 6] = [&["|"], &["^"], &["&"], &["<<", ">>"], &["+", "-"], &[
-            "*", "/", "%",
-        ]];
+        const LEVELS: [&[&str]; 6] = [
+            &["|"],
+            &["^"],
+            &["&"],
+            &["<<", ">>"],
+            &["+", "-"],
+            &["*", "/", "%"],
+        ];
         if level == LEVELS.len() {
             return self.unary(depth);
         }
@@ -490,7 +504,7 @@ impl std::error::Error for BinaryError {}
 
 /// Splits bytes into 16-bit words.
 pub fn decode_words(bytes: &[u8], order: ByteOrder) -> Result<Vec<u16>, BinaryError> {
-    if bytes.len() % 2 != 0 {
+    if !bytes.chunks_exact(2).remainder().is_empty() {
         return Err(BinaryError::OddLength { len: bytes.len() });
     }
     Ok(bytes
@@ -567,14 +581,23 @@ mod tests {
         assert_eq!(e.kind, ParseErrorKind::UnknownName("EQQ".into()));
         assert_eq!((e.location.line, e.location.column), (2, 13));
         let e = parse("{ 10, 4, PUSHWORD+1, PUSHLIT | EQ, 2 }").unwrap_err();
-        assert!(matches!(e.kind, ParseErrorKind::LengthMismatch { declared: 4, actual: 3 }));
+        assert!(matches!(
+            e.kind,
+            ParseErrorKind::LengthMismatch {
+                declared: 4,
+                actual: 3
+            }
+        ));
         assert_eq!(e.location.column, 7);
         // The static checks point at the word.
         let e = parse("PUSHONE,\nEQ").unwrap_err();
         assert!(matches!(e.kind, ParseErrorKind::Program(_)));
         assert_eq!((e.location.line, e.location.column), (2, 1));
         let e = parse("PUSHLIT | EQ, 0x10000").unwrap_err();
-        assert!(matches!(e.kind, ParseErrorKind::OutOfRange { value: 65536, .. }));
+        assert!(matches!(
+            e.kind,
+            ParseErrorKind::OutOfRange { value: 65536, .. }
+        ));
         assert!(parse("/* open").is_err());
         assert!(parse("{ 300, 0 }").is_err());
         assert!(parse("PUSHONE PUSHONE").is_err());

@@ -53,9 +53,7 @@ fn value(e: &Expr, base: u64, packet: &[u8]) -> Option<u32> {
                 .iter()
                 .fold(0, |acc, &b| (acc << 8) | u32::from(b))
         }
-        ExprKind::Binary(op, a, b) => {
-            op.apply(value(a, base, packet)?, value(b, base, packet)?)?
-        }
+        ExprKind::Binary(op, a, b) => op.apply(value(a, base, packet)?, value(b, base, packet)?)?,
         ExprKind::Not(a) => !value(a, base, packet)?,
         ExprKind::Neg(a) => value(a, base, packet)?.wrapping_neg(),
     })

@@ -138,7 +138,13 @@ fn fold(text: &str, e: &syntax::Expr) -> Result<Expr, ParseError> {
             width: *width,
         },
         ExprKind::Binary(op, a, b) => binary(text, *op, fold(text, a)?, fold(text, b)?, e.span)?,
-        ExprKind::Not(a) => binary(text, BinOp::Xor, fold(text, a)?, Expr::Const(u32::MAX), e.span)?,
+        ExprKind::Not(a) => binary(
+            text,
+            BinOp::Xor,
+            fold(text, a)?,
+            Expr::Const(u32::MAX),
+            e.span,
+        )?,
         ExprKind::Neg(a) => binary(text, BinOp::Sub, Expr::Const(0), fold(text, a)?, e.span)?,
     })
 }
@@ -169,7 +175,10 @@ mod tests {
     fn constant_shifts_fold_into_offsets() {
         assert_eq!(atoms("SHIFT(6 + 6 + 2) & (9:8 == 6)"), atoms("(23:8 == 6)"));
         let a = &atoms("(0x10 > 12:16 & 0xff00)")[0];
-        assert_eq!((a.offset, a.mask, a.rel, a.value), (12, 0xff00, Rel::Lt, 0x10));
+        assert_eq!(
+            (a.offset, a.mask, a.rel, a.value),
+            (12, 0xff00, Rel::Lt, 0x10)
+        );
         let a = &atoms("(12:32 & 0xff & 0xf0 == 0x40)")[0];
         assert_eq!(a.mask, 0xf0);
         let a = &atoms("(1:8 & 0x1ff != 3)")[0];
@@ -202,7 +211,10 @@ mod tests {
             }
         );
         assert_eq!(kind("(1:8 == 1 / 0)"), ParseErrorKind::DivisionByZero);
-        assert_eq!(kind("SHIFT(0xffffffff) & (1:8 == 1)"), ParseErrorKind::OffsetTooLarge);
+        assert_eq!(
+            kind("SHIFT(0xffffffff) & (1:8 == 1)"),
+            ParseErrorKind::OffsetTooLarge
+        );
         assert_eq!(kind("SHIFT(14) # nothing else"), ParseErrorKind::Empty);
         // Order comparisons may use any constant.
         assert!(parse("(12:16 < 0x10000)").is_ok());

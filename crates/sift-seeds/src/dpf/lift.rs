@@ -191,7 +191,9 @@ mod tests {
     fn run(text: &str, pkt: &[u8]) -> u32 {
         let f = lift(&parse(text).unwrap());
         verify(&f).unwrap();
-        Interpreter::new(f).unwrap().run(&mut Cache::new(), pkt, pkt.len() as u32)
+        Interpreter::new(f)
+            .unwrap()
+            .run(&mut Cache::new(), pkt, pkt.len() as u32)
     }
 
     #[test]

@@ -52,7 +52,10 @@ pub enum ParseErrorKind {
     /// An atom that does not compare one (masked) packet field with a constant.
     NotCanonical,
     /// An `==`/`!=` constant with bits the field's mask clears: it could never (or always) hold.
-    ValueOutsideMask { value: u32, mask: u32 },
+    ValueOutsideMask {
+        value: u32,
+        mask: u32,
+    },
     /// Constant offsets (shifts plus the atom's offset) past 2^32 - 1.
     OffsetTooLarge,
     DivisionByZero,
@@ -129,7 +132,10 @@ pub struct Expr {
 pub enum ExprKind {
     Num(u32),
     /// `addr:bits`, relative to the current base.
-    Load { addr: Box<Expr>, width: Width },
+    Load {
+        addr: Box<Expr>,
+        width: Width,
+    },
     Binary(BinOp, Box<Expr>, Box<Expr>),
     /// `~x`
     Not(Box<Expr>),
@@ -212,13 +218,21 @@ fn lex(text: &str) -> Result<Vec<Token<'_>>, ParseError> {
             let (s, span) = (&text[start..i], Span::new(start, i));
             let tok = if c.is_ascii_digit() {
                 let Some(n) = c_number(s) else {
-                    return Err(ParseError::new(text, ParseErrorKind::BadNumber(s.into()), span));
+                    return Err(ParseError::new(
+                        text,
+                        ParseErrorKind::BadNumber(s.into()),
+                        span,
+                    ));
                 };
                 Tok::Num(n)
             } else if s.eq_ignore_ascii_case("shift") {
                 Tok::Ident("SHIFT")
             } else {
-                return Err(ParseError::new(text, ParseErrorKind::UnknownName(s.into()), span));
+                return Err(ParseError::new(
+                    text,
+                    ParseErrorKind::UnknownName(s.into()),
+                    span,
+                ));
             };
             out.push(Token { tok, span });
         } else if let Some(p) = PUNCTS.iter().find(|p| text[i..].starts_with(**p)) {
@@ -230,7 +244,11 @@ fn lex(text: &str) -> Result<Vec<Token<'_>>, ParseError> {
         } else {
             let ch = text[i..].chars().next().unwrap_or('?');
             let span = Span::new(i, i + ch.len_utf8());
-            return Err(ParseError::new(text, ParseErrorKind::UnexpectedChar(ch), span));
+            return Err(ParseError::new(
+                text,
+                ParseErrorKind::UnexpectedChar(ch),
+                span,
+            ));
         }
     }
     out.push(Token {
@@ -338,9 +356,10 @@ impl<'a> Parser<'a> {
     fn steps(&self, node: Node, start: Span) -> Result<Vec<Step>, ParseError> {
         match node {
             Node::Cond(s) => Ok(s),
-            Node::Value(_) => {
-                self.error(ParseErrorKind::ValueNotCondition, start.to(self.last_span()))
-            }
+            Node::Value(_) => self.error(
+                ParseErrorKind::ValueNotCondition,
+                start.to(self.last_span()),
+            ),
         }
     }
 
@@ -524,11 +543,20 @@ mod tests {
         assert_eq!(kind("1:12 == 1"), ParseErrorKind::BadWidth(12));
         assert_eq!(kind("12:16"), ParseErrorKind::ValueNotCondition);
         assert_eq!(kind("(1:8 == 1) & 5"), ParseErrorKind::MixedAnd);
-        assert_eq!(kind("(1:8 == 1) | (2:8 == 1)"), ParseErrorKind::ConditionNotValue);
-        assert_eq!(kind("(1:8 == 1) + 1 == 2"), ParseErrorKind::ConditionNotValue);
+        assert_eq!(
+            kind("(1:8 == 1) | (2:8 == 1)"),
+            ParseErrorKind::ConditionNotValue
+        );
+        assert_eq!(
+            kind("(1:8 == 1) + 1 == 2"),
+            ParseErrorKind::ConditionNotValue
+        );
         assert_eq!(kind("SHIFT((1:8 == 1))"), ParseErrorKind::ConditionNotValue);
         assert_eq!(kind("foo"), ParseErrorKind::UnknownName("foo".into()));
-        assert_eq!(kind("1:8 == 0x1g"), ParseErrorKind::BadNumber("0x1g".into()));
+        assert_eq!(
+            kind("1:8 == 0x1g"),
+            ParseErrorKind::BadNumber("0x1g".into())
+        );
         assert_eq!(kind("1:8 == $"), ParseErrorKind::UnexpectedChar('$'));
         assert_eq!(kind(&"(".repeat(1000)), ParseErrorKind::TooDeep);
         assert_eq!(kind(&"~".repeat(1000)), ParseErrorKind::TooDeep);
