@@ -586,7 +586,7 @@ L6:
         assert_eq!(e.kind, AsmErrorKind::UnknownMnemonic("frob".into()));
 
         let e = assemble("  add r1, r2, x9\n").unwrap_err();
-        assert_eq!((e.line, e.column), (1, 16));
+        assert_eq!((e.line, e.column), (1, 15));
 
         let e = assemble("  jmp nowhere\n").unwrap_err();
         assert_eq!((e.line, e.column), (1, 7));
