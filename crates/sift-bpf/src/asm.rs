@@ -78,9 +78,9 @@ pub fn assemble(text: &str) -> Result<Program, ParseError> {
         if cur.peek() == Some('(') {
             let col = cur.column();
             cur.eat('(');
-            let n = cur.unsigned("the instruction number", u32::MAX)?;
+            let n = cur.decimal("the instruction number")?;
             cur.expect(')', "`)`")?;
-            if n as usize != pending.len() {
+            if n != pending.len() as u64 {
                 return Err(ParseError::new(
                     i + 1,
                     col,

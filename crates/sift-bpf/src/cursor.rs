@@ -151,9 +151,28 @@ impl<'a> Cursor<'a> {
         Ok(if negative { -m } else { m })
     }
 
+    /// A plain decimal number (leading zeros allowed, as in `(008)`).
+    pub(crate) fn decimal(&mut self, field: &'static str) -> Result<u64, ParseError> {
+        self.skip_blanks();
+        let start = self.pos;
+        let n = self
+            .rest()
+            .find(|c: char| !c.is_ascii_digit())
+            .unwrap_or(self.rest().len());
+        if n == 0 {
+            return Err(self.error(ParseErrorKind::Expected("a number")));
+        }
+        let value = self.rest()[..n]
+            .parse::<u64>()
+            .map_err(|_| self.error_at(start, ParseErrorKind::OutOfRange(field)))?;
+        self.pos += n;
+        Ok(value)
+    }
+
     /// A number in `0..=max`, where negative numbers down to `-2^31` are taken as their two's
     /// complement (only when `max` is `u32::MAX`: bpf_image prints some `k` with `%d`).
     pub(crate) fn unsigned(&mut self, field: &'static str, max: u32) -> Result<u32, ParseError> {
+        self.skip_blanks();
         let start = self.pos;
         let n = self.number(field)?;
         let out_of_range = || self.error_at(start, ParseErrorKind::OutOfRange(field));

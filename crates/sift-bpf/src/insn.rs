@@ -42,6 +42,34 @@ impl Insn {
         Class::from_code(self.code)
     }
 
+    /// The instruction with the fields its opcode ignores set to 0 (`k` of `tax`, `jt`/`jf` of
+    /// everything but conditional jumps, ...); undecodable instructions are returned unchanged.
+    /// Two instructions with the same canonical form behave the same.
+    pub fn canonical(self) -> Insn {
+        let Some(op) = self.decode() else { return self };
+        let uses_k = !matches!(
+            op,
+            Op::LdLen
+                | Op::LdxLen
+                | Op::RetA
+                | Op::Neg
+                | Op::Tax
+                | Op::Txa
+                | Op::Alu(_, Src::X)
+                | Op::Jmp(_, Src::X)
+        );
+        let (jt, jf) = match op {
+            Op::Jmp(..) => (self.jt, self.jf),
+            _ => (0, 0),
+        };
+        Insn {
+            code: self.code,
+            jt,
+            jf,
+            k: if uses_k { self.k } else { 0 },
+        }
+    }
+
     /// The decoded instruction, or `None` if the opcode is not one that classic BPF executes.
     pub fn decode(self) -> Option<Op> {
         Op::decode(self)

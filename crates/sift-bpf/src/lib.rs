@@ -9,8 +9,11 @@ pub mod insn;
 pub mod numeric;
 
 pub use error::{ParseError, ParseErrorKind};
-pub use insn::{AluOp, Class, Insn, JmpOp, Op, Program, Size, Src};
+pub use insn::{code, AluOp, Class, Insn, JmpOp, Op, Program, Size, Src};
 pub mod interp;
 pub mod validate;
 
 pub use validate::{validate, Dialect, ValidProgram, ValidationError, Violation};
+pub mod lift;
+
+pub use lift::lift;
