@@ -283,7 +283,10 @@ fn parse_insn(
                 then_: 0,
                 else_: 0,
             },
-            targets: vec![(0, line.target(&ops[2], '@')?), (1, line.target(&ops[3], '@')?)],
+            targets: vec![
+                (0, line.target(&ops[2], '@')?),
+                (1, line.target(&ops[3], '@')?),
+            ],
             table: None,
         });
     }
@@ -348,12 +351,7 @@ fn parse_insn(
                 value: line.operand(&ops[0])?,
             })
         }
-        _ => {
-            return Err(line.err(
-                column,
-                AsmErrorKind::UnknownMnemonic(mnemonic.to_owned()),
-            ))
-        }
+        _ => return Err(line.err(column, AsmErrorKind::UnknownMnemonic(mnemonic.to_owned()))),
     })
 }
 
@@ -376,7 +374,9 @@ pub fn assemble(text: &str) -> Result<Program, AsmError> {
             continue;
         }
         if let Some(directive) = rest.strip_prefix('.') {
-            let (name, arg) = directive.split_once(char::is_whitespace).unwrap_or((directive, ""));
+            let (name, arg) = directive
+                .split_once(char::is_whitespace)
+                .unwrap_or((directive, ""));
             let arg_column = column + 1 + name.len() + (arg.len() - arg.trim_start().len()) + 1;
             let arg = Word {
                 text: arg.trim(),

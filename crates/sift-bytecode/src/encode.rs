@@ -63,7 +63,10 @@ pub enum DecodeErrorKind {
     UnexpectedSection(u8),
     MissingCode,
     /// The instruction at `index` starts with an opcode version 1 does not define.
-    UnknownOpcode { index: usize, opcode: u8 },
+    UnknownOpcode {
+        index: usize,
+        opcode: u8,
+    },
     /// A tables section with no tables (the encoder omits the section instead).
     EmptyTables,
     /// Bytes left over inside the tables section after its last table.
@@ -76,7 +79,10 @@ impl fmt::Display for DecodeError {
         match &self.kind {
             DecodeErrorKind::BadMagic => write!(f, "not sift bytecode (bad magic)"),
             DecodeErrorKind::UnsupportedVersion(v) => {
-                write!(f, "encoding version {v} is not supported (this is {VERSION})")
+                write!(
+                    f,
+                    "encoding version {v} is not supported (this is {VERSION})"
+                )
             }
             DecodeErrorKind::Truncated => write!(f, "unexpected end of input"),
             DecodeErrorKind::UnexpectedSection(k) => write!(f, "unexpected section kind {k}"),

@@ -253,9 +253,7 @@ impl Insn {
         let (a, b) = match *self {
             Insn::Mov { src, .. } | Insn::Return { value: src } => (operand(src), None),
             Insn::Load { base, .. } => (base, None),
-            Insn::Alu { lhs, rhs, .. } | Insn::Branch { lhs, rhs, .. } => {
-                (Some(lhs), operand(rhs))
-            }
+            Insn::Alu { lhs, rhs, .. } | Insn::Branch { lhs, rhs, .. } => (Some(lhs), operand(rhs)),
             Insn::Neg { src, .. } | Insn::StoreScratch { src, .. } => (Some(src), None),
             Insn::Switch { key, .. } => (Some(key), None),
             Insn::WireLen { .. } | Insn::LoadScratch { .. } | Insn::Jump { .. } => (None, None),

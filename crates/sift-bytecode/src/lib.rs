@@ -37,7 +37,7 @@ pub use codegen::{compile, CodegenError};
 pub use encode::{decode, encode, DecodeError, DecodeErrorKind, MAGIC, VERSION};
 pub use insn::{AluOp, Cond, Insn, Operand, Program, Reg, Table, Width};
 pub use interp::Cache;
-pub use verify::{verify, VerifiedProgram, Violation, ViolationKind, VerifyError};
+pub use verify::{verify, VerifiedProgram, VerifyError, Violation, ViolationKind};
 
 use std::fmt;
 

@@ -77,10 +77,19 @@ pub enum ViolationKind {
     TargetOutOfBounds(u32),
     MissingTable(u32),
     /// Entry `entry` of `table` does not lie after this switch.
-    TableTargetBackward { table: u32, entry: usize },
-    TableTargetOutOfBounds { table: u32, entry: usize },
+    TableTargetBackward {
+        table: u32,
+        entry: usize,
+    },
+    TableTargetOutOfBounds {
+        table: u32,
+        entry: usize,
+    },
     /// The key of entry `entry` is not greater than the previous key.
-    TableKeysNotAscending { table: u32, entry: usize },
+    TableKeysNotAscending {
+        table: u32,
+        entry: usize,
+    },
     /// The last instruction is not a `ret`.
     FallsOffEnd,
     UndefinedRegister(Reg),

@@ -125,7 +125,10 @@ fn limits() {
     big.code = vec![big.code[0]; sift_bytecode::insn::MAX_INSNS + 1];
     assert_eq!(
         violations_of(big),
-        vec![(None, K::TooManyInstructions(sift_bytecode::insn::MAX_INSNS + 1))]
+        vec![(
+            None,
+            K::TooManyInstructions(sift_bytecode::insn::MAX_INSNS + 1)
+        )]
     );
 }
 

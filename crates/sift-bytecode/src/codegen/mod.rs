@@ -39,7 +39,10 @@ impl fmt::Display for CodegenError {
         match self {
             CodegenError::InvalidIr(e) => write!(f, "invalid IR: {e}"),
             CodegenError::TooManyLiveValues => {
-                write!(f, "too many live values for the registers and scratch memory")
+                write!(
+                    f,
+                    "too many live values for the registers and scratch memory"
+                )
             }
             CodegenError::TooLarge { instructions } => write!(
                 f,
@@ -215,10 +218,7 @@ impl Emitter<'_> {
                 let w = width(size);
                 let absolute = match index {
                     None => Some(offset),
-                    Some(x) => self
-                        .f
-                        .const_value(x)
-                        .and_then(|k| k.checked_add(offset)),
+                    Some(x) => self.f.const_value(x).and_then(|k| k.checked_add(offset)),
                 };
                 let (base, offset) = match (absolute, index) {
                     (Some(a), _) => (None, a),

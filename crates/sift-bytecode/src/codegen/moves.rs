@@ -117,7 +117,11 @@ mod tests {
             }
         }
         for (&(d, _), want) in moves.iter().zip(expected) {
-            assert_eq!(read(&regs, &slots, Source::Loc(d)), want, "{moves:?} -> {out:?}");
+            assert_eq!(
+                read(&regs, &slots, Source::Loc(d)),
+                want,
+                "{moves:?} -> {out:?}"
+            );
         }
     }
 
@@ -147,7 +151,10 @@ mod tests {
 
     #[test]
     fn cycles_through_slots() {
-        check(&[(Loc::Slot(0), s(Loc::Slot(1))), (Loc::Slot(1), s(Loc::Slot(0)))]);
+        check(&[
+            (Loc::Slot(0), s(Loc::Slot(1))),
+            (Loc::Slot(1), s(Loc::Slot(0))),
+        ]);
         check(&[(Loc::Slot(0), s(r(1))), (r(1), s(Loc::Slot(0)))]);
         check(&[(Loc::Slot(2), Source::Imm(5)), (r(3), s(Loc::Slot(2)))]);
     }

@@ -32,7 +32,7 @@ fn operand(rng: &mut Rng, regs: u8) -> Operand {
 /// One instruction at index `i` of `n`. `regs == 0` means any register number; `forward`
 /// keeps targets in `i+1..n`; `tables` is the number of tables to refer to.
 fn insn(rng: &mut Rng, i: usize, n: usize, regs: u8, forward: bool, tables: u32) -> Insn {
-    let mut target = |rng: &mut Rng| -> u32 {
+    let target = |rng: &mut Rng| -> u32 {
         if forward {
             rng.range(i as u64 + 1, n as u64 - 1) as u32
         } else {
@@ -112,9 +112,7 @@ pub fn arbitrary_program(rng: &mut Rng) -> Program {
         } else {
             rng.below(20) as u16
         },
-        code: (0..n)
-            .map(|i| insn(rng, i, n, 0, false, tables))
-            .collect(),
+        code: (0..n).map(|i| insn(rng, i, n, 0, false, tables)).collect(),
         tables: (0..tables)
             .map(|_| Table {
                 entries: (0..rng.below(5))
