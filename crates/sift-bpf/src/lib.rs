@@ -17,3 +17,6 @@ pub use validate::{validate, Dialect, ValidProgram, ValidationError, Violation};
 pub mod lift;
 
 pub use lift::lift;
+pub mod codegen;
+
+pub use codegen::{compile, CodegenError};
