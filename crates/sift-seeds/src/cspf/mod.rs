@@ -38,14 +38,15 @@
 //! [`interp`] runs programs directly, with the 1987 interpreter's run-time checks, and is the
 //! reference the lifting is tested against.
 
+pub mod binary;
 pub mod interp;
 pub mod lift;
 pub mod program;
 pub mod syntax;
 
+pub use binary::{
+    decode_words, encode_words, parse_binary, parse_enfilter_image, BinaryError, ByteOrder,
+};
 pub use lift::{lift, lift_with, ACCEPT_ALL};
 pub use program::{Action, Instruction, Limits, Operator, Program, ProgramError, ProgramErrorKind};
-pub use syntax::{
-    decode_words, encode_words, parse, parse_binary, parse_enfilter_image, parse_with, BinaryError,
-    ByteOrder, ParseError, ParseErrorKind,
-};
+pub use syntax::{parse, parse_with, ParseError, ParseErrorKind};
