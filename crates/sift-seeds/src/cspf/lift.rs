@@ -1,7 +1,7 @@
 //! Lifting a CSPF program into the IR.
 //!
 //! A CSPF program has no jumps, so the stack is resolved at compile time: each stack slot holds a
-//! symbolic expression ([`Sym`]) instead of a run-time value, and the IR computes only what the
+//! symbolic expression (`Sym`) instead of a run-time value, and the IR computes only what the
 //! verdict needs.
 //!
 //! * `PUSHWORD+n` emits its half-word load at once, in program order: an out-of-packet word

@@ -34,7 +34,7 @@
 //!
 //! # Pipeline
 //!
-//! [`parse`] (text) or [`parse_binary`] (words) → [`Program`] → [`lift`] → `sift_ir::Function`.
+//! [`parse`] (text) or [`parse_binary`] (words) → [`Program`] → [`lift()`] → `sift_ir::Function`.
 //! [`interp`] runs programs directly, with the 1987 interpreter's run-time checks, and is the
 //! reference the lifting is tested against.
 

@@ -55,7 +55,7 @@
 //!
 //! # Pipeline
 //!
-//! [`parse`] → [`Filter`] (its [`Filter::atoms`]) → [`lift`] → `sift_ir::Function`. [`eval`]
+//! [`parse`] → [`Filter`] (its [`Filter::atoms`]) → [`lift()`] → `sift_ir::Function`. [`eval`]
 //! evaluates the syntax tree directly and is the reference the lifting is tested against.
 
 pub mod atoms;
