@@ -246,10 +246,7 @@ fn instruction(cur: &mut Cursor<'_>, n: usize) -> Result<Parsed, ParseError> {
             let (src, k) = src_operand(cur)?;
             let (t, f) = jump_targets(cur, n)?;
             let (t, f) = if swapped { (f, t) } else { (t, f) };
-            Ok((
-                Insn::stmt(Op::Jmp(op, src).code(), k),
-                Some((t, f)),
-            ))
+            Ok((Insn::stmt(Op::Jmp(op, src).code(), k), Some((t, f))))
         }
     }
 }
@@ -259,7 +256,9 @@ fn eat_keyword(cur: &mut Cursor<'_>, kw: &str) -> bool {
     cur.skip_blanks();
     let rest = cur.rest();
     let after = rest.get(kw.len()..).and_then(|r| r.chars().next());
-    if rest.get(..kw.len()).is_some_and(|p| p.eq_ignore_ascii_case(kw))
+    if rest
+        .get(..kw.len())
+        .is_some_and(|p| p.eq_ignore_ascii_case(kw))
         && !after.is_some_and(|c| c.is_ascii_alphanumeric() || c == '_')
     {
         cur.eat_str(kw)
@@ -326,7 +325,10 @@ fn load(cur: &mut Cursor<'_>, size: Size) -> Result<Parsed, ParseError> {
     }
     if !word.is_empty() && !word.starts_with(|c: char| c.is_ascii_digit()) {
         let Some(i) = ANCILLARY_NAMES.iter().position(|&n| n == word) else {
-            return Err(cur.error_at(save_col, ParseErrorKind::Expected("`x + k`, `k` or an ancillary name")));
+            return Err(cur.error_at(
+                save_col,
+                ParseErrorKind::Expected("`x + k`, `k` or an ancillary name"),
+            ));
         };
         cur.expect(']', "`]`")?;
         return stmt(Op::LdAbs(size), code::SKF_AD_OFF + 4 * i as u32);
@@ -455,9 +457,27 @@ mod tests {
     #[test]
     fn never_panics_on_garbage() {
         let samples = [
-            "", "(", "(0", "ld [", "ld [x", "ld [x +", "ldxb 4*([", "ret #", "jeq", "jeq #1 jt",
-            "ldx 4*([1]&0xe)", "ä: ret #0", "ld [ä]", "ld M[", "jeq #1,", "((((", "ld [-]",
-            "ja -5", "unimp 0x15 jt 1 jf", "ld [0x]", "\u{feff}ret #0",
+            "",
+            "(",
+            "(0",
+            "ld [",
+            "ld [x",
+            "ld [x +",
+            "ldxb 4*([",
+            "ret #",
+            "jeq",
+            "jeq #1 jt",
+            "ldx 4*([1]&0xe)",
+            "ä: ret #0",
+            "ld [ä]",
+            "ld M[",
+            "jeq #1,",
+            "((((",
+            "ld [-]",
+            "ja -5",
+            "unimp 0x15 jt 1 jf",
+            "ld [0x]",
+            "\u{feff}ret #0",
         ];
         for s in samples {
             let _ = assemble(s);

@@ -70,7 +70,10 @@ pub fn image(insn: Insn, n: usize) -> String {
             Op::St => ("st", format!("M[{signed}]")),
             Op::Stx => ("stx", format!("M[{signed}]")),
             // `n + 1 + k` in C: int plus u_int is u_int, printed with %d.
-            Op::Ja => ("ja", format!("{}", (n as u32).wrapping_add(1).wrapping_add(k) as i32)),
+            Op::Ja => (
+                "ja",
+                format!("{}", (n as u32).wrapping_add(1).wrapping_add(k) as i32),
+            ),
             Op::Jmp(j, Src::K) => (j.mnemonic(), format!("#0x{k:x}")),
             Op::Jmp(j, Src::X) => (j.mnemonic(), "x".to_string()),
             Op::Alu(a, Src::X) => (a.mnemonic(), "x".to_string()),
@@ -135,10 +138,18 @@ mod tests {
             (Insn::stmt(0x05, 0xffff_fffe), 3, "(003) ja       2"),
             (Insn::stmt(0x16, 0), 5, "(005) ret      "),
             (Insn::stmt(0x1234, 5), 6, "(006) unimp    0x1234"),
-            (Insn::stmt(0x04, 0x8000_0000), 7, "(007) add      #-2147483648"),
+            (
+                Insn::stmt(0x04, 0x8000_0000),
+                7,
+                "(007) add      #-2147483648",
+            ),
             (Insn::stmt(0xb1, 14), 1000, "(1000) ldxb     4*([14]&0xf)"),
             (Insn::stmt(0x81, 0), 0, "(000) unimp    0x81"),
-            (Insn::jump(0x65, 0, 1, 1), 0, "(000) unimp    0x65             jt 2\tjf 2"),
+            (
+                Insn::jump(0x65, 0, 1, 1),
+                0,
+                "(000) unimp    0x65             jt 2\tjf 2",
+            ),
         ];
         for &(insn, n, want) in cases {
             assert_eq!(image(insn, n), want);

@@ -132,7 +132,10 @@ mod tests {
         assert_eq!(run_text("ldb [6]\nret #1\n", &pkt, 100), 0);
         assert_eq!(run_text("ldxb 4*([0]&0xf)\ntxa\nret a\n", &pkt, 100), 20);
         assert_eq!(run_text("ldx #5\nldb [x + 0]\nret a\n", &pkt, 100), 3);
-        assert_eq!(run_text("ldx #0xffffffff\nldb [x + 1]\nret #1\n", &pkt, 100), 0);
+        assert_eq!(
+            run_text("ldx #0xffffffff\nldb [x + 1]\nret #1\n", &pkt, 100),
+            0
+        );
         assert_eq!(run_text("ld len\nret a\n", &pkt, 100), 100);
         assert_eq!(run_text("ldx len\ntxa\nret a\n", &pkt, 77), 77);
     }
@@ -145,7 +148,10 @@ mod tests {
         assert_eq!(run_text("ld #1\nlsh #33\nret a\n", &[], 0), 2);
         assert_eq!(run_text("ld #1\nneg\nret a\n", &[], 0), u32::MAX);
         assert_eq!(run_text("ld M[3]\nret a\n", &[], 0), 0);
-        assert_eq!(run_text("ld #9\nst M[3]\nldx M[3]\ntxa\nret a\n", &[], 0), 9);
+        assert_eq!(
+            run_text("ld #9\nst M[3]\nldx M[3]\ntxa\nret a\n", &[], 0),
+            9
+        );
     }
 
     #[test]

@@ -197,13 +197,7 @@ pub fn lift(prog: &ValidProgram) -> Function {
             }
         };
         let term = lift_block(
-            &mut f,
-            blk,
-            &blocks[b],
-            prog,
-            &mut state,
-            &ir_block,
-            &block_at,
+            &mut f, blk, &blocks[b], prog, &mut state, &ir_block, &block_at,
         );
         f.set_term(blk, term);
         out_state[b] = state;

@@ -323,12 +323,12 @@ mod tests {
     fn lists_every_violation() {
         let e = check(
             vec![
-                Insn::stmt(0x60, 16),         // ld M[16]
-                Insn::stmt(0x34, 0),          // div #0
-                Insn::jump(0x15, 0, 0, 9),    // jf out of range
+                Insn::stmt(0x60, 16),          // ld M[16]
+                Insn::stmt(0x34, 0),           // div #0
+                Insn::jump(0x15, 0, 0, 9),     // jf out of range
                 Insn::stmt(0x05, 0xffff_fffe), // backward ja
-                Insn::stmt(0x0e, 0),          // ret x: no such opcode
-                Insn::stmt(0x04, 1),          // add #1, last is not ret
+                Insn::stmt(0x0e, 0),           // ret x: no such opcode
+                Insn::stmt(0x04, 1),           // add #1, last is not ret
             ],
             Dialect::Libpcap,
         )

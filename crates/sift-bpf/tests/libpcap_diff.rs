@@ -69,7 +69,11 @@ fn disassembly_of_random_instructions_matches_bpf_image() {
     let mut rng = Rng::new(7);
     let opcodes = valid_opcodes();
     for i in 0..100_000 {
-        let code = if i % 4 == 0 { rng.u16() } else { *rng.pick(&opcodes) };
+        let code = if i % 4 == 0 {
+            rng.u16()
+        } else {
+            *rng.pick(&opcodes)
+        };
         let insn = Insn {
             code,
             jt: rng.byte(),
@@ -81,7 +85,11 @@ fn disassembly_of_random_instructions_matches_bpf_image() {
             },
         };
         let n = rng.below(5000) as usize;
-        assert_eq!(disasm::image(insn, n), libpcap_image(insn, n), "{insn:?} at {n}");
+        assert_eq!(
+            disasm::image(insn, n),
+            libpcap_image(insn, n),
+            "{insn:?} at {n}"
+        );
     }
 }
 
@@ -162,8 +170,16 @@ fn interpreter_and_lifted_ir_match_bpf_filter_on_libpcap_programs() {
         let packets = pkts.entry(lt).or_insert_with(|| packets(lt, 99));
         for (pkt, wire) in packets.iter() {
             let want = p.run(pkt, *wire);
-            assert_eq!(interp::run(&valid, pkt, *wire), want, "{e} (opt={optimize}) interp");
-            assert_eq!(ir.run(&mut cache, pkt, *wire), want, "{e} (opt={optimize}) lifted");
+            assert_eq!(
+                interp::run(&valid, pkt, *wire),
+                want,
+                "{e} (opt={optimize}) interp"
+            );
+            assert_eq!(
+                ir.run(&mut cache, pkt, *wire),
+                want,
+                "{e} (opt={optimize}) lifted"
+            );
             pairs += 1;
         }
     });
@@ -187,8 +203,16 @@ fn interpreter_and_lifted_ir_match_bpf_filter_on_random_programs() {
         for (pkt, wire) in random_packets(&mut rng, 40) {
             let want = libpcap_filter(&insns, &pkt, wire);
             let text = disasm::disassemble(&valid.to_program());
-            assert_eq!(interp::run(&valid, &pkt, wire), want, "round {round}\n{text}{pkt:02x?}");
-            assert_eq!(ir.run(&mut cache, &pkt, wire), want, "round {round} lifted\n{text}{pkt:02x?}");
+            assert_eq!(
+                interp::run(&valid, &pkt, wire),
+                want,
+                "round {round}\n{text}{pkt:02x?}"
+            );
+            assert_eq!(
+                ir.run(&mut cache, &pkt, wire),
+                want,
+                "round {round} lifted\n{text}{pkt:02x?}"
+            );
             pairs += 1;
         }
     }

@@ -157,7 +157,9 @@ block0:
 
     #[test]
     fn far_branches_get_trampolines() {
-        let mut text = String::from("block0:\n v0 = load.b [0]\n v1 = const 1\n br eq v0, v1, block1, block2\nblock1:\n");
+        let mut text = String::from(
+            "block0:\n v0 = load.b [0]\n v1 = const 1\n br eq v0, v1, block1, block2\nblock1:\n",
+        );
         for i in 0..300 {
             text.push_str(&format!(" v{} = load.b [{}]\n", i + 2, i % 7));
         }

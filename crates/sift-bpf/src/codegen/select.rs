@@ -211,7 +211,8 @@ impl Selector<'_> {
             self.a = None;
             self.x = None;
             self.copies(&target);
-            self.items.push(Item::Jump(self.block_label[target.block.index()]));
+            self.items
+                .push(Item::Jump(self.block_label[target.block.index()]));
         }
     }
 
@@ -310,7 +311,8 @@ impl Selector<'_> {
 
     fn jump(&mut self, t: &Target) {
         self.copies(t);
-        self.items.push(Item::Jump(self.block_label[t.block.index()]));
+        self.items
+            .push(Item::Jump(self.block_label[t.block.index()]));
     }
 
     fn terminator(&mut self, term: &Terminator) {
@@ -324,9 +326,7 @@ impl Selector<'_> {
                 }
             },
             Terminator::Jump(t) => self.jump(t),
-            Terminator::Branch {
-                then_, else_, ..
-            } if then_ == else_ => self.jump(then_),
+            Terminator::Branch { then_, else_, .. } if then_ == else_ => self.jump(then_),
             Terminator::Branch {
                 op,
                 lhs,
@@ -341,7 +341,11 @@ impl Selector<'_> {
                         (*op, *lhs, *rhs)
                     };
                 let (jop, exchange) = jmp_op(op);
-                let (t, e) = if exchange { (else_, then_) } else { (then_, else_) };
+                let (t, e) = if exchange {
+                    (else_, then_)
+                } else {
+                    (then_, else_)
+                };
                 let (src, k) = match self.const_of(rhs) {
                     Some(k) => (Src::K, k),
                     None => {

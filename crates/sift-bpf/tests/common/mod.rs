@@ -116,7 +116,20 @@ pub fn valid_opcodes() -> Vec<u16> {
 fn random_k(rng: &mut Rng) -> u32 {
     match rng.below(8) {
         0..=2 => rng.below(64) as u32,
-        3 => *rng.pick(&[0, 1, 2, 15, 16, 31, 32, 33, 0xff, 0xffff, u32::MAX, 0x8000_0000]),
+        3 => *rng.pick(&[
+            0,
+            1,
+            2,
+            15,
+            16,
+            31,
+            32,
+            33,
+            0xff,
+            0xffff,
+            u32::MAX,
+            0x8000_0000,
+        ]),
         4 => code::SKF_AD_OFF + 4 * rng.below(18) as u32,
         _ => rng.next_u32(),
     }
@@ -169,7 +182,10 @@ pub fn random_valid_program(rng: &mut Rng, opcodes: &[u16]) -> Vec<Insn> {
         let mut code = *rng.pick(opcodes);
         let mut k = random_k(rng);
         // Loads at small offsets, so that some succeed.
-        if matches!(code & 7, 0 | 1) && matches!(code & 0xe0, 0x20 | 0x40 | 0xa0) && rng.chance(3, 4) {
+        if matches!(code & 7, 0 | 1)
+            && matches!(code & 0xe0, 0x20 | 0x40 | 0xa0)
+            && rng.chance(3, 4)
+        {
             k = rng.below(70) as u32;
         }
         if matches!(code, 0x60 | 0x61 | 0x02 | 0x03) {
