@@ -2,7 +2,7 @@
 //!
 //! ```text
 //! (000) ldh      [12]                         ; tcpdump -d: absolute jump targets,
-//! (001) jeq      #0x800           jt 2	jf 3  ; optional "(nnn)" instruction numbers
+//! (001) jeq      #0x800           jt 2 jf 3    ; optional "(nnn)" instruction numbers
 //!       ldh [12]                              ; bpf_asm style: labels as targets
 //!       jeq #0x800, ipv4, drop                ; `jeq #k, Ltrue` falls through when false
 //! ipv4: ret #262144

@@ -123,7 +123,7 @@ pub fn parse_dd(text: &str) -> Result<Program, ParseError> {
 /// Reads a binary `struct sock_filter` array. Errors carry the byte offset in `column` (and
 /// line 0).
 pub fn from_bytes(bytes: &[u8], order: ByteOrder) -> Result<Program, ParseError> {
-    if bytes.len() % 8 != 0 {
+    if !bytes.len().is_multiple_of(8) {
         return Err(ParseError::new(
             0,
             bytes.len() - bytes.len() % 8,

@@ -186,7 +186,7 @@ impl ValidProgram {
 /// Known `SKF_AD_*` offsets: `SKF_AD_OFF + 4 * i` for `i` in `0..16`.
 fn is_known_ancillary(k: u32) -> bool {
     let off = k.wrapping_sub(code::SKF_AD_OFF);
-    off < 64 && off % 4 == 0
+    off < 64 && off.is_multiple_of(4)
 }
 
 /// Validates `prog` against `dialect`'s rules.
@@ -276,10 +276,8 @@ fn check_scratch_flow(insns: &[Insn], ops: &[Op], out: &mut Vec<(Option<usize>, 
         valid &= masks[pc];
         match op {
             Op::St | Op::Stx => valid |= 1 << insn.k,
-            Op::LdMem | Op::LdxMem => {
-                if valid & (1 << insn.k) == 0 {
-                    out.push((Some(pc), Violation::UninitializedScratch { k: insn.k }));
-                }
+            Op::LdMem | Op::LdxMem if valid & (1 << insn.k) == 0 => {
+                out.push((Some(pc), Violation::UninitializedScratch { k: insn.k }));
             }
             Op::Ja => {
                 masks[pc + 1 + insn.k as usize] &= valid;

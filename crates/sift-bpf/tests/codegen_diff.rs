@@ -6,7 +6,7 @@
 mod common;
 
 use common::*;
-use sift_bpf::{compile, interp, lift, validate, CodegenError, Dialect, Program};
+use sift_bpf::{compile, compile_for, interp, lift, validate, CodegenError, Dialect, Program};
 use sift_ir::{Cache, Interpreter};
 use sift_oracle::{Oracle, DEFAULT_SNAPLEN};
 
@@ -41,12 +41,19 @@ fn compiled_expressions_agree_with_ir_and_bpf_filter() {
         if validate(&prog.to_program(), Dialect::Linux).is_ok() {
             linux_ok += 1;
         }
+        let for_linux = compile_for(f, Dialect::Linux).unwrap_or_else(|err| panic!("{e}: {err}"));
+        assert!(libpcap_validate(for_linux.insns()));
         let ir = Interpreter::new(f.clone()).unwrap();
         let mut cache = Cache::new();
         let packets = pkts.entry(lt).or_insert_with(|| packets(lt));
         for (pkt, wire) in packets.iter() {
             let want = ir.run(&mut cache, pkt, *wire);
             assert_eq!(interp::run(&prog, pkt, *wire), want, "{e} on {pkt:02x?}");
+            assert_eq!(
+                interp::run(&for_linux, pkt, *wire),
+                want,
+                "{e} (linux) on {pkt:02x?}"
+            );
             // Scratch words are always stored before they are read in generated code, so
             // bpf_filter's uninitialised memory is never observed.
             assert_eq!(
@@ -59,7 +66,7 @@ fn compiled_expressions_agree_with_ir_and_bpf_filter() {
     }
     eprintln!(
         "codegen: {compiled} expressions compiled ({too_many} need more than 16 scratch words), \
-         {linux_ok} also pass the Linux rules, {pairs} (program, packet) pairs agree"
+         {linux_ok} pass the Linux rules as they are (all with compile_for), {pairs} (program, packet) pairs agree"
     );
     assert!(compiled > 1000, "{compiled}");
 }

@@ -28,7 +28,7 @@ use std::fmt;
 
 use sift_ir::{Function, Value};
 
-use crate::insn::Program;
+use crate::insn::{Insn, Op, Program};
 use crate::validate::{validate, Dialect, ValidProgram, ValidationError};
 
 /// Why a function could not be compiled to classic BPF.
@@ -64,13 +64,35 @@ impl fmt::Display for CodegenError {
 impl std::error::Error for CodegenError {}
 
 /// Compiles a verified IR function into a classic BPF program returning the same value on
-/// every packet.
+/// every packet, valid under libpcap's rules (see [`compile_for`] for the kernel's).
 pub fn compile(func: &Function) -> Result<ValidProgram, CodegenError> {
+    compile_for(func, Dialect::Libpcap)
+}
+
+/// Like [`compile`], for a given validator dialect. For [`Dialect::Linux`], when the kernel's
+/// conservative scratch-flow check (which does not forget the state after a `ret`) would refuse
+/// the program, every scratch word used is first stored with 0 (`A` is 0 on entry), which costs
+/// one instruction per word and changes no result.
+pub fn compile_for(func: &Function, dialect: Dialect) -> Result<ValidProgram, CodegenError> {
     sift_ir::verify(func).map_err(CodegenError::InvalidIr)?;
     let items = select::select(func);
     let items = alloc::allocate(items)?;
     let insns = layout::resolve(&items);
-    validate(&Program(insns), Dialect::Libpcap).map_err(CodegenError::Invalid)
+    match validate(&Program(insns.clone()), dialect) {
+        Err(_) if dialect == Dialect::Linux => {
+            let mut used: Vec<u32> = insns
+                .iter()
+                .filter(|i| matches!(i.decode(), Some(Op::St | Op::LdMem | Op::LdxMem)))
+                .map(|i| i.k)
+                .collect();
+            used.sort_unstable();
+            used.dedup();
+            let mut prologue: Vec<Insn> = used.into_iter().map(|k| Op::St.with_k(k)).collect();
+            prologue.extend(insns);
+            validate(&Program(prologue), dialect).map_err(CodegenError::Invalid)
+        }
+        result => result.map_err(CodegenError::Invalid),
+    }
 }
 
 #[cfg(test)]

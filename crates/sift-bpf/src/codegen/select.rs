@@ -168,7 +168,7 @@ impl Selector<'_> {
     }
 
     /// Puts `v` into `A` without touching `X`.
-    fn to_a(&mut self, v: Value) {
+    fn load_a(&mut self, v: Value) {
         if self.a == Some(v) {
             return;
         }
@@ -181,7 +181,7 @@ impl Selector<'_> {
     }
 
     /// Puts `v` into `X` without touching `A`.
-    fn to_x(&mut self, v: Value) {
+    fn load_x(&mut self, v: Value) {
         if self.x == Some(v) {
             return;
         }
@@ -228,7 +228,7 @@ impl Selector<'_> {
             } => match index {
                 None => self.emit(Op::LdAbs(size(s)), offset),
                 Some(i) => {
-                    self.to_x(i);
+                    self.load_x(i);
                     self.emit(Op::LdInd(size(s)), offset);
                 }
             },
@@ -240,7 +240,7 @@ impl Selector<'_> {
             }
             Inst::Binary(op, lhs, rhs) => self.binary(op, lhs, rhs),
             Inst::Neg(a) => {
-                self.to_a(a);
+                self.load_a(a);
                 self.emit(Op::Neg, 0);
             }
         }
@@ -264,16 +264,16 @@ impl Selector<'_> {
         );
         match (self.const_of(lhs), self.const_of(rhs)) {
             (_, Some(k)) if k_form_ok(k) => {
-                self.to_a(lhs);
+                self.load_a(lhs);
                 self.emit(Op::Alu(alu, Src::K), k);
             }
             (Some(k), None) if commutative => {
-                self.to_a(rhs);
+                self.load_a(rhs);
                 self.emit(Op::Alu(alu, Src::K), k);
             }
             _ => {
-                self.to_x(rhs);
-                self.to_a(lhs);
+                self.load_x(rhs);
+                self.load_a(lhs);
                 self.emit(Op::Alu(alu, Src::X), 0);
             }
         }
@@ -292,7 +292,7 @@ impl Selector<'_> {
         let params = self.f.block(t.block).params.clone();
         for (p, &arg) in params.iter().zip(&t.args) {
             if self.uses[p.index()] > 0 {
-                self.to_a(arg);
+                self.load_a(arg);
                 self.items.push(Item::Store(*p));
             }
         }
@@ -321,7 +321,7 @@ impl Selector<'_> {
             Terminator::ReturnValue(v) => match self.const_of(*v) {
                 Some(k) => self.emit(Op::RetK, k),
                 None => {
-                    self.to_a(*v);
+                    self.load_a(*v);
                     self.emit(Op::RetA, 0);
                 }
             },
@@ -349,11 +349,11 @@ impl Selector<'_> {
                 let (src, k) = match self.const_of(rhs) {
                     Some(k) => (Src::K, k),
                     None => {
-                        self.to_x(rhs);
+                        self.load_x(rhs);
                         (Src::X, 0)
                     }
                 };
-                self.to_a(lhs);
+                self.load_a(lhs);
                 let t = self.edge_label(t);
                 let f = self.edge_label(e);
                 self.items.push(Item::Cond {
@@ -368,7 +368,7 @@ impl Selector<'_> {
                 cases,
                 default,
             } => {
-                self.to_a(*value);
+                self.load_a(*value);
                 for (key, target) in cases {
                     let t = self.edge_label(target);
                     let next = self.fresh_label();
