@@ -73,13 +73,16 @@ impl Gen {
                 .ncmp(OffRel::LinkHdr, index, Byte, 0xffff_ffff, CmpOp::Ge, value)
                 .not(),
             ByteOp::Gt => self.cmp_gt(OffRel::LinkHdr, index, Byte, value),
-            // libpcap emits `byte N & V` and `byte N | V` without loading the byte: the result
-            // depends on whatever the accumulator held. sift refuses rather than guess.
+            // libpcap emits `byte N & V` and `byte N | V` as `and #V` / `or #V` on whatever the
+            // accumulator holds, without loading the byte, and accepts when the result is not
+            // 0. With `| V` for V != 0 that always holds. Otherwise the result depends on the
+            // accumulator: known (0, as bpf_filter starts) only when this is the first test.
+            ByteOp::Or if value != 0 => self.uncond(true),
+            ByteOp::And | ByteOp::Or if self.f.blocks.is_empty() => self.uncond(false),
             ByteOp::And | ByteOp::Or => {
-                return Err(
-                    "'byte' with '&' or '|' is not supported (libpcap does not load the byte)"
-                        .into(),
-                )
+                return Err("'byte N & V' and 'byte N | 0' test libpcap's accumulator, not the \
+                     byte (a libpcap bug); sift supports them only as the first test"
+                    .into())
             }
         })
     }
