@@ -62,6 +62,7 @@ pub mod diff;
 mod ffi;
 mod interp;
 pub mod linktype;
+pub mod raw;
 
 use std::ffi::{CStr, CString};
 use std::fmt;

@@ -1,33 +1,12 @@
 //! Shared helpers of the differential tests: libpcap's `bpf_validate`, `bpf_filter` and
-//! `bpf_image` on arbitrary instruction arrays (sift-oracle only exposes them on programs that
-//! libpcap compiled itself), the expression lists, and a random program generator.
-//!
-//! This is test-only FFI into the libpcap that sift-oracle links; it belongs in sift-oracle
-//! (`validate_insns`, `run_insns`, `image`) and should move there.
+//! `bpf_image` on arbitrary instruction arrays (through `sift_oracle::raw`), the expression
+//! lists, and a random program generator.
 
 #![allow(dead_code)]
-
-use std::ffi::CStr;
-use std::os::raw::{c_char, c_int, c_uint};
-use std::sync::{Mutex, MutexGuard};
 
 use sift_bpf::{code, Insn};
 use sift_oracle::BpfInsn;
 use sift_testgen::Rng;
-
-extern "C" {
-    fn bpf_filter(pc: *const BpfInsn, p: *const u8, wirelen: c_uint, buflen: c_uint) -> c_uint;
-    fn bpf_validate(f: *const BpfInsn, len: c_int) -> c_int;
-    fn bpf_image(f: *const BpfInsn, n: c_int) -> *mut c_char;
-}
-
-/// `bpf_image` formats into a static buffer: every call (ours and sift-oracle's `dump`, in this
-/// test binary) goes through this lock.
-static IMAGE_LOCK: Mutex<()> = Mutex::new(());
-
-pub fn image_lock() -> MutexGuard<'static, ()> {
-    IMAGE_LOCK.lock().unwrap_or_else(|e| e.into_inner())
-}
 
 pub fn to_c(insns: &[Insn]) -> Vec<BpfInsn> {
     insns
@@ -55,31 +34,20 @@ pub fn from_c(insns: &[BpfInsn]) -> Vec<Insn> {
 
 /// libpcap's `bpf_validate`.
 pub fn libpcap_validate(insns: &[Insn]) -> bool {
-    let c = to_c(insns);
-    // SAFETY: `c` holds `c.len()` instructions; bpf_validate only reads them.
-    unsafe { bpf_validate(c.as_ptr(), c.len() as c_int) != 0 }
+    sift_oracle::raw::validate_insns(&to_c(insns))
 }
 
-/// libpcap's `bpf_filter`. Only for programs that `bpf_validate` accepts, that jump only forward
-/// and that never read a scratch word before storing it (libpcap leaves them uninitialised),
-/// and whose opcodes all decode (bpf_filter aborts on others).
+/// libpcap's `bpf_filter`. Only for programs that `bpf_validate` accepts, that jump only forward,
+/// whose opcodes all decode, and that never read a scratch word before storing it (libpcap
+/// leaves them uninitialised).
 pub fn libpcap_filter(insns: &[Insn], pkt: &[u8], wire_len: u32) -> u32 {
-    assert!(insns.iter().all(|i| i.decode().is_some()));
-    let c = to_c(insns);
-    // SAFETY: the program is valid, forward-only and decodable (checked by the caller and
-    // above), so bpf_filter reads only `c` and at most `pkt.len()` bytes of `pkt`.
-    unsafe { bpf_filter(c.as_ptr(), pkt.as_ptr(), wire_len, pkt.len() as c_uint) }
+    sift_oracle::raw::run_insns(&to_c(insns), pkt, wire_len)
+        .expect("a valid, forward-only, decodable program")
 }
 
 /// libpcap's `bpf_image` for instruction `insn` at index `n`.
 pub fn libpcap_image(insn: Insn, n: usize) -> String {
-    let c = to_c(&[insn]);
-    let _g = image_lock();
-    // SAFETY: `c[0]` is a valid instruction; bpf_image returns its static buffer, copied before
-    // the lock is released.
-    unsafe { CStr::from_ptr(bpf_image(c.as_ptr(), n as c_int)) }
-        .to_string_lossy()
-        .into_owned()
+    sift_oracle::raw::image(&to_c(&[insn])[0], n)
 }
 
 /// `(linktype, expression)` pairs: the shared lists when present (`/work/shared/exprs`, the
