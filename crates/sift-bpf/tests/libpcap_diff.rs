@@ -5,6 +5,8 @@
 
 mod common;
 
+use std::sync::OnceLock;
+
 use common::*;
 use sift_bpf::{
     asm::assemble, disasm, interp, lift, numeric, validate, Dialect, Insn, Program, Violation,
@@ -15,33 +17,42 @@ use sift_testgen::Rng;
 
 const LINKTYPES: [u32; 4] = [1, 101, 113, 276];
 
-/// Compiles every expression (optimized and not) with libpcap and calls `each` with the link
-/// type, the expression, whether optimized, and the program. Returns the number of programs.
-fn for_each_libpcap_program(
-    per_linktype: usize,
-    mut each: impl FnMut(u32, &str, bool, &sift_oracle::Program),
-) -> usize {
-    let mut n = 0;
-    let mut oracles = std::collections::HashMap::new();
-    for (lt, e) in expressions(&LINKTYPES, per_linktype, 0x5eed) {
-        let o = oracles
-            .entry(lt)
-            .or_insert_with(|| Oracle::new(lt, DEFAULT_SNAPLEN).ok());
-        let Some(o) = o else { continue };
-        for optimize in [true, false] {
-            if let Ok(p) = o.compile(&e, optimize, 0) {
-                each(lt, &e, optimize, &p);
-                n += 1;
+/// libpcap's programs (optimized and not) for the test expressions, compiled once for all the
+/// tests of this file (compiling is the slow part, and libpcap serialises it).
+fn libpcap_programs() -> &'static [(u32, String, bool, sift_oracle::Program)] {
+    static PROGRAMS: OnceLock<Vec<(u32, String, bool, sift_oracle::Program)>> = OnceLock::new();
+    PROGRAMS.get_or_init(|| {
+        let mut out = Vec::new();
+        let mut oracles = std::collections::HashMap::new();
+        for (lt, e) in expressions(&LINKTYPES, 150, 0x5eed) {
+            let o = oracles
+                .entry(lt)
+                .or_insert_with(|| Oracle::new(lt, DEFAULT_SNAPLEN).ok());
+            let Some(o) = o else { continue };
+            for optimize in [true, false] {
+                if let Ok(p) = o.compile(&e, optimize, 0) {
+                    out.push((lt, e.clone(), optimize, p));
+                }
             }
         }
+        out
+    })
+}
+
+/// Calls `each` with the link type, the expression, whether optimized, and the program, for
+/// every libpcap program. Returns the number of programs.
+fn for_each_libpcap_program(mut each: impl FnMut(u32, &str, bool, &sift_oracle::Program)) -> usize {
+    let programs = libpcap_programs();
+    for (lt, e, optimize, p) in programs {
+        each(*lt, e, *optimize, p);
     }
-    n
+    programs.len()
 }
 
 #[test]
 fn disassembly_is_byte_identical_and_round_trips() {
     let mut lines = 0;
-    let n = for_each_libpcap_program(150, |_, e, optimize, p| {
+    let n = for_each_libpcap_program(|_, e, optimize, p| {
         let prog = Program(from_c(p.instructions()));
         let ours = disasm::disassemble(&prog);
         let theirs = p.dump();
@@ -131,7 +142,7 @@ fn validator_agrees_with_bpf_validate_up_to_documented_differences() {
 #[test]
 fn every_libpcap_program_validates() {
     let mut refused_backward = 0;
-    let n = for_each_libpcap_program(150, |_, e, _, p| {
+    let n = for_each_libpcap_program(|_, e, _, p| {
         let insns = from_c(p.instructions());
         match validate(&Program(insns), Dialect::Libpcap) {
             Ok(_) => {}
@@ -155,7 +166,7 @@ fn packets(lt: u32, seed: u64) -> Vec<(Vec<u8>, u32)> {
 fn interpreter_and_lifted_ir_match_bpf_filter_on_libpcap_programs() {
     let mut pkts = std::collections::HashMap::new();
     let mut pairs = 0u64;
-    let n = for_each_libpcap_program(150, |lt, e, optimize, p| {
+    let n = for_each_libpcap_program(|lt, e, optimize, p| {
         let insns = from_c(p.instructions());
         let Ok(valid) = validate(&Program(insns), Dialect::Libpcap) else {
             return; // protochain (backward jumps)
