@@ -1,9 +1,10 @@
 //! sift: packet filters in the tcpdump/libpcap language, with libpcap 1.10's exact semantics.
 //!
 //! This is the facade over the pipeline crates: [`sift_syntax`] parses an expression,
-//! [`sift_lower`] lowers it to the predicate IR of [`sift_ir`] for a link type, and the IR's
-//! reference interpreter runs it. Later stages (optimizer, bytecode, native code) plug in behind
-//! the same [`Filter`] type.
+//! [`sift_lower`] lowers it to the predicate IR of [`sift_ir`] for a link type (with libpcap's
+//! optimizer semantics), [`sift_bytecode`] compiles the IR to verified bytecode, and the bytecode
+//! interpreter runs it. The IR is kept as the semantic reference ([`Filter::run_reference`]).
+//! Other front ends (the seed papers' languages, classic BPF) enter with [`Filter::from_ir`].
 //!
 //! ```
 //! let filter = sift::Filter::compile("tcp port 80", sift::LINKTYPE_ETHERNET, 262144).unwrap();
@@ -15,10 +16,12 @@
 use std::cell::RefCell;
 use std::fmt;
 
-use sift_ir::{Cache, Function, Interpreter};
+use sift_bytecode::VerifiedProgram;
+use sift_ir::{Function, Interpreter};
 pub use sift_lower::Options;
 use sift_syntax::ast::{Expr, Span};
 
+pub use sift_bytecode;
 pub use sift_ir;
 pub use sift_lower;
 pub use sift_syntax;
@@ -33,6 +36,10 @@ pub enum Error {
     Syntax(sift_syntax::ParseError),
     /// In the language but meaningless for this link type or with these names.
     Semantic(sift_lower::LowerError),
+    /// IR handed to [`Filter::from_ir`] breaks the IR's invariants.
+    InvalidIr(sift_ir::VerifyError),
+    /// The filter does not fit the bytecode (too large, or too many values live at once).
+    Codegen(sift_bytecode::CodegenError),
 }
 
 impl Error {
@@ -41,6 +48,7 @@ impl Error {
         match self {
             Error::Syntax(e) => Some(e.span),
             Error::Semantic(e) => e.span,
+            Error::InvalidIr(_) | Error::Codegen(_) => None,
         }
     }
 
@@ -56,6 +64,7 @@ impl Error {
                 .render(expr),
                 None => e.message.clone(),
             },
+            Error::InvalidIr(_) | Error::Codegen(_) => self.to_string(),
         }
     }
 }
@@ -65,6 +74,8 @@ impl fmt::Display for Error {
         match self {
             Error::Syntax(e) => write!(f, "syntax error: {e}"),
             Error::Semantic(e) => write!(f, "{e}"),
+            Error::InvalidIr(e) => write!(f, "invalid IR: {e}"),
+            Error::Codegen(e) => write!(f, "{e}"),
         }
     }
 }
@@ -83,13 +94,15 @@ pub fn compile_ir(expr: &str, opts: &Options) -> Result<Function, Error> {
 }
 
 thread_local! {
-    static CACHE: RefCell<Cache> = RefCell::new(Cache::new());
+    static CACHE: RefCell<sift_bytecode::Cache> = RefCell::new(sift_bytecode::Cache::new());
+    static REFERENCE_CACHE: RefCell<sift_ir::Cache> = RefCell::new(sift_ir::Cache::new());
 }
 
 /// A compiled filter. Cheap to share between threads (`Send + Sync`).
 #[derive(Clone, Debug)]
 pub struct Filter {
-    engine: Interpreter,
+    reference: Interpreter,
+    program: VerifiedProgram,
 }
 
 impl Filter {
@@ -99,24 +112,40 @@ impl Filter {
     }
 
     pub fn compile_with(expr: &str, opts: &Options) -> Result<Filter, Error> {
-        let ir = compile_ir(expr, opts)?;
-        let engine = Interpreter::new(ir).expect("lowering produces verified IR");
-        Ok(Filter { engine })
+        Filter::from_ir(compile_ir(expr, opts)?)
     }
 
-    /// The filter's IR.
+    /// A filter from IR built by another front end; the IR is verified first.
+    pub fn from_ir(ir: Function) -> Result<Filter, Error> {
+        let reference = Interpreter::new(ir).map_err(Error::InvalidIr)?;
+        let program = sift_bytecode::compile(reference.function()).map_err(Error::Codegen)?;
+        Ok(Filter { reference, program })
+    }
+
+    /// The filter's IR (the semantic reference).
     pub fn ir(&self) -> &Function {
-        self.engine.function()
+        self.reference.function()
+    }
+
+    /// The verified bytecode the filter runs.
+    pub fn bytecode(&self) -> &VerifiedProgram {
+        &self.program
     }
 
     /// Runs the filter: 0 rejects, anything else is the number of bytes to keep (as
     /// `bpf_filter`). `packet` holds the captured bytes, `wire_len` the original length.
     pub fn run(&self, packet: &[u8], wire_len: u32) -> u32 {
-        CACHE.with(|c| self.engine.run(&mut c.borrow_mut(), packet, wire_len))
+        CACHE.with(|c| self.program.run(&mut c.borrow_mut(), packet, wire_len))
     }
 
     pub fn matches(&self, packet: &[u8], wire_len: u32) -> bool {
         self.run(packet, wire_len) != 0
+    }
+
+    /// Runs the IR's reference interpreter instead of the bytecode (for checking engines
+    /// against each other; [`Filter::run`] gives the same answer, faster).
+    pub fn run_reference(&self, packet: &[u8], wire_len: u32) -> u32 {
+        REFERENCE_CACHE.with(|c| self.reference.run(&mut c.borrow_mut(), packet, wire_len))
     }
 }
 

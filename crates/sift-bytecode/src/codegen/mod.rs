@@ -22,7 +22,7 @@ use alloc::{Allocation, TEMP_A, TEMP_B};
 use moves::{Loc, Source};
 
 /// Why a function could not be compiled to bytecode.
-#[derive(Debug)]
+#[derive(Clone, Debug, PartialEq, Eq)]
 pub enum CodegenError {
     /// The function breaks the IR's invariants.
     InvalidIr(sift_ir::VerifyError),
