@@ -8,7 +8,7 @@ use sift_ir::{BinOp, Block, CmpOp, Inst, LoadSize, Value};
 use sift_syntax::ast::{Arith, ArithOp, Proto, RelOp};
 
 use crate::cond::Cond;
-use crate::gen::{Gen, GenResult, OffRel};
+use crate::gen::{Gen, GenResult, OffRel, RuntimeOffset};
 use crate::proto::IPPROTO_ICMPV6;
 
 /// Number of scratch registers libpcap may use while evaluating an expression.
@@ -24,10 +24,13 @@ pub(crate) struct ArithCode {
 enum Tree {
     Const(u32),
     Len,
-    /// A load at `index + offset`; `ipv4_hdr` adds the IPv4 header length to the index.
+    /// A load at `index + offset`; `ipv4_hdr` adds the IPv4 header length to the index (with
+    /// the run-time part of the header's offset, if any), `runtime` adds the run-time part of the
+    /// header's offset (after `geneve`).
     Load {
         index: Box<Tree>,
         ipv4_hdr: bool,
+        runtime: Option<RuntimeOffset>,
         offset: u32,
         size: LoadSize,
     },
@@ -74,7 +77,9 @@ fn binop(op: ArithOp) -> BinOp {
 }
 
 impl Gen {
-    fn alloc_register(&mut self) -> GenResult<()> {
+    /// Takes one of libpcap's scratch registers (`alloc_reg`); callers give it back by
+    /// decrementing `live_registers`, or keep it for the whole filter (`geneve`'s offsets).
+    pub(crate) fn alloc_register(&mut self) -> GenResult<()> {
         if self.live_registers >= SCRATCH_REGISTERS {
             return Err("too many registers needed to evaluate expression".into());
         }
@@ -144,12 +149,13 @@ impl Gen {
     }
 
     fn load_from(&mut self, proto: Proto, inst: ArithCode, size: LoadSize) -> GenResult<ArithCode> {
-        let nl = self.link.off_linkpl.wrapping_add(self.link.off_nl);
+        let linkpl = self.link.off_linkpl;
+        let nl = linkpl.plus(self.link.off_nl);
         let and_checks = |g: &mut Gen, first: Option<Cond>, second: Cond| match first {
             Some(f) => g.and(f, second),
             None => second,
         };
-        let (offset, ipv4_hdr, check) = match proto {
+        let (base, ipv4_hdr, check) = match proto {
             Proto::Link => (self.link.off_linkhdr, false, inst.check),
             Proto::Ip
             | Proto::Arp
@@ -184,7 +190,7 @@ impl Gen {
                 let b = self.proto_abbrev(Proto::Ipv6)?;
                 let b = and_checks(self, inst.check, b);
                 let nh = self.cmp(OffRel::LinkPl, 6, LoadSize::Byte, IPPROTO_ICMPV6);
-                (nl.wrapping_add(40), false, Some(self.and(b, nh)))
+                (nl.plus(40), false, Some(self.and(b, nh)))
             }
             Proto::Radio => return Err("radio information not present in capture".into()),
             other => {
@@ -198,7 +204,9 @@ impl Gen {
             tree: Tree::Load {
                 index: Box::new(inst.tree),
                 ipv4_hdr,
-                offset,
+                // The IPv4 header length already includes the run-time part.
+                runtime: if ipv4_hdr { None } else { base.runtime },
+                offset: base.constant,
                 size,
             },
             check,
@@ -212,6 +220,7 @@ impl Gen {
             Tree::Load {
                 index,
                 ipv4_hdr,
+                runtime,
                 offset,
                 size,
             } => {
@@ -219,6 +228,9 @@ impl Gen {
                 if *ipv4_hdr {
                     let hl = self.ipv4_header_len(block);
                     x = self.f.push(block, Inst::Binary(BinOp::Add, hl, x));
+                } else if let Some(r) = runtime {
+                    let r = self.runtime_use(block, *r);
+                    x = self.f.push(block, Inst::Binary(BinOp::Add, r, x));
                 }
                 self.f.push(
                     block,

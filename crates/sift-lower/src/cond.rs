@@ -34,6 +34,16 @@ pub(crate) struct Cond {
 }
 
 impl Cond {
+    /// A block whose terminator is already set, as a condition with no exits: combined with
+    /// `and`/`or` it is entered, but control never comes back out of it.
+    pub fn terminated(block: Block) -> Cond {
+        Cond {
+            entry: block,
+            when_true: vec![],
+            when_false: vec![],
+        }
+    }
+
     pub fn not(self) -> Cond {
         Cond {
             entry: self.entry,

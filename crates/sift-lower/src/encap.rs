@@ -33,9 +33,9 @@ impl Gen {
             let b1 = self.mcmp(OffRel::LinkPl, 0, Half, id, 0x0fff);
             b0 = self.and(b0, b1);
         }
-        self.link.off_linkpl += 4;
+        self.link.off_linkpl = self.link.off_linkpl.plus(4);
         if let Some(t) = self.link.off_linktype.as_mut() {
-            *t += 4;
+            *t = t.plus(4);
         }
         self.link.vlan_stack_depth += 1;
         Ok(b0)
@@ -80,13 +80,15 @@ impl Gen {
             b0 = self.and(b0, b1);
         }
         // The PPP header starts 6 bytes into the PPPoE header; its protocol field is the link type.
+        // (After `geneve` these offsets keep the run-time part of the payload's offset.)
         let l = &mut self.link;
         l.prevlinktype = l.linktype;
         l.off_prevlinkhdr = l.off_linkhdr;
         l.linktype = Dlt::Ppp;
-        l.off_linkhdr = l.off_linkpl.wrapping_add(l.off_nl).wrapping_add(6);
+        l.is_geneve = false;
+        l.off_linkhdr = l.off_linkpl.plus(l.off_nl.wrapping_add(6));
         l.off_linktype = Some(l.off_linkhdr);
-        l.off_linkpl = l.off_linkhdr.wrapping_add(2);
+        l.off_linkpl = l.off_linkhdr.plus(2);
         l.off_nl = 0;
         l.off_nl_nosnap = 0;
         Ok(b0)

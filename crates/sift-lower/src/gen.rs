@@ -1,8 +1,9 @@
 //! The code generator's state: the function being built, the link layer in force and the offsets
-//! that `vlan`, `mpls` and `pppoes` move, and the primitive builders (loads and comparisons) that
-//! every protocol module uses.
+//! that `vlan`, `mpls`, `pppoes` and `geneve` move, and the primitive builders (loads and
+//! comparisons) that every protocol module uses.
 
 use sift_ir::{BinOp, Block, CmpOp, Function, Inst, LoadSize, Terminator, Value};
+use sift_syntax::ast::Span;
 
 use crate::cond::{Cond, Edge, Exit, UNPATCHED};
 use crate::linktype::Dlt;
@@ -31,20 +32,74 @@ pub(crate) enum OffRel {
     TranIpv6,
 }
 
+/// The part of an offset that only the packet knows: a value computed by the code of a `geneve`
+/// primitive (libpcap keeps it in a scratch register), which exists only on the paths through
+/// that code.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub(crate) struct RuntimeOffset {
+    pub value: Value,
+    /// The block defining `value`; a use is defined only where this block dominates it.
+    pub defined_in: Block,
+}
+
+/// An offset from the start of the packet: a constant, plus a run-time part after `geneve`
+/// (libpcap's `bpf_abs_offset`).
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub(crate) struct AbsOffset {
+    pub runtime: Option<RuntimeOffset>,
+    pub constant: u32,
+}
+
+impl AbsOffset {
+    pub fn constant(constant: u32) -> AbsOffset {
+        AbsOffset {
+            runtime: None,
+            constant,
+        }
+    }
+
+    pub fn runtime(value: Value, defined_in: Block) -> AbsOffset {
+        AbsOffset {
+            runtime: Some(RuntimeOffset { value, defined_in }),
+            constant: 0,
+        }
+    }
+
+    /// The same offset moved by `k` bytes (only the constant part changes).
+    pub fn plus(self, k: u32) -> AbsOffset {
+        AbsOffset {
+            runtime: self.runtime,
+            constant: self.constant.wrapping_add(k),
+        }
+    }
+}
+
 /// The link-layer state, as libpcap's compiler state keeps it.
 #[derive(Clone, Debug)]
 pub(crate) struct LinkState {
     pub linktype: Dlt,
     pub prevlinktype: Dlt,
-    pub off_linkhdr: u32,
-    pub off_prevlinkhdr: u32,
-    pub off_linkpl: u32,
+    pub off_linkhdr: AbsOffset,
+    pub off_prevlinkhdr: AbsOffset,
+    pub off_linkpl: AbsOffset,
     /// `None` where the link layer has no type field (raw IP).
-    pub off_linktype: Option<u32>,
+    pub off_linktype: Option<AbsOffset>,
     pub off_nl: u32,
     pub off_nl_nosnap: u32,
     pub label_stack_depth: u32,
     pub vlan_stack_depth: u32,
+    /// The link layer is the payload of the last `geneve` (Ethernet or bare network layer);
+    /// link-level address tests then first check that there is an Ethernet header.
+    pub is_geneve: bool,
+}
+
+/// A read of a run-time offset, checked once the filter's control flow is complete.
+#[derive(Clone, Copy, Debug)]
+pub(crate) struct OffsetUse {
+    pub defined_in: Block,
+    pub used_in: Block,
+    /// The primitive reading the offset (filled in when its lowering returns).
+    pub span: Option<Span>,
 }
 
 /// Compile-time facts about the capture the filter is for.
@@ -63,8 +118,10 @@ pub(crate) struct Gen {
     pub netmask: u32,
     /// Arithmetic values currently held in libpcap's 16 scratch registers.
     pub live_registers: usize,
-    /// libpcap disables its optimizer for filters that use `protochain`.
+    /// libpcap disables its optimizer for filters that use `protochain` or `geneve`.
     pub no_optimize: bool,
+    /// Every read of a run-time offset, for the check that `geneve` ran on every path to it.
+    pub offset_uses: Vec<OffsetUse>,
     /// An error libpcap's optimizer would report (constant division by zero).
     pub optimizer_error: Option<String>,
 }
@@ -100,18 +157,34 @@ impl Gen {
         let base = match rel {
             OffRel::LinkHdr => l.off_linkhdr,
             OffRel::Llc => l.off_linkpl,
-            OffRel::PrevMplsHdr => l.off_linkpl.wrapping_add(l.off_nl).wrapping_sub(4),
-            OffRel::LinkPl => l.off_linkpl.wrapping_add(l.off_nl),
-            OffRel::LinkPlNoSnap => l.off_linkpl.wrapping_add(l.off_nl_nosnap),
-            OffRel::LinkType => l.off_linktype.unwrap_or(0),
-            OffRel::TranIpv6 => l.off_linkpl.wrapping_add(l.off_nl).wrapping_add(40),
+            OffRel::PrevMplsHdr => l.off_linkpl.plus(l.off_nl.wrapping_sub(4)),
+            OffRel::LinkPl => l.off_linkpl.plus(l.off_nl),
+            OffRel::LinkPlNoSnap => l.off_linkpl.plus(l.off_nl_nosnap),
+            OffRel::LinkType => l.off_linktype.unwrap_or(AbsOffset::constant(0)),
+            OffRel::TranIpv6 => l.off_linkpl.plus(l.off_nl.wrapping_add(40)),
             OffRel::TranIpv4 => {
                 let x = self.ipv4_header_len(block);
-                let k = self.link.off_linkpl.wrapping_add(self.link.off_nl);
+                let k = self.link.off_linkpl.constant.wrapping_add(self.link.off_nl);
                 return (Some(x), k.wrapping_add(offset));
             }
         };
-        (None, base.wrapping_add(offset))
+        let index = self.runtime_part(block, base);
+        (index, base.constant.wrapping_add(offset))
+    }
+
+    /// The run-time part of `off` for an instruction in `block`, recording the use.
+    pub fn runtime_part(&mut self, block: Block, off: AbsOffset) -> Option<Value> {
+        Some(self.runtime_use(block, off.runtime?))
+    }
+
+    /// The value of a run-time offset for an instruction in `block`, recording the use.
+    pub fn runtime_use(&mut self, block: Block, r: RuntimeOffset) -> Value {
+        self.offset_uses.push(OffsetUse {
+            defined_in: r.defined_in,
+            used_in: block,
+            span: None,
+        });
+        r.value
     }
 
     /// Emits a load of `size` bytes at `offset` relative to `rel` into `block`.
@@ -127,13 +200,17 @@ impl Gen {
         )
     }
 
-    /// The IPv4 header length in bytes, `4 * (ip[0] & 0xf)` (classic BPF's `ldx 4*([k]&0xf)`).
+    /// The IPv4 header length in bytes, `4 * (ip[0] & 0xf)` (classic BPF's `ldx 4*([k]&0xf)`),
+    /// plus the run-time part of the network layer's offset when there is one (libpcap's
+    /// `gen_loadx_iphdrlen`): the index for loads relative to the transport header.
     pub fn ipv4_header_len(&mut self, block: Block) -> Value {
-        let k = self.link.off_linkpl.wrapping_add(self.link.off_nl);
+        let linkpl = self.link.off_linkpl;
+        let k = linkpl.constant.wrapping_add(self.link.off_nl);
+        let runtime = self.runtime_part(block, linkpl);
         let b = self.f.push(
             block,
             Inst::Load {
-                index: None,
+                index: runtime,
                 offset: k,
                 size: LoadSize::Byte,
             },
@@ -141,7 +218,11 @@ impl Gen {
         let mask = self.f.iconst(block, 0xf);
         let low = self.f.push(block, Inst::Binary(BinOp::And, b, mask));
         let two = self.f.iconst(block, 2);
-        self.f.push(block, Inst::Binary(BinOp::Shl, low, two))
+        let len = self.f.push(block, Inst::Binary(BinOp::Shl, low, two));
+        match runtime {
+            Some(r) => self.f.push(block, Inst::Binary(BinOp::Add, len, r)),
+            None => len,
+        }
     }
 
     /// A branch on `op(value, k)` ending `block`.

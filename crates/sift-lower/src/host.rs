@@ -170,7 +170,8 @@ impl Gen {
         )
     }
 
-    /// An Ethernet address (`gen_ehostop`); only on Ethernet.
+    /// An Ethernet address (`gen_ehostop`, with the check libpcap's callers put before it); only
+    /// on Ethernet.
     pub fn ehost(&mut self, mac: [u8; 6], dir: Dir) -> GenResult<Cond> {
         match dir {
             Dir::Addr1 | Dir::Addr2 | Dir::Addr3 | Dir::Addr4 | Dir::Ra | Dir::Ta => {
@@ -181,8 +182,13 @@ impl Gen {
             }
             _ => {}
         }
-        self.by_dir(dir, "", &mut |g, is_src| {
+        let frame = self.ethernet_header_check();
+        let b = self.by_dir(dir, "", &mut |g, is_src| {
             Ok(g.bcmp(OffRel::LinkHdr, if is_src { 6 } else { 0 }, &mac))
+        })?;
+        Ok(match frame {
+            Some(frame) => self.and(frame, b),
+            None => b,
         })
     }
 

@@ -6,8 +6,10 @@
 //! It mirrors the structure of libpcap's code generator so that the two can be compared function
 //! by function, but produces sift's IR ([`sift_ir::Function`]) instead of classic BPF.
 //!
-//! Primitives are lowered left to right, as libpcap's parser reduces them, because `vlan`, `mpls`
-//! and `pppoes` change the offsets of everything after them.
+//! Primitives are lowered left to right, as libpcap's parser reduces them, because `vlan`, `mpls`,
+//! `pppoes` and `geneve` change the offsets of everything after them. After `geneve` some offsets
+//! are computed at run time; a filter that could read them where `geneve` did not match (where
+//! libpcap's result is undefined) is refused (see the `geneve` module).
 
 #![forbid(unsafe_code)]
 
@@ -15,6 +17,7 @@ mod arith;
 mod cond;
 mod encap;
 mod gen;
+mod geneve;
 mod host;
 mod libpcap_opt;
 mod linktype;
@@ -94,6 +97,7 @@ pub fn lower(expr: Option<&Expr>, opts: &Options) -> Result<Function, LowerError
         netmask: opts.netmask,
         live_registers: 0,
         no_optimize: false,
+        offset_uses: Vec::new(),
         optimizer_error: None,
     };
     let Some(expr) = expr else {
@@ -127,10 +131,17 @@ impl Gen {
                 self.or(a, b)
             }
             Expr::Not(a) => self.expr(a)?.not(),
-            Expr::Primitive(p) => self.primitive(p).map_err(|message| LowerError {
-                span: Some(p.span),
-                message,
-            })?,
+            Expr::Primitive(p) => {
+                let first_use = self.offset_uses.len();
+                let c = self.primitive(p).map_err(|message| LowerError {
+                    span: Some(p.span),
+                    message,
+                })?;
+                for u in &mut self.offset_uses[first_use..] {
+                    u.span = Some(p.span);
+                }
+                c
+            }
         })
     }
 
@@ -172,7 +183,7 @@ impl Gen {
             K::Mpls(label) => self.mpls(*label),
             K::Pppoed => self.pppoed(),
             K::Pppoes(s) => self.pppoes(*s),
-            K::Geneve(_) => Err("'geneve' is not supported by sift yet".into()),
+            K::Geneve(vni) => self.geneve(*vni),
             K::Llc(kind) => self.llc(kind.as_deref()),
             K::Unsupported(what) => Err(format!(
                 "'{what}' is not supported for {}",
@@ -181,9 +192,9 @@ impl Gen {
         }
     }
 
-    /// Points the filter's exits at "accept" and "reject", applies what libpcap's optimizer does
-    /// to the filter's meaning (unless libpcap would not optimize it), and drops blocks no path
-    /// reaches.
+    /// Points the filter's exits at "accept" and "reject", checks that `geneve`'s offsets are
+    /// read only where they are defined, applies what libpcap's optimizer does to the filter's
+    /// meaning (unless libpcap would not optimize it), and drops blocks no path reaches.
     fn finish(mut self, body: Cond, snaplen: u32) -> Result<Function, LowerError> {
         let accept = self.f.create_block();
         self.f.set_term(accept, Terminator::Return(snaplen));
@@ -191,7 +202,8 @@ impl Gen {
         self.f.set_term(reject, Terminator::Return(0));
         patch(&mut self.f, &body.when_true, accept);
         patch(&mut self.f, &body.when_false, reject);
-        let mut f = reachable_from(&self.f, body.entry);
+        let (mut f, renumber) = reachable_from(&self.f, body.entry);
+        geneve::check_offset_uses(&f, &renumber, &self.offset_uses)?;
         if self.no_optimize {
             return Ok(f);
         }
@@ -199,13 +211,13 @@ impl Gen {
             span: None,
             message,
         })?;
-        Ok(reachable_from(&f, Function::ENTRY))
+        Ok(reachable_from(&f, Function::ENTRY).0)
     }
 }
 
 /// A copy of `f` holding only the blocks reachable from `entry`, in reverse postorder (so the
-/// entry becomes block 0 and every edge goes forward).
-fn reachable_from(f: &Function, entry: Block) -> Function {
+/// entry becomes block 0 and every edge goes forward), and where each block of `f` went.
+fn reachable_from(f: &Function, entry: Block) -> (Function, Vec<Option<Block>>) {
     let mut shifted = f.clone();
     // Make `entry` block 0 by swapping, so reverse_postorder starts there.
     shifted.blocks.swap(0, entry.index());
@@ -252,5 +264,8 @@ fn reachable_from(f: &Function, entry: Block) -> Function {
             }
         }
     }
-    out
+    // `renumber` is indexed by the swapped numbering; undo the swap for the caller.
+    let mut moved = renumber.clone();
+    moved.swap(0, entry.index());
+    (out, moved)
 }

@@ -4,7 +4,7 @@
 use sift_ir::LoadSize::{Byte, Half, Word};
 
 use crate::cond::Cond;
-use crate::gen::{Gen, GenResult, LinkState, OffRel};
+use crate::gen::{AbsOffset, Gen, GenResult, LinkState, OffRel};
 
 /// Link-layer types the code generator knows (libpcap's DLT values, for the ones sift supports).
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
@@ -107,14 +107,15 @@ impl LinkState {
         LinkState {
             linktype: dlt,
             prevlinktype: dlt,
-            off_linkhdr: 0,
-            off_prevlinkhdr: 0,
-            off_linkpl,
-            off_linktype,
+            off_linkhdr: AbsOffset::constant(0),
+            off_prevlinkhdr: AbsOffset::constant(0),
+            off_linkpl: AbsOffset::constant(off_linkpl),
+            off_linktype: off_linktype.map(AbsOffset::constant),
             off_nl: 0,
             off_nl_nosnap,
             label_stack_depth: 0,
             vlan_stack_depth: 0,
+            is_geneve: false,
         }
     }
 }
@@ -258,7 +259,8 @@ impl Gen {
             }
             _ if proto <= ETHERMTU => {
                 let b0 = self.cmp(OffRel::LinkType, 0, Half, LINUX_SLL_P_802_2);
-                let off = self.link.off_linkpl;
+                // libpcap uses the payload's constant offset relative to the link header.
+                let off = self.link.off_linkpl.constant;
                 let b1 = self.cmp(OffRel::LinkHdr, off, Byte, proto);
                 self.and(b0, b1)
             }

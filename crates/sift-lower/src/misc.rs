@@ -39,7 +39,12 @@ impl Gen {
                 if self.link.linktype != Dlt::En10mb {
                     return Err("link-layer multicast filters supported only on ethernet/FDDI/token ring/ARCNET/802.11/ATM LANE/Fibre Channel".into());
                 }
-                Ok(self.jset(OffRel::LinkHdr, 0, Byte, 1))
+                let frame = self.ethernet_header_check();
+                let b = self.jset(OffRel::LinkHdr, 0, Byte, 1);
+                Ok(match frame {
+                    Some(frame) => self.and(frame, b),
+                    None => b,
+                })
             }
             Proto::Ip => {
                 let b0 = self.linktype(ETHERTYPE_IP)?;
@@ -80,9 +85,11 @@ impl Gen {
             ByteOp::Or if value != 0 => self.uncond(true),
             ByteOp::And | ByteOp::Or if self.f.blocks.is_empty() => self.uncond(false),
             ByteOp::And | ByteOp::Or => {
-                return Err("'byte N & V' and 'byte N | 0' test libpcap's accumulator, not the \
+                return Err(
+                    "'byte N & V' and 'byte N | 0' test libpcap's accumulator, not the \
                      byte (a libpcap bug); sift supports them only as the first test"
-                    .into())
+                        .into(),
+                )
             }
         })
     }

@@ -90,6 +90,11 @@ impl Gen {
         Ok(self.and(b0, b1))
     }
 
+    /// `port N` over IPv4 only (`gen_port`) or IPv6 only (`gen_port6`).
+    pub fn port_in(&mut self, v6: bool, port: u32, proto: PortProto, dir: Dir) -> GenResult<Cond> {
+        self.port_family(v6, None, port, proto, dir)
+    }
+
     /// `port N` over IPv4 or IPv6 (`gen_port` or'ed with `gen_port6`).
     pub fn port(&mut self, port: u32, proto: PortProto, dir: Dir) -> GenResult<Cond> {
         let b = self.port_family(false, None, port, proto, dir)?;

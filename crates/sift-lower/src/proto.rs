@@ -175,7 +175,12 @@ impl Gen {
 
     /// `protochain v`: walks the IPv6 extension-header chain (and IPv4/IPv6 AH headers) looking
     /// for a header of type `v`, as libpcap's loop does, including its handling of AH lengths.
+    ///
+    /// libpcap takes a scratch register on entry and gives it back at the end, except for the
+    /// unqualified form, which keeps it for the rest of the filter (so many `protochain`s can run
+    /// out of registers).
     pub fn protochain(&mut self, v: u32, proto: Proto) -> GenResult<Cond> {
+        self.alloc_register()?;
         let v6 = match proto {
             Proto::Ip => false,
             Proto::Ipv6 => true,
@@ -186,9 +191,13 @@ impl Gen {
             }
             _ => return Err("bad protocol applied for 'protochain'".into()),
         };
+        if self.link.off_linkpl.runtime.is_some() {
+            return Err("'protochain' not supported with variable length headers".into());
+        }
         self.no_optimize = true;
         let b0 = self.linktype(if v6 { ETHERTYPE_IPV6 } else { ETHERTYPE_IP })?;
-        let nl = self.link.off_linkpl.wrapping_add(self.link.off_nl);
+        self.live_registers -= 1;
+        let nl = self.link.off_linkpl.constant.wrapping_add(self.link.off_nl);
         let f = &mut self.f;
         // Entry: A = next-header field, X = offset of the first header after the IP header.
         let entry = f.create_block();
