@@ -8,7 +8,7 @@ use std::path::PathBuf;
 use std::process::ExitCode;
 
 use anyhow::{anyhow, bail, Context, Result};
-use clap::{Parser, Subcommand};
+use clap::{Parser, Subcommand, ValueEnum};
 use sift::{Filter, Options};
 use sift_capture::{ByteOrder, CaptureReader, PcapWriter};
 
@@ -21,6 +21,19 @@ use sift_capture::{ByteOrder, CaptureReader, PcapWriter};
 struct Cli {
     #[command(subcommand)]
     command: Command,
+}
+
+/// The language a filter is written in.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, ValueEnum)]
+enum Lang {
+    /// The tcpdump/libpcap filter language.
+    Pcap,
+    /// CSPF (1987) stack programs, as the words of a `struct enfilter` initializer.
+    Cspf,
+    /// DPF (1996) atoms: `(offset:bits == value) && ...`.
+    Dpf,
+    /// Classic BPF in `tcpdump -d` or bpf_asm text.
+    Cbpf,
 }
 
 #[derive(Subcommand)]
@@ -42,13 +55,20 @@ enum Command {
         /// Read the expression from a file.
         #[arg(short = 'F', value_name = "EXPRFILE")]
         expr_file: Option<PathBuf>,
+        /// The language of the expression.
+        #[arg(long, value_enum, default_value_t = Lang::Pcap)]
+        lang: Lang,
         /// The filter expression (several arguments are joined with spaces, as tcpdump does).
         expression: Vec<String>,
     },
     /// Print a stage of the compiler for an expression.
     Debug {
-        /// `ast` or `ir`.
+        /// `ast`, `ir` (libpcap semantics, the reference), `bytecode` (what runs) or `cbpf`
+        /// (classic BPF, as `tcpdump -d` prints it).
         stage: String,
+        /// The language of the expression.
+        #[arg(long, value_enum, default_value_t = Lang::Pcap)]
+        lang: Lang,
         /// Link type to compile for (a LINKTYPE number).
         #[arg(short = 'y', default_value_t = 1)]
         linktype: u32,
@@ -69,11 +89,15 @@ fn main() -> ExitCode {
     }
 }
 
-fn expression(args: &[String], file: Option<&PathBuf>) -> Result<String> {
+fn expression(args: &[String], file: Option<&PathBuf>, lang: Lang) -> Result<String> {
     match file {
         Some(path) => {
             let text = std::fs::read_to_string(path)
                 .with_context(|| format!("reading expression file {}", path.display()))?;
+            if lang != Lang::Pcap {
+                // The other languages have comment syntaxes of their own.
+                return Ok(text);
+            }
             // tcpdump ignores the command-line expression when -F is given; comments start with #.
             Ok(text
                 .lines()
@@ -85,26 +109,71 @@ fn expression(args: &[String], file: Option<&PathBuf>) -> Result<String> {
     }
 }
 
-fn compile(expr: &str, opts: &Options) -> Result<Filter> {
-    Filter::compile_with(expr, opts).map_err(|e| anyhow!("{}", e.render(expr)))
+/// Compiles a filter written in `lang` (only pcap-filter expressions depend on the link type).
+fn compile(lang: Lang, expr: &str, opts: &Options) -> Result<Filter> {
+    let ir = match lang {
+        Lang::Pcap => {
+            return Filter::compile_with(expr, opts).map_err(|e| anyhow!("{}", e.render(expr)))
+        }
+        Lang::Cspf => {
+            let program = sift_seeds::cspf::parse(expr).map_err(|e| anyhow!(e.render(expr)))?;
+            sift_seeds::cspf::lift_with(&program, opts.snaplen)
+        }
+        Lang::Dpf => {
+            let filter = sift_seeds::dpf::parse(expr).map_err(|e| anyhow!(e.render(expr)))?;
+            sift_seeds::dpf::lift_with(&filter, opts.snaplen)
+        }
+        Lang::Cbpf => {
+            let program = sift_bpf::asm::assemble(expr).map_err(|e| anyhow!("{e}"))?;
+            let valid = sift_bpf::validate(&program, sift_bpf::Dialect::Libpcap)
+                .map_err(|e| anyhow!("{e}"))?;
+            sift_bpf::lift(&valid)
+        }
+    };
+    Ok(Filter::from_ir(ir)?)
+}
+
+/// Checks a filter's text before any file is opened, so a typo costs nothing.
+fn check(lang: Lang, expr: &str) -> Result<()> {
+    match lang {
+        Lang::Pcap => {
+            sift::parse(expr).map_err(|e| anyhow!("{}", e.render(expr)))?;
+        }
+        other => {
+            compile(other, expr, &Options::new(1, 262144))?;
+        }
+    }
+    Ok(())
 }
 
 fn run(cli: Cli) -> Result<ExitCode> {
     match cli.command {
         Command::Debug {
             stage,
+            lang,
             linktype,
             snaplen,
             expression: args,
         } => {
             let expr = args.join(" ");
+            let filter = || compile(lang, &expr, &Options::new(linktype, snaplen));
             match stage.as_str() {
-                "ast" => match sift::parse(&expr).map_err(|e| anyhow!("{}", e.render(&expr)))? {
-                    Some(ast) => println!("{ast}"),
-                    None => println!("(empty: matches every packet)"),
-                },
-                "ir" => print!("{}", compile(&expr, &Options::new(linktype, snaplen))?.ir()),
-                other => bail!("unknown stage {other:?} (expected ast or ir)"),
+                "ast" if lang == Lang::Pcap => {
+                    match sift::parse(&expr).map_err(|e| anyhow!("{}", e.render(&expr)))? {
+                        Some(ast) => println!("{ast}"),
+                        None => println!("(empty: matches every packet)"),
+                    }
+                }
+                "ir" => print!("{}", filter()?.ir()),
+                "bytecode" => print!("{}", filter()?.bytecode()),
+                "cbpf" => {
+                    let cbpf = sift_bpf::compile(filter()?.ir())?;
+                    let program = sift_bpf::Program(cbpf.insns().to_vec());
+                    print!("{}", sift_bpf::disasm::disassemble(&program));
+                }
+                other => bail!(
+                    "unknown stage {other:?} for {lang:?} (expected ast, ir, bytecode or cbpf)"
+                ),
             }
             Ok(ExitCode::SUCCESS)
         }
@@ -114,13 +183,15 @@ fn run(cli: Cli) -> Result<ExitCode> {
             count,
             linktype,
             expr_file,
+            lang,
             expression: args,
         } => filter(
             &read,
             write.as_ref(),
             count,
             linktype,
-            &expression(&args, expr_file.as_ref())?,
+            lang,
+            &expression(&args, expr_file.as_ref(), lang)?,
         ),
     }
 }
@@ -130,10 +201,10 @@ fn filter(
     output: Option<&PathBuf>,
     print_count: bool,
     linktype_override: Option<u32>,
+    lang: Lang,
     expr: &str,
 ) -> Result<ExitCode> {
-    // Check the expression before touching any file, so a typo costs nothing.
-    sift::parse(expr).map_err(|e| anyhow!("{}", e.render(expr)))?;
+    check(lang, expr)?;
     let mut writer: Option<PcapWriter<BufWriter<File>>> = None;
     let mut accepted: u64 = 0;
     let mut seen: u64 = 0;
@@ -174,7 +245,7 @@ fn filter(
                         swapped: reader.byte_order() != native,
                         ..Options::new(lt, snaplen)
                     };
-                    e.insert(compile(expr, &opts)?)
+                    e.insert(compile(lang, expr, &opts)?)
                 }
             };
             seen += 1;
