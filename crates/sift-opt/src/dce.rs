@@ -148,7 +148,7 @@ fn covered_loads(f: &Function, cfg: &Cfg) -> Vec<bool> {
                     });
                     covered[v.index()] =
                         same.is_some_and(|s| s >= end) || by_constant.unwrap_or(false);
-                    if same.map_or(true, |s| s < end) {
+                    if !matches!(same, Some(s) if s >= end) {
                         log.push((index, same));
                         reach.insert(index, end);
                     }
@@ -215,7 +215,10 @@ mod tests {
             "block0:\n v0 = load.b [0]\n v1 = div v0, v0\n v2 = const 2\n v3 = div v0, v2\n ret 1\n",
         );
         let text = f.to_string();
-        assert!(text.contains("div v0, v0") && !text.contains("v2"), "{text}");
+        assert!(
+            text.contains("div v0, v0") && !text.contains("v2"),
+            "{text}"
+        );
     }
 
     #[test]

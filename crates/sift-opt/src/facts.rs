@@ -82,7 +82,9 @@ fn orderings(op: CmpOp) -> Option<u8> {
 
 /// Swaps `<` and `>` (the relation seen from the other operand).
 fn mirror(set: u8) -> u8 {
-    (set & EQUAL) | if set & LESS != 0 { GREATER } else { 0 } | if set & GREATER != 0 { LESS } else { 0 }
+    (set & EQUAL)
+        | if set & LESS != 0 { GREATER } else { 0 }
+        | if set & GREATER != 0 { LESS } else { 0 }
 }
 
 /// The outcome of `op` that is the logical negation of `op` (for the false edge).
@@ -249,7 +251,11 @@ impl<'r> Facts<'r> {
         let Some(set) = op.and_then(orderings) else {
             return;
         };
-        let (key, set) = if a <= b { ((a, b), set) } else { ((b, a), mirror(set)) };
+        let (key, set) = if a <= b {
+            ((a, b), set)
+        } else {
+            ((b, a), mirror(set))
+        };
         let old = self.pairs.get(&key).copied();
         let new = old.unwrap_or(LESS | EQUAL | GREATER) & set;
         if Some(new) != old {
@@ -263,12 +269,7 @@ impl<'r> Facts<'r> {
         Facts::decide_summary(&self.summary(x), Some((self, x)), op, k)
     }
 
-    fn decide_summary(
-        s: &Summary,
-        ne: Option<(&Facts, Value)>,
-        op: CmpOp,
-        k: u32,
-    ) -> Option<bool> {
+    fn decide_summary(s: &Summary, ne: Option<(&Facts, Value)>, op: CmpOp, k: u32) -> Option<bool> {
         if s.contradictory() {
             // An infeasible path: any answer would do, but none is needed.
             return None;
@@ -310,8 +311,16 @@ impl<'r> Facts<'r> {
         if a == b {
             return Some(set & EQUAL != 0);
         }
-        let (key, set) = if a <= b { ((a, b), set) } else { ((b, a), mirror(set)) };
-        let mut possible = self.pairs.get(&key).copied().unwrap_or(LESS | EQUAL | GREATER);
+        let (key, set) = if a <= b {
+            ((a, b), set)
+        } else {
+            ((b, a), mirror(set))
+        };
+        let mut possible = self
+            .pairs
+            .get(&key)
+            .copied()
+            .unwrap_or(LESS | EQUAL | GREATER);
         let (x, y) = (self.summary(key.0).range, self.summary(key.1).range);
         if x.is_empty() || y.is_empty() {
             return None;
@@ -405,11 +414,19 @@ mod tests {
         for &(a, sense, p, out) in rows {
             let mut f = Facts::new(&ranges);
             f.assume_const(Value(0), a, 80, sense);
-            assert_eq!(f.decide_const(Value(0), p, 80), Some(out), "{a:?} {sense} {p:?}");
+            assert_eq!(
+                f.decide_const(Value(0), p, 80),
+                Some(out),
+                "{a:?} {sense} {p:?}"
+            );
             // The same rows hold between two registers.
             let mut g = Facts::new(&ranges);
             g.assume_pair(Value(0), a, Value(1), sense);
-            assert_eq!(g.decide_pair(Value(0), p, Value(1)), Some(out), "pair {a:?} {sense} {p:?}");
+            assert_eq!(
+                g.decide_pair(Value(0), p, Value(1)),
+                Some(out),
+                "pair {a:?} {sense} {p:?}"
+            );
         }
         // jeq #lval #rval1 TRUE -> jeq #lval #rval2 FALSE; jne ... FALSE -> jne #rval2 TRUE.
         let mut f = Facts::new(&ranges);

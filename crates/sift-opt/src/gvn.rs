@@ -69,12 +69,17 @@ pub fn run(f: &mut Function) -> usize {
 
 /// Replaces each parameter whose incoming arguments are all one value.
 fn propagate_params(f: &mut Function, repl: &mut Replacements) {
-    let rpo = f.reverse_postorder();
+    let rpo = crate::cfg::rpo(f);
     // Incoming edges of each block, as (predecessor, index among its targets).
     let mut incoming: Vec<Vec<(Block, usize)>> = vec![Vec::new(); f.blocks.len()];
+    // The arguments of each incoming edge, copied once (a switch's target list is long).
+    let mut incoming_args: Vec<Vec<Vec<Value>>> = vec![Vec::new(); f.blocks.len()];
     for &b in &rpo {
         for (i, t) in f.block(b).term.targets().into_iter().enumerate() {
-            incoming[t.block.index()].push((b, i));
+            if !f.block(t.block).params.is_empty() {
+                incoming[t.block.index()].push((b, i));
+                incoming_args[t.block.index()].push(t.args.clone());
+            }
         }
     }
     for &b in &rpo {
@@ -86,8 +91,8 @@ fn propagate_params(f: &mut Function, repl: &mut Replacements) {
         for (i, d) in dead.iter_mut().enumerate() {
             let mut same: Option<Value> = None;
             let mut uniform = true;
-            for &(p, e) in &incoming[b.index()] {
-                let a = repl.resolve(f.block(p).term.targets()[e].args[i]);
+            for args in &incoming_args[b.index()] {
+                let a = repl.resolve(args[i]);
                 match same {
                     None => same = Some(a),
                     Some(s) if s == a => {}
@@ -111,15 +116,14 @@ fn propagate_params(f: &mut Function, repl: &mut Replacements) {
             .map(|(_, v)| v)
             .collect();
         for &(p, e) in &incoming[b.index()] {
-            let mut term = std::mem::take(&mut f.block_mut(p).term);
-            let t = &mut term.targets_mut()[e];
-            t.args = std::mem::take(&mut t.args)
-                .into_iter()
-                .enumerate()
-                .filter(|&(i, _)| keep(i))
-                .map(|(_, v)| v)
-                .collect();
-            f.block_mut(p).term = term;
+            if let Some(t) = f.block_mut(p).term.targets_mut().into_iter().nth(e) {
+                t.args = std::mem::take(&mut t.args)
+                    .into_iter()
+                    .enumerate()
+                    .filter(|&(i, _)| keep(i))
+                    .map(|(_, v)| v)
+                    .collect();
+            }
         }
     }
 }

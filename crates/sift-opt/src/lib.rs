@@ -18,9 +18,10 @@
 //! | predicates | [`predicate`] | redundant predicate elimination: assertion propagation over edge dominators, static predicate prediction |
 //! | threading | [`thread`] | jump threading, block merging, unreachable block removal |
 //! | dce | [`dce`] | dead instructions and parameters (loads only when proven in bounds) |
+//! | merge | [`merge`] | equivalent subgraphs (per-path copies made by lowering) merge into one |
 //! | tables | [`table`] | equality chains become `switch` lookup tables |
 //!
-//! The first five run in rounds until a round changes nothing (or [`Options::max_rounds`] is
+//! The first six run in rounds until a round changes nothing (or [`Options::max_rounds`] is
 //! reached: the optimizer always terminates, and every pass is linear or near-linear in the
 //! function's size, so a 10,000-term `or` chain optimizes in milliseconds). Lookup tables are
 //! formed once, after the rounds, then [`sink`] moves constants next to their only user and the
@@ -36,6 +37,7 @@ pub mod cfg;
 pub mod dce;
 pub mod facts;
 pub mod gvn;
+pub mod merge;
 pub mod predicate;
 pub mod range;
 pub mod rewrite;
@@ -63,6 +65,7 @@ pub struct Options {
     pub predicates: bool,
     pub threading: bool,
     pub dce: bool,
+    pub merge: bool,
     pub tables: bool,
     /// Sink constants back next to their only user at the end.
     pub sink_constants: bool,
@@ -82,6 +85,7 @@ impl Default for Options {
             predicates: true,
             threading: true,
             dce: true,
+            merge: true,
             tables: true,
             sink_constants: true,
             min_table_keys: 3,
@@ -100,6 +104,7 @@ impl Options {
             predicates: false,
             threading: false,
             dce: false,
+            merge: false,
             tables: false,
             sink_constants: false,
             ..Options::default()
@@ -203,6 +208,12 @@ pub fn try_optimize_with(f: &mut Function, opts: &Options) -> Result<Stats, Pass
             changed += n;
             check(f, "dce", round)?;
         }
+        if opts.merge {
+            let n = merge::run(f);
+            stats.changes.merge += n;
+            changed += n;
+            check(f, "merge", round)?;
+        }
         stats.rounds = round + 1;
         if changed == 0 {
             break;
@@ -260,7 +271,7 @@ block5:
     ret 96
 ";
         let orig = parse_function(text).unwrap();
-        for mask in 0..64u32 {
+        for mask in 0..128u32 {
             let opts = Options {
                 simplify: mask & 1 != 0,
                 gvn: mask & 2 != 0,
@@ -268,6 +279,7 @@ block5:
                 threading: mask & 8 != 0,
                 dce: mask & 16 != 0,
                 tables: mask & 32 != 0,
+                merge: mask & 64 != 0,
                 verify: true,
                 ..Options::default()
             };

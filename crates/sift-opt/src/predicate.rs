@@ -88,13 +88,13 @@ pub fn run(f: &mut Function) -> usize {
             changes += 1;
         }
         let term = f.block(b).term.clone();
-        let ntargets = term.targets().len();
-        for i in 0..ntargets {
+        let targets: Vec<Target> = term.targets().into_iter().cloned().collect();
+        let mut moved: Vec<Option<Target>> = vec![None; targets.len()];
+        for (i, start) in targets.into_iter().enumerate() {
             let m = facts.mark();
             if let Some(a) = edge_assertion(f, &term, i) {
                 assume(&mut facts, &a);
             }
-            let start = term.targets()[i].clone();
             let mut t = start.clone();
             while budget > 0 {
                 let s = f.block(t.block);
@@ -113,10 +113,15 @@ pub fn run(f: &mut Function) -> usize {
             }
             facts.undo_to(m);
             if t != start {
-                let mut new_term = f.block(b).term.clone();
-                *new_term.targets_mut()[i] = t;
-                f.set_term(b, new_term);
+                moved[i] = Some(t);
                 changes += 1;
+            }
+        }
+        if moved.iter().any(Option::is_some) {
+            for (slot, new) in f.block_mut(b).term.targets_mut().into_iter().zip(moved) {
+                if let Some(t) = new {
+                    *slot = t;
+                }
             }
         }
     }
@@ -131,9 +136,7 @@ fn edge_assertion(f: &Function, term: &Terminator, i: usize) -> Option<Assertion
             let outcome = i == 0;
             Some(match (f.const_value(*lhs), f.const_value(*rhs)) {
                 (_, Some(k)) => Assertion::Const(*lhs, *op, k, outcome),
-                (Some(k), None) => {
-                    Assertion::Const(*rhs, crate::facts::mirror_op(*op), k, outcome)
-                }
+                (Some(k), None) => Assertion::Const(*rhs, crate::facts::mirror_op(*op), k, outcome),
                 (None, None) => Assertion::Pair(*lhs, *op, *rhs, outcome),
             })
         }

@@ -78,7 +78,10 @@ pub fn binary(op: BinOp, a: Range, b: Range) -> Range {
     }
     match op {
         BinOp::Add => match a.hi.checked_add(b.hi) {
-            Some(hi) => Range { lo: a.lo + b.lo, hi },
+            Some(hi) => Range {
+                lo: a.lo + b.lo,
+                hi,
+            },
             None => Range::FULL,
         },
         BinOp::Sub => {
@@ -92,7 +95,10 @@ pub fn binary(op: BinOp, a: Range, b: Range) -> Range {
             }
         }
         BinOp::Mul => match a.hi.checked_mul(b.hi) {
-            Some(hi) => Range { lo: a.lo * b.lo, hi },
+            Some(hi) => Range {
+                lo: a.lo * b.lo,
+                hi,
+            },
             None => Range::FULL,
         },
         // A quotient never exceeds the dividend (division by zero rejects).
@@ -141,7 +147,7 @@ pub fn of_inst(inst: &Inst, range_of: impl Fn(Value) -> Range) -> Range {
 /// Ranges of every value of `f` (values of unreachable blocks get `FULL`).
 pub fn compute(f: &Function) -> Vec<Range> {
     let mut r = vec![Range::FULL; f.values.len()];
-    let rpo = f.reverse_postorder();
+    let rpo = crate::cfg::rpo(f);
     for &b in &rpo {
         for &p in &f.block(b).params {
             r[p.index()] = Range::EMPTY;
@@ -198,7 +204,10 @@ mod tests {
             binary(BinOp::Sub, Range::upto(3), Range::exact(1)),
             Range::FULL
         );
-        assert_eq!(binary(BinOp::Shl, Range::upto(0xff), Range::exact(40)).hi, 0);
+        assert_eq!(
+            binary(BinOp::Shl, Range::upto(0xff), Range::exact(40)).hi,
+            0
+        );
         assert_eq!(
             binary(BinOp::Or, Range::exact(4), Range::upto(1)),
             Range { lo: 4, hi: 7 }

@@ -122,7 +122,7 @@ pub fn map_term_operands(term: &mut Terminator, mut map: impl FnMut(Value) -> Va
 /// Whether the block of `b` is reachable from the entry, for every block.
 pub fn reachable(f: &Function) -> Vec<bool> {
     let mut r = vec![false; f.blocks.len()];
-    for b in f.reverse_postorder() {
+    for b in crate::cfg::rpo(f) {
         r[b.index()] = true;
     }
     r
@@ -166,7 +166,7 @@ pub fn remove_unreachable(f: &mut Function) -> usize {
 /// blocks and values no block defines. The result prints the way a reader expects (and the way
 /// `parse_function` numbers a text written in that order).
 pub fn canonicalize(f: &mut Function) {
-    let rpo = f.reverse_postorder();
+    let rpo = crate::cfg::rpo(f);
     let mut block_map = vec![u32::MAX; f.blocks.len()];
     for (i, b) in rpo.iter().enumerate() {
         block_map[b.index()] = i as u32;

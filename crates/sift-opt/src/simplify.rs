@@ -58,7 +58,7 @@ pub fn run(f: &mut Function) -> usize {
         fresh: Vec::new(),
         changes: 0,
     };
-    for b in s.f.reverse_postorder() {
+    for b in crate::cfg::rpo(s.f) {
         s.block(b);
     }
     let mut repl = s.repl;
@@ -100,7 +100,11 @@ impl Simplifier<'_> {
                 self.changes += 1;
                 self.f.values[v.index()] = new.clone();
                 guard += 1;
-                outcome = if guard < 8 { self.inst(&new) } else { Outcome::Keep };
+                outcome = if guard < 8 {
+                    self.inst(&new)
+                } else {
+                    Outcome::Keep
+                };
             }
             kept.append(&mut self.fresh);
             match outcome {
@@ -396,7 +400,10 @@ mod tests {
             "block0:\n v0 = load.b [14]\n v1 = const 15\n v2 = and v0, v1\n v3 = const 2\n v4 = shl v2, v3\n v5 = const 4\n v6 = add v4, v5\n v7 = const 2\n v8 = add v6, v7\n v9 = load.h [v8+14]\n ret v9\n",
         );
         let text = f.to_string();
-        assert!(text.contains("load.h [v4+20]") || text.contains("+20]"), "{text}");
+        assert!(
+            text.contains("load.h [v4+20]") || text.contains("+20]"),
+            "{text}"
+        );
         // A full 32-bit index may wrap: the add must stay.
         let g = simplified(
             "block0:\n v0 = load.w [0]\n v1 = const 4\n v2 = add v0, v1\n v3 = load.b [v2+2]\n ret v3\n",
@@ -410,7 +417,10 @@ mod tests {
             "block0:\n v0 = load.b [0]\n v1 = const 0\n v2 = div v0, v1\n v3 = load.b [1]\n ret v3\n",
         );
         assert!(f.to_string().contains("ret 0"), "{f}");
-        assert!(f.to_string().contains("load.b [0]"), "the first load may still reject: {f}");
+        assert!(
+            f.to_string().contains("load.b [0]"),
+            "the first load may still reject: {f}"
+        );
     }
 
     #[test]

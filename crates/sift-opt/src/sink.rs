@@ -18,7 +18,7 @@ pub fn run(f: &mut Function) -> usize {
             _ => MANY,
         };
     };
-    for b in f.reverse_postorder() {
+    for b in crate::cfg::rpo(f) {
         let data = f.block(b);
         for &v in &data.insts {
             for o in f.inst(v).operands() {

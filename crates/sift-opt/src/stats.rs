@@ -21,7 +21,7 @@ pub struct Counts {
 impl Counts {
     pub fn of(f: &Function) -> Counts {
         let mut c = Counts::default();
-        for b in f.reverse_postorder() {
+        for b in crate::cfg::rpo(f) {
             let data = f.block(b);
             c.blocks += 1;
             c.insts += data.insts.len();
@@ -61,6 +61,7 @@ pub struct PassChanges {
     pub predicates: usize,
     pub threading: usize,
     pub dce: usize,
+    pub merge: usize,
     pub tables: usize,
 }
 
@@ -81,8 +82,8 @@ impl fmt::Display for Stats {
         let c = &self.changes;
         write!(
             f,
-            "rounds: {}; changes: simplify {}, gvn {}, predicates {}, threading {}, dce {}, tables {}",
-            self.rounds, c.simplify, c.gvn, c.predicates, c.threading, c.dce, c.tables
+            "rounds: {}; changes: simplify {}, gvn {}, predicates {}, threading {}, dce {}, merge {}, tables {}",
+            self.rounds, c.simplify, c.gvn, c.predicates, c.threading, c.dce, c.merge, c.tables
         )
     }
 }

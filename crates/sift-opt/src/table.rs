@@ -92,7 +92,7 @@ pub fn run(f: &mut Function, min_keys: usize) -> usize {
     let incoming = incoming_edges(f, &live);
     let mut consumed = vec![false; f.blocks.len()];
     let mut built = 0;
-    for head in f.reverse_postorder() {
+    for head in crate::cfg::rpo(f) {
         if consumed[head.index()] {
             continue;
         }

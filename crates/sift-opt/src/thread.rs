@@ -23,7 +23,7 @@ const MAX_FORWARD: usize = 64;
 pub fn run(f: &mut Function) -> usize {
     remove_unreachable(f);
     let mut changes = 0;
-    let rpo = f.reverse_postorder();
+    let rpo = crate::cfg::rpo(f);
     for &b in &rpo {
         let term = std::mem::take(&mut f.block_mut(b).term);
         let (mut term, c) = simplify_terminator(f, b, term);
@@ -59,7 +59,11 @@ pub fn run(f: &mut Function) -> usize {
     changes
 }
 
-fn simplify_terminator(f: &mut Function, b: sift_ir::Block, term: Terminator) -> (Terminator, usize) {
+fn simplify_terminator(
+    f: &mut Function,
+    b: sift_ir::Block,
+    term: Terminator,
+) -> (Terminator, usize) {
     match term {
         Terminator::Branch { then_, else_, .. } if then_ == else_ => (Terminator::Jump(then_), 1),
         Terminator::Switch {
@@ -104,7 +108,7 @@ fn merge_blocks(f: &mut Function) -> usize {
     let mut repl = Replacements::new(f);
     let mut absorbed = vec![false; f.blocks.len()];
     let mut merged = 0;
-    for b in f.reverse_postorder() {
+    for b in crate::cfg::rpo(f) {
         if absorbed[b.index()] {
             continue;
         }

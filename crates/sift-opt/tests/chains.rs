@@ -72,14 +72,25 @@ fn host_chain_becomes_tables() {
 }
 
 #[test]
-#[ignore = "takes over 10 minutes in the full release suite on 2 cores (the optimizer is not yet linear); run with --ignored"]
 fn ten_thousand_hosts() {
-    // Verification after every pass is quadratic on a 30,000-block chain in debug builds; the
-    // result is verified once.
+    // Verification after every pass is quadratic on a 120,000-block chain (sift-ir's dominator
+    // computation); the result is verified once. (This test used to lower the chain with
+    // sift-lower, which takes minutes on 10^4 terms; the optimizer itself takes < 1 s here.)
+    // Built directly in the code generator's unoptimized shape (lowering 10^4 terms is slow in
+    // sift-lower today, and this way redundant predicate elimination does all the work).
     let n = 10_000;
-    let (orig, f, stats) = optimized(n, common::host_term, false);
+    let orig = common::raw_host_chain(n);
+    let mut f = orig.clone();
+    let stats = optimize_with(
+        &mut f,
+        &Options {
+            verify: false,
+            ..Options::default()
+        },
+    );
+    sift_ir::verify(&f).unwrap();
     eprintln!("{stats}");
-    assert!(stats.after.switch_cases >= 4 * n, "{stats}");
+    assert!(stats.after.switch_cases >= 4 * n - 2, "{stats}");
     assert!(stats.after.branches < 20, "{stats}");
     let (a, b) = (
         Interpreter::new(orig).unwrap(),

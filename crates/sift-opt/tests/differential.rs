@@ -38,7 +38,9 @@ fn check(tally: &mut Tally, expr: &str, linktype: u32, packets: &[sift_testgen::
     let stats: Stats = match try_optimize_with(&mut opt, &opts) {
         Ok(s) => s,
         Err(e) => {
-            tally.divergences.push(format!("[{linktype}] {expr:?}: {e}"));
+            tally
+                .divergences
+                .push(format!("[{linktype}] {expr:?}: {e}"));
             return;
         }
     };

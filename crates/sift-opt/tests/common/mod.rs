@@ -66,7 +66,23 @@ pub fn compare(
 ) -> Option<(Vec<u8>, u32, u32)> {
     let n = data.len();
     let mut cuts = vec![n];
-    for c in [0, 1, 13, 14, 15, 20, 22, 23, 33, 34, 35, 40, 54, n / 2, n.saturating_sub(1)] {
+    for c in [
+        0,
+        1,
+        13,
+        14,
+        15,
+        20,
+        22,
+        23,
+        33,
+        34,
+        35,
+        40,
+        54,
+        n / 2,
+        n.saturating_sub(1),
+    ] {
         if c < n {
             cuts.push(c);
         }
@@ -82,4 +98,75 @@ pub fn compare(
         }
     }
     None
+}
+
+/// The IR libpcap's code generator (before any optimization) produces for
+/// `host H0 or host H1 or ...` on Ethernet, built directly: for each host, IPv4 source and
+/// destination, ARP and RARP sender and target, each behind its own ethertype test. Lowering
+/// is not involved, so chains of any length can be built quickly.
+pub fn raw_host_chain(n: usize) -> Function {
+    use sift_ir::{CmpOp, Inst, LoadSize, Terminator};
+    let mut f = Function::new();
+    let entry = f.create_block();
+    let reject = f.create_block();
+    let accept = f.create_block();
+    f.set_term(reject, Terminator::Return(0));
+    f.set_term(accept, Terminator::Return(262144));
+    let mut current = entry;
+    let tests: [(u32, u32); 6] = [
+        (0x800, 26),
+        (0x800, 30),
+        (0x806, 28),
+        (0x806, 38),
+        (0x8035, 28),
+        (0x8035, 38),
+    ];
+    for i in 0..n {
+        let host = 0x0a00_0000 + i as u32 + 1;
+        for (j, &(ethertype, offset)) in tests.iter().enumerate() {
+            let last = i + 1 == n && j + 1 == tests.len();
+            let next = if last { reject } else { f.create_block() };
+            let addr_block = f.create_block();
+            let et = f.push(
+                current,
+                Inst::Load {
+                    index: None,
+                    offset: 12,
+                    size: LoadSize::Half,
+                },
+            );
+            let k = f.iconst(current, ethertype);
+            f.set_term(
+                current,
+                Terminator::Branch {
+                    op: CmpOp::Eq,
+                    lhs: et,
+                    rhs: k,
+                    then_: addr_block.into(),
+                    else_: next.into(),
+                },
+            );
+            let a = f.push(
+                addr_block,
+                Inst::Load {
+                    index: None,
+                    offset,
+                    size: LoadSize::Word,
+                },
+            );
+            let h = f.iconst(addr_block, host);
+            f.set_term(
+                addr_block,
+                Terminator::Branch {
+                    op: CmpOp::Eq,
+                    lhs: a,
+                    rhs: h,
+                    then_: accept.into(),
+                    else_: next.into(),
+                },
+            );
+            current = next;
+        }
+    }
+    f
 }
