@@ -80,8 +80,8 @@ pub(super) fn jset_peephole(f: &mut Function, numbers: &Numbering) -> bool {
 
 /// The branches decided whatever the packet: constant operands, `jset #0` and
 /// `jset #0xffffffff`. Like libpcap, a decided branch keeps its operands (and so its loads) and
-/// sends both edges to the decided successor; edges into it are threaded past it later, but an
-/// entry block stays, loads and all (libpcap's `opt_root`).
+/// sends both edges to the decided successor; edges into it are threaded past it later, and an
+/// entry block is handled by `skip_undecided_root` (libpcap's `opt_root`).
 pub(super) fn decide_branches(f: &mut Function, numbers: &Numbering) -> bool {
     let mut changed = false;
     for b in f.reverse_postorder() {

@@ -18,15 +18,21 @@
 //!   constant zero divisor and a shift of an unknown value by more than 31 bits are errors;
 //! * branches: both sides constant decide the branch; `(x & k) == 0` becomes `jset #k`
 //!   (negated), and `jset #0` never holds while `jset #0xffffffff` always holds — even for
-//!   `x == 0`, a libpcap quirk reproduced on purpose; a branch whose two edges lead to the
-//!   same place is dropped;
+//!   `x == 0`, a libpcap quirk reproduced on purpose; a decided branch keeps its operands and
+//!   sends both edges to one successor;
 //! * edge facts: an edge that went through `x op y` knows its outcome; an edge into a block
 //!   testing the same comparison again (same value numbers, same opcode; or an equality with
-//!   another constant after an equality held) is sent straight to the decided successor,
-//!   provided the skipped block computes nothing used elsewhere (libpcap's `use_conflict`);
-//! * dead code: every instruction whose value is unused is deleted, loads included.
+//!   another constant after an equality held), or into a block whose two edges lead to one
+//!   place, is sent straight to the successor, provided the skipped block computes nothing
+//!   used elsewhere (libpcap's `use_conflict`);
+//! * or/and pullups: a later test of the value a chain of `or`s (`and`s) started with moves up
+//!   next to the first (`pullup.rs`);
+//! * dead code: every instruction whose value is unused is deleted, loads included;
+//! * the root: undecided blocks at the entry are skipped, and nothing runs when they lead to a
+//!   return (libpcap's `opt_root`).
 //!
-//! libpcap disables its optimizer for `protochain`; so does the caller of this module.
+//! Which rule runs in which of libpcap's two loops matters; see [`apply`]. libpcap disables its
+//! optimizer for `protochain` and `geneve`; so does the caller of this module.
 
 mod branches;
 mod dead_code;
