@@ -61,10 +61,32 @@ enum Command {
         /// The filter expression (several arguments are joined with spaces, as tcpdump does).
         expression: Vec<String>,
     },
+    /// Compile a filter to classic BPF, printed like `tcpdump -d`, `-dd` or `-ddd`.
+    Compile {
+        /// Output format, as tcpdump's: `-d` readable assembly (the default), `-dd` C array
+        /// initializers, `-ddd` the instruction count then one `code jt jf k` line each.
+        #[arg(short = 'd', action = clap::ArgAction::Count)]
+        dump: u8,
+        /// Optimization level: 0 compiles without optimizing, as `tcpdump -O` (which also gives
+        /// the filter libpcap's unoptimized meaning on truncated packets).
+        #[arg(short = 'O', value_name = "LEVEL", default_value_t = 1)]
+        level: u8,
+        /// The language of the expression.
+        #[arg(long, value_enum, default_value_t = Lang::Pcap)]
+        lang: Lang,
+        /// Link type to compile for (a LINKTYPE number).
+        #[arg(short = 'y', default_value_t = 1)]
+        linktype: u32,
+        /// Snapshot length accepting filters return.
+        #[arg(short = 's', default_value_t = 262144)]
+        snaplen: u32,
+        expression: Vec<String>,
+    },
     /// Print a stage of the compiler for an expression.
     Debug {
-        /// `ast`, `ir` (libpcap semantics, the reference), `bytecode` (what runs) or `cbpf`
-        /// (classic BPF, as `tcpdump -d` prints it).
+        /// `ast`, `ir` (as lowered, with libpcap's semantics: the reference), `opt` (the
+        /// optimized IR), `bytecode` (what runs) or `cbpf` (classic BPF, as `tcpdump -d`
+        /// prints it).
         stage: String,
         /// The language of the expression.
         #[arg(long, value_enum, default_value_t = Lang::Pcap)]
@@ -165,16 +187,45 @@ fn run(cli: Cli) -> Result<ExitCode> {
                     }
                 }
                 "ir" => print!("{}", filter()?.ir()),
+                "ir-opt" | "opt" => print!("{}", filter()?.optimized_ir()),
                 "bytecode" => print!("{}", filter()?.bytecode()),
                 "cbpf" => {
-                    let cbpf = sift_bpf::compile(filter()?.ir())?;
+                    let cbpf = sift_bpf::compile(filter()?.optimized_ir())?;
                     let program = sift_bpf::Program(cbpf.insns().to_vec());
                     print!("{}", sift_bpf::disasm::disassemble(&program));
                 }
                 other => bail!(
-                    "unknown stage {other:?} for {lang:?} (expected ast, ir, bytecode or cbpf)"
+                    "unknown stage {other:?} for {lang:?} (expected ast, ir, ir-opt, bytecode or cbpf)"
                 ),
             }
+            Ok(ExitCode::SUCCESS)
+        }
+        Command::Compile {
+            dump,
+            level,
+            lang,
+            linktype,
+            snaplen,
+            expression: args,
+        } => {
+            let expr = args.join(" ");
+            let opts = Options {
+                optimize: level > 0,
+                ..Options::new(linktype, snaplen)
+            };
+            let filter = compile(lang, &expr, &opts)?;
+            let ir = if level > 0 {
+                filter.optimized_ir()
+            } else {
+                filter.ir()
+            };
+            let program = sift_bpf::Program(sift_bpf::compile(ir)?.insns().to_vec());
+            match dump {
+                0 | 1 => print!("{}", sift_bpf::disasm::disassemble(&program)),
+                2 => print!("{}", sift_bpf::numeric::to_dd(&program)),
+                _ => print!("{}", sift_bpf::numeric::to_ddd(&program)),
+            }
+            report_size_limits(program.0.len());
             Ok(ExitCode::SUCCESS)
         }
         Command::Filter {
@@ -193,6 +244,17 @@ fn run(cli: Cli) -> Result<ExitCode> {
             lang,
             &expression(&args, expr_file.as_ref(), lang)?,
         ),
+    }
+}
+
+/// Warns on standard error when a program is too long for a kernel to accept.
+fn report_size_limits(len: usize) {
+    const LINUX_MAX: usize = 4096;
+    const BSD_MAX: usize = 512;
+    if len > LINUX_MAX {
+        eprintln!("warning: {len} instructions: over Linux's limit of {LINUX_MAX}");
+    } else if len > BSD_MAX {
+        eprintln!("warning: {len} instructions: over the BSDs' limit of {BSD_MAX} (Linux takes up to {LINUX_MAX})");
     }
 }
 

@@ -114,9 +114,66 @@ fn a_bad_expression_is_shown_with_a_caret() {
 
 #[test]
 fn debug_prints_every_stage() {
-    for stage in ["ast", "ir", "bytecode", "cbpf"] {
+    for stage in ["ast", "ir", "ir-opt", "bytecode", "cbpf"] {
         let out = sift(&["debug", stage, "tcp port 80"]);
         assert!(out.status.success(), "{stage}");
         assert!(!out.stdout.is_empty(), "{stage}");
     }
+}
+
+/// Parses `tcpdump -ddd` text into libpcap's instruction type.
+fn parse_ddd(text: &str) -> Vec<sift_oracle::BpfInsn> {
+    let mut lines = text.lines();
+    let n: usize = lines.next().unwrap().trim().parse().unwrap();
+    let insns: Vec<_> = lines
+        .map(|l| {
+            let f: Vec<u32> = l.split_whitespace().map(|w| w.parse().unwrap()).collect();
+            sift_oracle::BpfInsn {
+                code: f[0] as u16,
+                jt: f[1] as u8,
+                jf: f[2] as u8,
+                k: f[3],
+            }
+        })
+        .collect();
+    assert_eq!(n, insns.len(), "the count line is the instruction count");
+    insns
+}
+
+#[test]
+fn compiled_classic_bpf_runs_in_libpcap_with_libpcap_verdicts() {
+    let mut reader = sift_capture::CaptureReader::open(sample()).unwrap();
+    let linktype = reader.linktype().unwrap();
+    let mut packets = Vec::new();
+    while let Ok(Some(r)) = reader.next_record() {
+        packets.push(r);
+    }
+    let oracle = sift_oracle::Oracle::new(linktype, 262144).unwrap();
+    let lt = linktype.to_string();
+    for level in ["-O0", "-O1"] {
+        for expr in [
+            "tcp port 80",
+            "ip src 10.1.1.1 and ip dst 10.2.2.2 and tcp src port 20 and tcp dst port 30",
+            "udp or icmp6 or arp",
+            "tcp[tcpflags] & (tcp-syn|tcp-fin) != 0 and not net 10.0.0.0/8",
+            "host 192.168.1.1 or host 10.0.0.1 or host 8.8.8.8 or host 1.1.1.1",
+        ] {
+            let out = sift(&["compile", "-ddd", level, "-y", &lt, expr]);
+            assert!(out.status.success(), "{expr}");
+            let insns = parse_ddd(&String::from_utf8(out.stdout).unwrap());
+            assert!(sift_oracle::raw::validate_insns(&insns), "{expr}");
+            let theirs = oracle.compile(expr, level == "-O1", 0).unwrap();
+            for r in &packets {
+                assert_eq!(
+                    sift_oracle::raw::run_insns(&insns, &r.data, r.wire_len),
+                    Some(theirs.run(&r.data, r.wire_len)),
+                    "{level} {expr}"
+                );
+            }
+        }
+    }
+    let out = sift(&["compile", "-d", "ip"]);
+    assert!(String::from_utf8(out.stdout)
+        .unwrap()
+        .contains("ldh      [12]"));
 }

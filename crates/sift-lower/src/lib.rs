@@ -49,6 +49,9 @@ pub struct Options {
     /// The capture file's byte order is the opposite of this machine's (BSD loopback headers
     /// store the address family in the writer's byte order).
     pub swapped: bool,
+    /// Give the filter the meaning libpcap's optimizer gives it, as tcpdump does by default
+    /// (`false` is `tcpdump -O`: libpcap's optimizer changes which truncated packets match).
+    pub optimize: bool,
 }
 
 impl Options {
@@ -58,6 +61,7 @@ impl Options {
             snaplen,
             netmask: 0,
             swapped: false,
+            optimize: true,
         }
     }
 }
@@ -96,7 +100,7 @@ pub fn lower(expr: Option<&Expr>, opts: &Options) -> Result<Function, LowerError
         },
         netmask: opts.netmask,
         live_registers: 0,
-        no_optimize: false,
+        no_optimize: !opts.optimize,
         offset_uses: Vec::new(),
         optimizer_error: None,
     };

@@ -2,9 +2,10 @@
 //!
 //! This is the facade over the pipeline crates: [`sift_syntax`] parses an expression,
 //! [`sift_lower`] lowers it to the predicate IR of [`sift_ir`] for a link type (with libpcap's
-//! optimizer semantics), [`sift_bytecode`] compiles the IR to verified bytecode, and the bytecode
-//! interpreter runs it. The IR is kept as the semantic reference ([`Filter::run_reference`]).
-//! Other front ends (the seed papers' languages, classic BPF) enter with [`Filter::from_ir`].
+//! optimizer semantics), [`sift_opt`] optimizes the IR, [`sift_bytecode`] compiles it to
+//! verified bytecode, and the bytecode interpreter runs it. The lowered IR is kept as the
+//! semantic reference ([`Filter::run_reference`]). Other front ends (the seed papers'
+//! languages, classic BPF) enter with [`Filter::from_ir`].
 //!
 //! ```
 //! let filter = sift::Filter::compile("tcp port 80", sift::LINKTYPE_ETHERNET, 262144).unwrap();
@@ -24,13 +25,14 @@ use sift_syntax::ast::{Expr, Span};
 pub use sift_bytecode;
 pub use sift_ir;
 pub use sift_lower;
+pub use sift_opt;
 pub use sift_syntax;
 
 /// `LINKTYPE_ETHERNET`.
 pub const LINKTYPE_ETHERNET: u32 = 1;
 
 /// Why an expression was rejected.
-#[derive(Clone, Debug, PartialEq, Eq)]
+#[derive(Clone, Debug)]
 pub enum Error {
     /// Not in the language (libpcap: "syntax error" and lexical errors).
     Syntax(sift_syntax::ParseError),
@@ -40,6 +42,9 @@ pub enum Error {
     InvalidIr(sift_ir::VerifyError),
     /// The filter does not fit the bytecode (too large, or too many values live at once).
     Codegen(sift_bytecode::CodegenError),
+    /// An optimizer pass broke the IR's invariants (a bug in sift, caught by the IR verifier,
+    /// which runs after every pass in debug builds).
+    Optimizer(Box<sift_opt::PassError>),
 }
 
 impl Error {
@@ -48,7 +53,7 @@ impl Error {
         match self {
             Error::Syntax(e) => Some(e.span),
             Error::Semantic(e) => e.span,
-            Error::InvalidIr(_) | Error::Codegen(_) => None,
+            Error::InvalidIr(_) | Error::Codegen(_) | Error::Optimizer(_) => None,
         }
     }
 
@@ -64,7 +69,7 @@ impl Error {
                 .render(expr),
                 None => e.message.clone(),
             },
-            Error::InvalidIr(_) | Error::Codegen(_) => self.to_string(),
+            Error::InvalidIr(_) | Error::Codegen(_) | Error::Optimizer(_) => self.to_string(),
         }
     }
 }
@@ -76,6 +81,7 @@ impl fmt::Display for Error {
             Error::Semantic(e) => write!(f, "{e}"),
             Error::InvalidIr(e) => write!(f, "invalid IR: {e}"),
             Error::Codegen(e) => write!(f, "{e}"),
+            Error::Optimizer(e) => write!(f, "internal error: {e}"),
         }
     }
 }
@@ -102,6 +108,7 @@ thread_local! {
 #[derive(Clone, Debug)]
 pub struct Filter {
     reference: Interpreter,
+    optimized: Function,
     program: VerifiedProgram,
 }
 
@@ -115,16 +122,28 @@ impl Filter {
         Filter::from_ir(compile_ir(expr, opts)?)
     }
 
-    /// A filter from IR built by another front end; the IR is verified first.
+    /// A filter from IR built by another front end; the IR is verified first, then optimized.
     pub fn from_ir(ir: Function) -> Result<Filter, Error> {
+        let mut optimized = ir.clone();
         let reference = Interpreter::new(ir).map_err(Error::InvalidIr)?;
-        let program = sift_bytecode::compile(reference.function()).map_err(Error::Codegen)?;
-        Ok(Filter { reference, program })
+        sift_opt::try_optimize_with(&mut optimized, &sift_opt::Options::default())
+            .map_err(|e| Error::Optimizer(Box::new(e)))?;
+        let program = sift_bytecode::compile(&optimized).map_err(Error::Codegen)?;
+        Ok(Filter {
+            reference,
+            optimized,
+            program,
+        })
     }
 
-    /// The filter's IR (the semantic reference).
+    /// The filter's IR as lowered, before optimization (the semantic reference).
     pub fn ir(&self) -> &Function {
         self.reference.function()
+    }
+
+    /// The optimized IR, from which the bytecode (and the other back ends' code) is generated.
+    pub fn optimized_ir(&self) -> &Function {
+        &self.optimized
     }
 
     /// The verified bytecode the filter runs.
