@@ -36,7 +36,12 @@ fn install_sigint_handler() {
     }
 }
 
-fn run(iface: &str, count: u64, expr: &str, out: Option<&str>) -> Result<(), Box<dyn std::error::Error>> {
+fn run(
+    iface: &str,
+    count: u64,
+    expr: &str,
+    out: Option<&str>,
+) -> Result<(), Box<dyn std::error::Error>> {
     let mut capture = Capture::open(&Config::new(iface))?;
     let options = sift::Options::new(capture.linktype(), capture.snaplen());
     let ir = sift::compile_ir(expr, &options).map_err(|e| e.render(expr))?;

@@ -223,7 +223,8 @@ impl Frames {
                 tp_snaplen: snaplen,
             }));
         }
-        let pkt_type = (offset + SLL_AT + SLL_LEN <= data_start).then(|| block[offset + SLL_PKTTYPE_AT]);
+        let pkt_type =
+            (offset + SLL_AT + SLL_LEN <= data_start).then(|| block[offset + SLL_PKTTYPE_AT]);
         let frame = Frame {
             offset,
             sec: u32_at(header, SEC_AT),
@@ -258,8 +259,11 @@ pub mod testing {
 
     /// One packet to place in a test block.
     pub struct TestFrame<'a> {
+        /// The captured bytes.
         pub data: &'a [u8],
+        /// `tp_len`.
         pub wire_len: u32,
+        /// `sll_pkttype`.
         pub pkt_type: u8,
     }
 
@@ -315,9 +319,21 @@ mod tests {
         block(
             4096,
             &[
-                TestFrame { data: &[1; 60], wire_len: 60, pkt_type: 0 },
-                TestFrame { data: &[2; 33], wire_len: 1514, pkt_type: 4 },
-                TestFrame { data: &[3; 1], wire_len: 1, pkt_type: 3 },
+                TestFrame {
+                    data: &[1; 60],
+                    wire_len: 60,
+                    pkt_type: 0,
+                },
+                TestFrame {
+                    data: &[2; 33],
+                    wire_len: 1514,
+                    pkt_type: 4,
+                },
+                TestFrame {
+                    data: &[3; 1],
+                    wire_len: 1,
+                    pkt_type: 3,
+                },
             ],
         )
     }
@@ -331,7 +347,10 @@ mod tests {
         assert_eq!(fs[1].data(&b), &[2; 33][..]);
         assert_eq!((fs[1].snaplen, fs[1].len), (33, 1514));
         assert_eq!(fs[2].data(&b), &[3][..]);
-        assert_eq!(fs.iter().map(|f| f.pkt_type).collect::<Vec<_>>(), [Some(0), Some(4), Some(3)]);
+        assert_eq!(
+            fs.iter().map(|f| f.pkt_type).collect::<Vec<_>>(),
+            [Some(0), Some(4), Some(3)]
+        );
         assert_eq!((fs[1].sec, fs[1].nsec), (1001, 7));
     }
 
@@ -345,9 +364,15 @@ mod tests {
     fn bad_block_lengths_are_refused() {
         let mut b = sample();
         put_u32(&mut b, BLOCK_LEN_AT, 4097);
-        assert!(matches!(frames(&b).unwrap_err().problem, Problem::BlockLength { blk_len: 4097 }));
+        assert!(matches!(
+            frames(&b).unwrap_err().problem,
+            Problem::BlockLength { blk_len: 4097 }
+        ));
         put_u32(&mut b, BLOCK_LEN_AT, 10);
-        assert!(matches!(frames(&b).unwrap_err().problem, Problem::BlockLength { .. }));
+        assert!(matches!(
+            frames(&b).unwrap_err().problem,
+            Problem::BlockLength { .. }
+        ));
         assert!(Frames::new(&b[..20]).is_err());
     }
 
@@ -355,7 +380,10 @@ mod tests {
     fn bad_offsets_stop_at_the_bad_header() {
         let mut b = sample();
         put_u32(&mut b, FIRST_PACKET_AT, 4);
-        assert!(matches!(frames(&b).unwrap_err().problem, Problem::FirstPacketOffset { offset: 4 }));
+        assert!(matches!(
+            frames(&b).unwrap_err().problem,
+            Problem::FirstPacketOffset { offset: 4 }
+        ));
 
         // Captured length past the block's used part.
         let mut b = sample();
@@ -365,26 +393,39 @@ mod tests {
         assert!(cursor.next_frame(&b).unwrap().is_ok());
         let err = cursor.next_frame(&b).unwrap().unwrap_err();
         assert_eq!(err.offset, second);
-        assert!(matches!(err.problem, Problem::CapturedLength { tp_snaplen: 4000 }));
+        assert!(matches!(
+            err.problem,
+            Problem::CapturedLength { tp_snaplen: 4000 }
+        ));
         assert!(cursor.next_frame(&b).is_none(), "exhausted after an error");
 
         // Zero next offset while packets remain: no infinite loop.
         let mut b = sample();
         put_u32(&mut b, BLOCK_HEADER_LEN, 0);
-        assert!(matches!(frames(&b).unwrap_err().problem, Problem::NextOffset { tp_next_offset: 0 }));
+        assert!(matches!(
+            frames(&b).unwrap_err().problem,
+            Problem::NextOffset { tp_next_offset: 0 }
+        ));
 
         // Next offset past the end, or a huge packet count.
         let mut b = sample();
         put_u32(&mut b, BLOCK_HEADER_LEN, u32::MAX);
-        assert!(matches!(frames(&b).unwrap_err().problem, Problem::FrameHeader));
+        assert!(matches!(
+            frames(&b).unwrap_err().problem,
+            Problem::FrameHeader
+        ));
         let mut b = sample();
         put_u32(&mut b, NUM_PACKETS_AT, u32::MAX);
         assert!(frames(&b).is_err());
 
         // Data offset inside the header.
         let mut b = sample();
-        b[BLOCK_HEADER_LEN + MAC_AT..BLOCK_HEADER_LEN + MAC_AT + 2].copy_from_slice(&8u16.to_ne_bytes());
-        assert!(matches!(frames(&b).unwrap_err().problem, Problem::MacOffset { tp_mac: 8 }));
+        b[BLOCK_HEADER_LEN + MAC_AT..BLOCK_HEADER_LEN + MAC_AT + 2]
+            .copy_from_slice(&8u16.to_ne_bytes());
+        assert!(matches!(
+            frames(&b).unwrap_err().problem,
+            Problem::MacOffset { tp_mac: 8 }
+        ));
     }
 
     #[test]

@@ -138,20 +138,20 @@ impl Capture {
         let ring = Ring::map(fd, &layout).map_err(Error::system(Step::MapRing))?;
         sys::bind_interface(fd, ifindex).map_err(Error::system(Step::Bind))?;
         // Binding to an interface that is down succeeds but leaves ENETDOWN pending.
-        if let Some(source) =
-            sys::take_socket_error(fd).map_err(Error::system(Step::Bind))?
-        {
+        if let Some(source) = sys::take_socket_error(fd).map_err(Error::system(Step::Bind))? {
             return Err(Error::Interface {
                 interface: name.clone(),
                 source,
             });
         }
-        let hardware_type = sys::bound_hardware_type(fd).map_err(Error::system(Step::HardwareType))?;
-        let linktype =
-            linktype_for_hardware_type(hardware_type).ok_or_else(|| Error::UnsupportedHardware {
+        let hardware_type =
+            sys::bound_hardware_type(fd).map_err(Error::system(Step::HardwareType))?;
+        let linktype = linktype_for_hardware_type(hardware_type).ok_or_else(|| {
+            Error::UnsupportedHardware {
                 interface: name.clone(),
                 arphrd: hardware_type,
-            })?;
+            }
+        })?;
         if config.promiscuous {
             sys::add_promiscuous_membership(fd, ifindex)
                 .map_err(Error::system(Step::Promiscuous))?;
@@ -237,13 +237,16 @@ impl Capture {
 
     /// Accepts every packet (a kernel filter returning the snapshot length).
     pub fn accept_all(&mut self) -> Result<(), Error> {
-        self.set_filter(&Program(vec![Insn::stmt(code::RET | code::K, self.snaplen)]))
+        self.set_filter(&Program(vec![Insn::stmt(
+            code::RET | code::K,
+            self.snaplen,
+        )]))
     }
 
     /// The counters since the capture was opened.
     pub fn stats(&mut self) -> Result<Stats, Error> {
-        let (packets, drops, freezes) = sys::packet_statistics(self.socket.as_fd())
-            .map_err(Error::system(Step::Statistics))?;
+        let (packets, drops, freezes) =
+            sys::packet_statistics(self.socket.as_fd()).map_err(Error::system(Step::Statistics))?;
         // The kernel resets its counters on every read; keep running totals.
         self.stats.received += u64::from(packets);
         self.stats.dropped += u64::from(drops);
@@ -324,16 +327,17 @@ impl Capture {
         let data = &frame.data(self.ring.block(self.block))[..caplen];
         let vlan_valid = frame.vlan_tci != 0 || frame.status & libc::TP_STATUS_VLAN_VALID != 0;
         if self.linktype == LINKTYPE_ETHERNET && vlan_valid && data.len() >= VLAN_TAG_OFFSET {
-            let tpid = if frame.vlan_tpid != 0 || frame.status & libc::TP_STATUS_VLAN_TPID_VALID != 0
-            {
-                frame.vlan_tpid
-            } else {
-                ETH_P_8021Q
-            };
+            let tpid =
+                if frame.vlan_tpid != 0 || frame.status & libc::TP_STATUS_VLAN_TPID_VALID != 0 {
+                    frame.vlan_tpid
+                } else {
+                    ETH_P_8021Q
+                };
             self.scratch.clear();
             self.scratch.extend_from_slice(&data[..VLAN_TAG_OFFSET]);
             self.scratch.extend_from_slice(&tpid.to_be_bytes());
-            self.scratch.extend_from_slice(&frame.vlan_tci.to_be_bytes());
+            self.scratch
+                .extend_from_slice(&frame.vlan_tci.to_be_bytes());
             self.scratch.extend_from_slice(&data[VLAN_TAG_OFFSET..]);
             self.scratch.truncate(snaplen);
             return Packet {
@@ -371,8 +375,8 @@ impl Capture {
         let ready = sys::poll_two(self.socket.as_fd(), self.stopper.wake_fd(), -1)
             .map_err(Error::system(Step::Wait))?;
         if ready.first & (libc::POLLERR | libc::POLLNVAL) != 0 {
-            let pending = sys::take_socket_error(self.socket.as_fd())
-                .map_err(Error::system(Step::Wait))?;
+            let pending =
+                sys::take_socket_error(self.socket.as_fd()).map_err(Error::system(Step::Wait))?;
             if let Some(source) = pending {
                 return Err(Error::Interface {
                     interface: self.interface.clone(),
@@ -381,5 +385,29 @@ impl Capture {
             }
         }
         Ok(())
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn a_capture_can_move_to_another_thread_and_stoppers_can_be_shared() {
+        fn send<T: Send>() {}
+        fn send_sync<T: Send + Sync>() {}
+        send::<Capture>();
+        send_sync::<Stopper>();
+    }
+
+    #[test]
+    fn ring_blocks_fit_a_whole_packet_of_the_snapshot_length() {
+        let layout = ring_layout(&Config::new("x").buffer(4096, 2).snaplen(262_144));
+        assert!(layout.block_size.is_power_of_two());
+        assert!(layout.block_size >= BLOCK_HEADER_LEN + 262_144 + PACKET_OVERHEAD);
+        assert_eq!(layout.block_size % layout.frame_size % 16, 0);
+        let small = ring_layout(&Config::new("x").buffer(1, 3).snaplen(64));
+        assert_eq!((small.block_size, small.block_count), (sys::page_size(), 3));
+        assert!(small.request().is_some());
     }
 }

@@ -80,8 +80,14 @@ mod tests {
 
     #[test]
     fn snaplen_zero_and_huge_mean_the_maximum() {
-        assert_eq!(Config::new("lo").snaplen(0).snapshot_length(), MAXIMUM_SNAPLEN);
-        assert_eq!(Config::new("lo").snaplen(u32::MAX).snapshot_length(), MAXIMUM_SNAPLEN);
+        assert_eq!(
+            Config::new("lo").snaplen(0).snapshot_length(),
+            MAXIMUM_SNAPLEN
+        );
+        assert_eq!(
+            Config::new("lo").snaplen(u32::MAX).snapshot_length(),
+            MAXIMUM_SNAPLEN
+        );
         assert_eq!(Config::new("lo").snaplen(96).snapshot_length(), 96);
     }
 

@@ -128,7 +128,10 @@ impl fmt::Display for Error {
             Error::RingTooLarge {
                 block_size,
                 block_count,
-            } => write!(f, "ring of {block_count} blocks of {block_size} bytes is too large"),
+            } => write!(
+                f,
+                "ring of {block_count} blocks of {block_size} bytes is too large"
+            ),
             Error::System { step, source } => write!(f, "{step}: {source}"),
             Error::Interface { interface, source } => write!(f, "{interface}: {source}"),
         }

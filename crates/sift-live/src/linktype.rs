@@ -42,12 +42,12 @@ pub fn linktype_for_hardware_type(arphrd: u16) -> Option<u32> {
         // Devices without a link-layer header (tun, IP-in-IP, SIT, SLIP, ...) deliver IP packets.
         ARPHRD_NONE | ARPHRD_TUNNEL | ARPHRD_SIT | ARPHRD_SLIP | ARPHRD_CSLIP | ARPHRD_SLIP6
         | ARPHRD_CSLIP6 | ARPHRD_ADAPT | ARPHRD_RAWHDLC | ARPHRD_DLCI => LINKTYPE_RAW,
-        ARPHRD_CISCO => 104,                   // LINKTYPE_C_HDLC
-        ARPHRD_IEEE80211 => 105,               // LINKTYPE_IEEE802_11
-        ARPHRD_IEEE80211_PRISM => 119,         // LINKTYPE_PRISM_HEADER
-        ARPHRD_IEEE80211_RADIOTAP => 127,      // LINKTYPE_IEEE802_11_RADIOTAP
-        ARPHRD_IEEE802154 => 230,              // LINKTYPE_IEEE802_15_4_NOFCS
-        ARPHRD_NETLINK => 253,                 // LINKTYPE_NETLINK
+        ARPHRD_CISCO => 104,              // LINKTYPE_C_HDLC
+        ARPHRD_IEEE80211 => 105,          // LINKTYPE_IEEE802_11
+        ARPHRD_IEEE80211_PRISM => 119,    // LINKTYPE_PRISM_HEADER
+        ARPHRD_IEEE80211_RADIOTAP => 127, // LINKTYPE_IEEE802_11_RADIOTAP
+        ARPHRD_IEEE802154 => 230,         // LINKTYPE_IEEE802_15_4_NOFCS
+        ARPHRD_NETLINK => 253,            // LINKTYPE_NETLINK
         _ => return None,
     })
 }
@@ -77,12 +77,24 @@ mod tests {
 
     #[test]
     fn libpcap_raw_socket_mapping() {
-        assert_eq!(linktype_for_hardware_type(ARPHRD_ETHER), Some(LINKTYPE_ETHERNET));
-        assert_eq!(linktype_for_hardware_type(ARPHRD_LOOPBACK), Some(LINKTYPE_ETHERNET));
+        assert_eq!(
+            linktype_for_hardware_type(ARPHRD_ETHER),
+            Some(LINKTYPE_ETHERNET)
+        );
+        assert_eq!(
+            linktype_for_hardware_type(ARPHRD_LOOPBACK),
+            Some(LINKTYPE_ETHERNET)
+        );
         assert_eq!(linktype_for_hardware_type(ARPHRD_NONE), Some(LINKTYPE_RAW));
-        assert_eq!(linktype_for_hardware_type(ARPHRD_TUNNEL), Some(LINKTYPE_RAW));
+        assert_eq!(
+            linktype_for_hardware_type(ARPHRD_TUNNEL),
+            Some(LINKTYPE_RAW)
+        );
         assert_eq!(linktype_for_hardware_type(ARPHRD_SIT), Some(LINKTYPE_RAW));
-        assert_eq!(linktype_for_hardware_type(ARPHRD_IEEE80211_RADIOTAP), Some(127));
+        assert_eq!(
+            linktype_for_hardware_type(ARPHRD_IEEE80211_RADIOTAP),
+            Some(127)
+        );
     }
 
     #[test]

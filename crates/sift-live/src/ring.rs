@@ -88,8 +88,8 @@ impl Ring {
         if ptr == libc::MAP_FAILED {
             return Err(io::Error::last_os_error());
         }
-        let base = NonNull::new(ptr.cast::<u8>())
-            .ok_or_else(|| io::Error::new(io::ErrorKind::Other, "mmap returned null"))?;
+        let base =
+            NonNull::new(ptr.cast::<u8>()).ok_or_else(|| io::Error::other("mmap returned null"))?;
         Ok(Ring {
             base,
             block_size: layout.block_size,

@@ -66,10 +66,13 @@ mod tests {
         assert!(!stopper.is_stopped());
         let other = stopper.clone();
         let waiter = std::thread::spawn(move || {
-            // Blocks until the event is written: with no timeout, returning at all proves the
-            // wake-up.
-            let ready = sys::poll_two(other.wake_fd(), other.wake_fd(), -1).unwrap();
-            ready.first & libc::POLLIN != 0 && other.is_stopped()
+            // Blocks until the event is written (no timeout); an interrupted poll just retries.
+            loop {
+                let ready = sys::poll_two(other.wake_fd(), other.wake_fd(), -1).unwrap();
+                if ready.first & libc::POLLIN != 0 {
+                    return other.is_stopped();
+                }
+            }
         });
         stopper.stop();
         stopper.stop();

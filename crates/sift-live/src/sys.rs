@@ -46,7 +46,8 @@ fn set_option<T: Copy>(
 /// [`bind_interface`] names a protocol, so no packet can enter before the filter is in place.
 pub fn packet_socket() -> io::Result<OwnedFd> {
     // SAFETY: plain system call without pointers.
-    let fd = check(unsafe { libc::socket(libc::AF_PACKET, libc::SOCK_RAW | libc::SOCK_CLOEXEC, 0) })?;
+    let fd =
+        check(unsafe { libc::socket(libc::AF_PACKET, libc::SOCK_RAW | libc::SOCK_CLOEXEC, 0) })?;
     // SAFETY: `fd` was just returned by `socket` and is owned by nobody else.
     Ok(unsafe { OwnedFd::from_raw_fd(fd) })
 }
@@ -239,5 +240,8 @@ pub fn signal_event(fd: BorrowedFd<'_>) {
 pub fn page_size() -> usize {
     // SAFETY: plain system call without pointers.
     let size = unsafe { libc::sysconf(libc::_SC_PAGESIZE) };
-    usize::try_from(size).ok().filter(|&s| s > 0).unwrap_or(4096)
+    usize::try_from(size)
+        .ok()
+        .filter(|&s| s > 0)
+        .unwrap_or(4096)
 }

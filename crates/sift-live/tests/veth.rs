@@ -54,7 +54,9 @@ fn read_until_terminator(capture: &mut Capture) -> Vec<Got> {
         let packet = capture
             .next_packet()
             .expect("capture failed")
-            .unwrap_or_else(|| panic!("watchdog stopped the capture before the terminator; got {got:#?}"));
+            .unwrap_or_else(|| {
+                panic!("watchdog stopped the capture before the terminator; got {got:#?}")
+            });
         if packet.data().get(6..12) == Some(&TERM[..]) {
             return got;
         }
@@ -103,7 +105,11 @@ fn expected(expr: &str, snaplen: u32, sent: &[Vec<u8>]) -> Vec<(Vec<u8>, u32)> {
 
 fn assert_same(got: &[Got], want: &[(Vec<u8>, u32)], what: &str) {
     let got_pairs: Vec<(Vec<u8>, u32)> = got.iter().map(|g| (g.data.clone(), g.wire_len)).collect();
-    assert_eq!(got_pairs.len(), want.len(), "{what}: packet count; got {got:#?}");
+    assert_eq!(
+        got_pairs.len(),
+        want.len(),
+        "{what}: packet count; got {got:#?}"
+    );
     for (i, (g, w)) in got_pairs.iter().zip(want).enumerate() {
         assert_eq!(g, w, "{what}: packet {i} differs");
     }
@@ -127,7 +133,10 @@ fn kernel_filters_deliver_exactly_the_matching_frames_in_order() {
         ("ip and not tcp", &[1, 6, 9]),
         ("port 80", &[0, 4, 7, 9]),
         ("ip[2:2] > 100", &[6, 7]),
-        ("ether src 02:00:00:00:00:01", &[0, 1, 2, 3, 4, 5, 6, 7, 8, 9]),
+        (
+            "ether src 02:00:00:00:00:01",
+            &[0, 1, 2, 3, 4, 5, 6, 7, 8, 9],
+        ),
         ("tcp port 443", &[]),
     ];
     for &(expr, positions) in cases {
@@ -137,14 +146,25 @@ fn kernel_filters_deliver_exactly_the_matching_frames_in_order() {
             .map(|&i| (sent[i].clone(), sent[i].len() as u32))
             .collect();
         assert_same(&got, &want, expr);
-        assert_eq!(want, expected(expr, 262_144, &sent), "{expr}: sift's own verdicts");
+        assert_eq!(
+            want,
+            expected(expr, 262_144, &sent),
+            "{expr}: sift's own verdicts"
+        );
         for g in &got {
             let broadcast = g.data[..6] == frames::BROADCAST;
-            let dir = if broadcast { Direction::Broadcast } else { Direction::OtherHost };
+            let dir = if broadcast {
+                Direction::Broadcast
+            } else {
+                Direction::OtherHost
+            };
             assert_eq!(g.direction, dir, "{expr}");
             assert!(g.ts.0 > 1_600_000_000, "{expr}: time stamp {:?}", g.ts);
         }
-        assert!(got.windows(2).all(|w| w[0].ts <= w[1].ts), "{expr}: time stamps in order");
+        assert!(
+            got.windows(2).all(|w| w[0].ts <= w[1].ts),
+            "{expr}: time stamps in order"
+        );
         // The terminator is the one packet beyond the matches.
         assert_eq!(
             stats,
@@ -175,7 +195,12 @@ fn snaplen_truncates_the_captured_length_only() {
     let got = read_until_terminator(&mut capture);
     let want: Vec<(Vec<u8>, u32)> = [1, 5, 6, 9]
         .iter()
-        .map(|&i| (sent[i][..sent[i].len().min(64)].to_vec(), sent[i].len() as u32))
+        .map(|&i| {
+            (
+                sent[i][..sent[i].len().min(64)].to_vec(),
+                sent[i].len() as u32,
+            )
+        })
         .collect();
     assert_same(&got, &want, "udp, snaplen 64");
     assert_eq!(want, expected("udp", snaplen, &sent));
@@ -201,10 +226,19 @@ fn count_limit_keeps_the_rest_and_stopper_ends_a_waiting_capture() {
         let p = capture.next_packet().unwrap().unwrap();
         first.push(p.data().to_vec());
     }
-    assert_eq!(first, vec![sent[0].clone(), sent[1].clone(), sent[3].clone()]);
+    assert_eq!(
+        first,
+        vec![sent[0].clone(), sent[1].clone(), sent[3].clone()]
+    );
     // Nothing was lost by stopping in the middle of a block: the rest follows in order.
-    let rest: Vec<Vec<u8>> = read_until_terminator(&mut capture).into_iter().map(|g| g.data).collect();
-    let want: Vec<Vec<u8>> = [4, 5, 6, 7, 8, 9].iter().map(|&i| sent[i].clone()).collect();
+    let rest: Vec<Vec<u8>> = read_until_terminator(&mut capture)
+        .into_iter()
+        .map(|g| g.data)
+        .collect();
+    let want: Vec<Vec<u8>> = [4, 5, 6, 7, 8, 9]
+        .iter()
+        .map(|&i| sent[i].clone())
+        .collect();
     assert_eq!(rest, want);
 
     // No traffic: a stop from another thread ends the wait (whether it comes before or during
@@ -253,7 +287,7 @@ fn counters_report_drops_when_the_ring_is_full() {
     assert_eq!(got, sent[..delivered].to_vec(), "{stats:?}");
     // And nothing else is left: the next packet is the next one sent.
     let after = frames::udp4(7, 1);
-    lab.inject(&[after.clone()]);
+    lab.inject(std::slice::from_ref(&after));
     assert_eq!(capture.next_packet().unwrap().unwrap().data(), &after[..]);
     let total = capture.stats().unwrap();
     assert_eq!((total.received, total.dropped), (301, stats.dropped));
@@ -267,7 +301,11 @@ fn replacing_the_filter_drops_queued_packets_the_new_one_rejects() {
     let lab = Lab::new(true);
     let mut capture = open(&lab, Config::new(&lab.host), "udp or tcp port 80");
     // Batch 1 lands in the ring under the old filter: udp 53, tcp 80 (tcp 22 is rejected).
-    let batch1 = vec![frames::udp4(53, 1), frames::tcp4(80, 1), frames::tcp4(22, 1)];
+    let batch1 = vec![
+        frames::udp4(53, 1),
+        frames::tcp4(80, 1),
+        frames::tcp4(22, 1),
+    ];
     lab.inject(&batch1);
     let mut stats = capture.stats().unwrap();
     for _ in 0..30_000 {
@@ -281,13 +319,23 @@ fn replacing_the_filter_drops_queued_packets_the_new_one_rejects() {
     capture
         .set_filter(&program(&format!("{TERM_EXPR} or tcp"), 1, 262_144))
         .unwrap();
-    let batch2 = vec![frames::udp4(53, 2), frames::tcp4(22, 2), frames::tcp4(443, 2)];
+    let batch2 = vec![
+        frames::udp4(53, 2),
+        frames::tcp4(22, 2),
+        frames::tcp4(443, 2),
+    ];
     let mut all = batch2.clone();
     all.push(frames::terminator());
     lab.inject(&all);
-    let got: Vec<Vec<u8>> = read_until_terminator(&mut capture).into_iter().map(|g| g.data).collect();
+    let got: Vec<Vec<u8>> = read_until_terminator(&mut capture)
+        .into_iter()
+        .map(|g| g.data)
+        .collect();
     // The queued udp packet is gone; the queued tcp one passes the new filter too.
-    assert_eq!(got, vec![batch1[1].clone(), batch2[1].clone(), batch2[2].clone()]);
+    assert_eq!(
+        got,
+        vec![batch1[1].clone(), batch2[1].clone(), batch2[2].clone()]
+    );
 }
 
 #[test]
@@ -297,7 +345,12 @@ fn vlan_tags_stripped_by_the_kernel_are_put_back() {
     }
     let lab = Lab::new(true);
     let tagged = frames::vlan_tagged(&frames::udp4(53, 10), 42);
-    let (got, _) = capture_run(&lab, Config::new(&lab.host), "ether src 02:00:00:00:00:01", &[tagged.clone()]);
+    let (got, _) = capture_run(
+        &lab,
+        Config::new(&lab.host),
+        "ether src 02:00:00:00:00:01",
+        std::slice::from_ref(&tagged),
+    );
     assert_eq!(got.len(), 1);
     assert_eq!(got[0].data, tagged);
     assert_eq!(got[0].wire_len, tagged.len() as u32);
@@ -315,12 +368,17 @@ fn link_types_and_refusals() {
 
     let ns = lab.ns.clone();
     lab::run(&["ip", "-n", &ns, "link", "set", "lo", "up"]);
-    lab::run(&["ip", "-n", &ns, "tuntap", "add", "mode", "tun", "name", "siftun0"]);
+    lab::run(&[
+        "ip", "-n", &ns, "tuntap", "add", "mode", "tun", "name", "siftun0",
+    ]);
     lab::run(&["ip", "-n", &ns, "link", "set", "siftun0", "up"]);
     let (lo, tun) = lab.inside(|| {
         let lo = Capture::open(&Config::new("lo")).unwrap();
         let tun = Capture::open(&Config::new("siftun0")).unwrap();
-        ((lo.linktype(), lo.hardware_type()), (tun.linktype(), tun.hardware_type()))
+        (
+            (lo.linktype(), lo.hardware_type()),
+            (tun.linktype(), tun.hardware_type()),
+        )
     });
     assert_eq!(lo, (1, 772), "loopback is Ethernet");
     assert_eq!(tun, (101, 0xfffe), "tun is raw IP");
@@ -351,7 +409,11 @@ fn link_types_and_refusals() {
         .set_filter(&sift_bpf::Program(vec![ld_mem, ret_a]))
         .unwrap_err();
     assert!(matches!(err, Error::InvalidFilter(_)), "{err}");
-    assert!(err.to_string().contains("M[0] may be read before it is stored"), "{err}");
+    assert!(
+        err.to_string()
+            .contains("M[0] may be read before it is stored"),
+        "{err}"
+    );
 }
 
 #[test]
@@ -363,7 +425,11 @@ fn promiscuous_mode_lasts_as_long_as_the_capture() {
     let promiscuity = || {
         let out = lab::run(&["ip", "-d", "link", "show", &lab.host]);
         let at = out.find("promiscuity ").expect("ip -d shows promiscuity");
-        out[at + 12..].split_whitespace().next().unwrap().to_string()
+        out[at + 12..]
+            .split_whitespace()
+            .next()
+            .unwrap()
+            .to_string()
     };
     assert_eq!(promiscuity(), "0");
     let capture = Capture::open(&Config::new(&lab.host)).unwrap();

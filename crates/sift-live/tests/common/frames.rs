@@ -80,12 +80,22 @@ const DST4: [u8; 4] = [198, 51, 100, 2];
 
 pub fn tcp4(dport: u16, payload_len: usize) -> Vec<u8> {
     let payload = vec![0xab; payload_len];
-    ethernet(DST, MARK, 0x0800, &ipv4(6, SRC4, DST4, &tcp(40000, dport, &payload)))
+    ethernet(
+        DST,
+        MARK,
+        0x0800,
+        &ipv4(6, SRC4, DST4, &tcp(40000, dport, &payload)),
+    )
 }
 
 pub fn udp4(dport: u16, payload_len: usize) -> Vec<u8> {
     let payload = vec![0xcd; payload_len];
-    ethernet(DST, MARK, 0x0800, &ipv4(17, SRC4, DST4, &udp(40000, dport, &payload)))
+    ethernet(
+        DST,
+        MARK,
+        0x0800,
+        &ipv4(17, SRC4, DST4, &udp(40000, dport, &payload)),
+    )
 }
 
 pub fn tcp6(dport: u16) -> Vec<u8> {
@@ -123,15 +133,15 @@ pub fn terminator() -> Vec<u8> {
 /// A mix of everything, with a known position for each kind.
 pub fn mix() -> Vec<Vec<u8>> {
     vec![
-        tcp4(80, 10),  // 0
-        udp4(53, 20),  // 1
-        arp(),         // 2
-        tcp4(22, 0),   // 3
-        tcp6(80),      // 4
-        udp6(53),      // 5
+        tcp4(80, 10),    // 0
+        udp4(53, 20),    // 1
+        arp(),           // 2
+        tcp4(22, 0),     // 3
+        tcp6(80),        // 4
+        udp6(53),        // 5
         udp4(5353, 300), // 6
-        tcp4(80, 1400), // 7
-        tcp4(8080, 5), // 8
-        udp4(80, 1),   // 9
+        tcp4(80, 1400),  // 7
+        tcp4(8080, 5),   // 8
+        udp4(80, 1),     // 9
     ]
 }

@@ -65,11 +65,27 @@ impl Lab {
             "ip", "link", "add", &lab.host, "type", "veth", "peer", "name", &lab.peer, "netns",
             &lab.ns,
         ]);
-        run(&["sysctl", "-q", "-w", &format!("net.ipv6.conf.{}.disable_ipv6=1", lab.host)]);
-        // The host may own the test frames' addresses (on another interface): never answer ARP.
-        run(&["sysctl", "-q", "-w", &format!("net.ipv4.conf.{}.arp_ignore=8", lab.host)]);
         run(&[
-            "ip", "netns", "exec", &lab.ns, "sysctl", "-q", "-w",
+            "sysctl",
+            "-q",
+            "-w",
+            &format!("net.ipv6.conf.{}.disable_ipv6=1", lab.host),
+        ]);
+        // The host may own the test frames' addresses (on another interface): never answer ARP.
+        run(&[
+            "sysctl",
+            "-q",
+            "-w",
+            &format!("net.ipv4.conf.{}.arp_ignore=8", lab.host),
+        ]);
+        run(&[
+            "ip",
+            "netns",
+            "exec",
+            &lab.ns,
+            "sysctl",
+            "-q",
+            "-w",
             &format!("net.ipv6.conf.{}.disable_ipv6=1", lab.peer),
         ]);
         if up {
@@ -105,7 +121,9 @@ impl Lab {
 impl Drop for Lab {
     fn drop(&mut self) {
         // Deleting the namespace destroys the pair only asynchronously; delete it explicitly.
-        let _ = Command::new("ip").args(["link", "del", &self.host]).output();
+        let _ = Command::new("ip")
+            .args(["link", "del", &self.host])
+            .output();
         let _ = Command::new("ip").args(["netns", "del", &self.ns]).output();
     }
 }
@@ -116,11 +134,20 @@ fn pin_to_current_cpu() {
     // its size, and passed with its exact size.
     unsafe {
         let cpu = libc::sched_getcpu();
-        assert!(cpu >= 0, "sched_getcpu: {}", std::io::Error::last_os_error());
+        assert!(
+            cpu >= 0,
+            "sched_getcpu: {}",
+            std::io::Error::last_os_error()
+        );
         let mut set: libc::cpu_set_t = std::mem::zeroed();
         libc::CPU_SET(cpu as usize, &mut set);
         let ret = libc::sched_setaffinity(0, std::mem::size_of::<libc::cpu_set_t>(), &set);
-        assert_eq!(ret, 0, "sched_setaffinity: {}", std::io::Error::last_os_error());
+        assert_eq!(
+            ret,
+            0,
+            "sched_setaffinity: {}",
+            std::io::Error::last_os_error()
+        );
     }
 }
 
@@ -154,7 +181,12 @@ fn send_frames(iface: &str, frames: &[Vec<u8>]) {
                 std::mem::size_of::<libc::sockaddr_ll>() as u32,
             )
         };
-        assert_eq!(sent, frame.len() as isize, "sendto: {}", std::io::Error::last_os_error());
+        assert_eq!(
+            sent,
+            frame.len() as isize,
+            "sendto: {}",
+            std::io::Error::last_os_error()
+        );
     }
     // SAFETY: `fd` is ours and not used afterwards.
     unsafe { libc::close(fd) };
