@@ -23,12 +23,12 @@ pub(super) fn allocate(items: Vec<Item>) -> Result<Vec<Item>, CodegenError> {
         .collect();
     let items: Vec<Item> = items
         .into_iter()
-        .filter(|i| !matches!(i, Item::Store(v) if !loaded.contains(v)))
+        .filter(|i| !matches!(i, Item::Store(v) | Item::StoreX(v) if !loaded.contains(v)))
         .collect();
 
     let mut interval: HashMap<Value, (usize, usize)> = HashMap::new();
     for (pos, item) in items.iter().enumerate() {
-        if let Item::Store(v) | Item::LoadA(v) | Item::LoadX(v) = item {
+        if let Item::Store(v) | Item::StoreX(v) | Item::LoadA(v) | Item::LoadX(v) = item {
             let e = interval.entry(*v).or_insert((pos, pos));
             e.1 = pos;
         }
@@ -57,6 +57,7 @@ pub(super) fn allocate(items: Vec<Item>) -> Result<Vec<Item>, CodegenError> {
         .into_iter()
         .map(|i| match i {
             Item::Store(v) => Item::Insn(Op::St.with_k(slot_of[&v])),
+            Item::StoreX(v) => Item::Insn(Op::Stx.with_k(slot_of[&v])),
             Item::LoadA(v) => Item::Insn(Op::LdMem.with_k(slot_of[&v])),
             Item::LoadX(v) => Item::Insn(Op::LdxMem.with_k(slot_of[&v])),
             other => other,

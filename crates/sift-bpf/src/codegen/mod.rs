@@ -22,6 +22,8 @@
 
 mod alloc;
 mod layout;
+mod machine;
+mod regs;
 mod select;
 
 use std::fmt;
@@ -77,6 +79,7 @@ pub fn compile_for(func: &Function, dialect: Dialect) -> Result<ValidProgram, Co
     sift_ir::verify(func).map_err(CodegenError::InvalidIr)?;
     let items = select::select(func);
     let items = alloc::allocate(items)?;
+    let items = machine::optimize(&items);
     let insns = layout::resolve(&items);
     match validate(&Program(insns.clone()), dialect) {
         Err(_) if dialect == Dialect::Linux => {

@@ -1,8 +1,30 @@
 //! Instruction selection: IR blocks to classic BPF instructions with symbolic targets and
-//! virtual scratch slots (one per spilled SSA value).
+//! virtual scratch slots (one per SSA value kept in scratch memory).
+//!
+//! Values are placed where they are cheapest:
+//!
+//! * the selector knows what `A` and `X` hold ([`Regs`]), also across blocks (a value stays in a
+//!   register when every incoming edge leaves it there), so a value already in place costs
+//!   nothing;
+//! * a value needed again is *rematerialised* when that takes one instruction (constants, the
+//!   wire length, packet loads at a constant offset or at `X + k` while `X` holds the index,
+//!   and `ldxb 4*([k]&0xf)`): a packet load repeated after its definition cannot fail, since the
+//!   definition dominates the use and already read those bytes;
+//! * otherwise it is reloaded from the scratch word its definition stored it in. Every value
+//!   defined in a register is stored right away; the allocator drops the stores nobody reloads.
+//!
+//! The IPv4 header length `shl(and(load.b [k], 15), 2)` becomes one `ldxb 4*([k]&0xf)`; the
+//! byte load and the mask it subsumes are not emitted when nothing else reads them (a load only
+//! when it sits in the same block, so that the packet is still rejected on the same paths).
+//!
+//! Block parameters are virtual slots written by copies on the incoming edges (in stubs after
+//! the branching block when the edge is conditional). Comparisons become `jeq`/`jgt`/`jge`/
+//! `jset` with the constant folded into `#k` and the targets swapped for `ne`/`lt`/`le`; a
+//! `Switch` becomes a chain of `jeq` whose last test falls to the default.
 
 use sift_ir::{BinOp, Block, CmpOp, Function, Inst, LoadSize, Target, Terminator, Value};
 
+use super::regs::Regs;
 use crate::insn::{AluOp, Insn, JmpOp, Op, Size, Src};
 
 /// A jump target in the item list.
@@ -26,6 +48,8 @@ pub(super) enum Item {
     },
     /// `st M[slot of value]`.
     Store(Value),
+    /// `stx M[slot of value]`.
+    StoreX(Value),
     /// `ld M[slot of value]`.
     LoadA(Value),
     /// `ldx M[slot of value]`.
@@ -37,15 +61,18 @@ struct Selector<'f> {
     items: Vec<Item>,
     /// Operand occurrences of each value (instructions, terminators, edge arguments).
     uses: Vec<u32>,
-    /// Values consumed from `A` by the very next instruction or the terminator, never spilled.
-    immediate: Vec<bool>,
-    /// What `A` and `X` hold right now, if known.
-    a: Option<Value>,
-    x: Option<Value>,
+    /// For values of the form `shl(and(load.b [k], 15), 2)` with a use: `k`.
+    msh: Vec<Option<u32>>,
+    /// Values whose only readers are `ldxb 4*([k]&0xf)` instructions that do their work.
+    covered: Vec<bool>,
+    /// What `A` and `X` hold right now.
+    regs: Regs,
+    /// Per block: the state every incoming edge seen so far agrees on.
+    entry: Vec<Option<Regs>>,
     block_label: Vec<Label>,
     labels: Label,
-    /// Edge stubs to emit after the current block: (label, edge).
-    stubs: Vec<(Label, Target)>,
+    /// Edge stubs to emit after the current block: (label, edge, state at the branch).
+    stubs: Vec<(Label, Target, Regs)>,
 }
 
 fn alu_op(op: BinOp) -> AluOp {
@@ -99,9 +126,11 @@ fn jmp_op(op: CmpOp) -> (JmpOp, bool) {
 pub(super) fn select(f: &Function) -> Vec<Item> {
     let order = f.reverse_postorder();
     let mut uses = vec![0u32; f.values.len()];
+    let mut def_block = vec![None; f.values.len()];
     for &b in &order {
         let data = f.block(b);
         for &v in &data.insts {
+            def_block[v.index()] = Some(b);
             for o in f.inst(v).operands() {
                 uses[o.index()] += 1;
             }
@@ -110,33 +139,15 @@ pub(super) fn select(f: &Function) -> Vec<Item> {
             uses[o.index()] += 1;
         }
     }
-    let mut immediate = vec![false; f.values.len()];
-    for &b in &order {
-        let data = f.block(b);
-        for (i, &v) in data.insts.iter().enumerate() {
-            if uses[v.index()] != 1 || !is_computed(f.inst(v)) {
-                continue;
-            }
-            let consumer_reads = match data.insts.get(i + 1) {
-                Some(&next) => f.inst(next).operands().contains(&v),
-                None => match &data.term {
-                    Terminator::Branch { lhs, rhs, .. } => *lhs == v || *rhs == v,
-                    Terminator::Switch { value, .. } | Terminator::ReturnValue(value) => {
-                        *value == v
-                    }
-                    _ => false,
-                },
-            };
-            immediate[v.index()] = consumer_reads;
-        }
-    }
+    let (msh, covered) = header_length_patterns(f, &order, &uses, &def_block);
     let mut sel = Selector {
         f,
         items: Vec::new(),
         uses,
-        immediate,
-        a: None,
-        x: None,
+        msh,
+        covered,
+        regs: Regs::default(),
+        entry: vec![None; f.blocks.len()],
         block_label: (0..f.blocks.len()).collect(),
         labels: f.blocks.len(),
         stubs: Vec::new(),
@@ -147,10 +158,71 @@ pub(super) fn select(f: &Function) -> Vec<Item> {
     sel.items
 }
 
-/// Whether the instruction computes something at run time (as opposed to a constant, the wire
-/// length or a parameter, which are rematerialised or live in their slot).
-fn is_computed(inst: &Inst) -> bool {
-    matches!(inst, Inst::Load { .. } | Inst::Binary(..) | Inst::Neg(_))
+/// Finds the values `shl(and(load.b [k], 15), 2)` (the IPv4 header length, one `ldxb
+/// 4*([k]&0xf)`), and the mask and load they make unnecessary.
+fn header_length_patterns(
+    f: &Function,
+    order: &[Block],
+    uses: &[u32],
+    def_block: &[Option<Block>],
+) -> (Vec<Option<u32>>, Vec<bool>) {
+    let mut msh = vec![None; f.values.len()];
+    // Per value: uses by the pattern roots found.
+    let mut pattern_uses = vec![0u32; f.values.len()];
+    let mut roots = Vec::new();
+    for &b in order {
+        for &v in &f.block(b).insts {
+            let Some((mask, byte, k)) = header_length(f, v) else {
+                continue;
+            };
+            if uses[v.index()] == 0 {
+                continue;
+            }
+            msh[v.index()] = Some(k);
+            pattern_uses[mask.index()] += 1;
+            roots.push((v, mask, byte));
+        }
+    }
+    let mut covered = vec![false; f.values.len()];
+    for &(_, mask, _) in &roots {
+        covered[mask.index()] = pattern_uses[mask.index()] == uses[mask.index()];
+    }
+    for &(root, mask, byte) in &roots {
+        let same_block =
+            def_block[root.index()] == def_block[byte.index()] && def_block[byte.index()].is_some();
+        // The byte load may only go when every reader is a covered mask of this block's roots.
+        let readers_covered = uses[byte.index()] == 1 && covered[mask.index()];
+        if same_block && def_block[mask.index()] == def_block[byte.index()] && readers_covered {
+            covered[byte.index()] = true;
+        }
+    }
+    (msh, covered)
+}
+
+/// `v = shl(and(load.b [k], 15), 2)`: the mask value, the load value and `k`.
+fn header_length(f: &Function, v: Value) -> Option<(Value, Value, u32)> {
+    let Inst::Binary(BinOp::Shl, mask, two) = *f.inst(v) else {
+        return None;
+    };
+    if f.const_value(two) != Some(2) {
+        return None;
+    }
+    let Inst::Binary(BinOp::And, l, r) = *f.inst(mask) else {
+        return None;
+    };
+    let byte = match (f.const_value(l), f.const_value(r)) {
+        (_, Some(15)) => l,
+        (Some(15), _) => r,
+        _ => return None,
+    };
+    match *f.inst(byte) {
+        Inst::Load {
+            index: None,
+            offset,
+            size: LoadSize::Byte,
+        } => Some((mask, byte, offset)),
+        _ => None,
+    }
 }
 
 impl Selector<'_> {
@@ -167,26 +239,40 @@ impl Selector<'_> {
         self.f.const_value(v)
     }
 
-    /// Puts `v` into `A` without touching `X`.
+    /// Puts `v` into `A` without touching `X`: already there, moved from `X`, recomputed in one
+    /// instruction, or reloaded from its scratch word.
     fn load_a(&mut self, v: Value) {
-        if self.a == Some(v) {
+        if self.regs.a.contains(v) {
             return;
         }
         match *self.f.inst(v) {
             Inst::Const(k) => self.emit(Op::LdImm, k),
             Inst::WireLen => self.emit(Op::LdLen, 0),
+            _ if self.regs.x.contains(v) => self.emit(Op::Txa, 0),
+            Inst::Load {
+                index: None,
+                offset,
+                size: s,
+            } => self.emit(Op::LdAbs(size(s)), offset),
+            Inst::Load {
+                index: Some(i),
+                offset,
+                size: s,
+            } if self.regs.x.contains(i) => self.emit(Op::LdInd(size(s)), offset),
             _ => self.items.push(Item::LoadA(v)),
         }
-        self.a = Some(v);
+        self.regs.a.set(v);
     }
 
     /// Puts `v` into `X` without touching `A`.
     fn load_x(&mut self, v: Value) {
-        if self.x == Some(v) {
+        if self.regs.x.contains(v) {
             return;
         }
-        if self.a == Some(v) {
+        if self.regs.a.contains(v) {
             self.emit(Op::Tax, 0);
+        } else if let Some(k) = self.msh[v.index()] {
+            self.emit(Op::LdxMsh, k);
         } else {
             match *self.f.inst(v) {
                 Inst::Const(k) => self.emit(Op::LdxImm, k),
@@ -194,31 +280,36 @@ impl Selector<'_> {
                 _ => self.items.push(Item::LoadX(v)),
             }
         }
-        self.x = Some(v);
+        self.regs.x.set(v);
     }
 
     fn block(&mut self, b: Block) {
         self.items.push(Item::Label(self.block_label[b.index()]));
-        self.a = None;
-        self.x = None;
+        self.regs = self.entry[b.index()].take().unwrap_or_default();
         let data = self.f.block(b);
         for &v in &data.insts {
             self.inst(v);
         }
         self.terminator(&data.term);
-        for (label, target) in std::mem::take(&mut self.stubs) {
+        for (label, target, regs) in std::mem::take(&mut self.stubs) {
             self.items.push(Item::Label(label));
-            self.a = None;
-            self.x = None;
-            self.copies(&target);
-            self.items
-                .push(Item::Jump(self.block_label[target.block.index()]));
+            self.regs = regs;
+            self.jump(&target);
         }
     }
 
     fn inst(&mut self, v: Value) {
         let inst = self.f.inst(v).clone();
         let unused = self.uses[v.index()] == 0;
+        if self.covered[v.index()] {
+            return;
+        }
+        if let Some(k) = self.msh[v.index()] {
+            self.emit(Op::LdxMsh, k);
+            self.regs.x.set(v);
+            self.items.push(Item::StoreX(v));
+            return;
+        }
         match inst {
             Inst::Const(_) | Inst::WireLen | Inst::Param(_) => return,
             Inst::Load {
@@ -244,8 +335,8 @@ impl Selector<'_> {
                 self.emit(Op::Neg, 0);
             }
         }
-        self.a = Some(v);
-        if !unused && !self.immediate[v.index()] {
+        self.regs.a.set(v);
+        if !unused {
             self.items.push(Item::Store(v));
         }
     }
@@ -272,17 +363,21 @@ impl Selector<'_> {
                 self.emit(Op::Alu(alu, Src::K), k);
             }
             _ => {
+                let (lhs, rhs) = if commutative
+                    && self.regs.a.contains(rhs)
+                    && !self.regs.a.contains(lhs)
+                {
+                    (rhs, lhs)
+                } else {
+                    (lhs, rhs)
+                };
                 self.load_x(rhs);
                 self.load_a(lhs);
                 self.emit(Op::Alu(alu, Src::X), 0);
             }
         }
-    }
-
-    /// Whether an edge needs copies into block parameters.
-    fn needs_copies(&self, t: &Target) -> bool {
-        let params = &self.f.block(t.block).params;
-        params.iter().any(|p| self.uses[p.index()] > 0)
+        // The result replaces A; X is untouched.
+        self.regs.a.clear();
     }
 
     /// Writes the edge arguments into the parameters' slots. Parameter slots never share a
@@ -290,27 +385,50 @@ impl Selector<'_> {
     /// copy), so sequential copies are a correct parallel copy.
     fn copies(&mut self, t: &Target) {
         let params = self.f.block(t.block).params.clone();
-        for (p, &arg) in params.iter().zip(&t.args) {
-            if self.uses[p.index()] > 0 {
+        let mut pairs: Vec<(Value, Value)> = params
+            .iter()
+            .copied()
+            .zip(t.args.iter().copied())
+            .filter(|(p, _)| self.uses[p.index()] > 0)
+            .collect();
+        // Arguments already in a register go first, before loading the others clobbers `A`.
+        pairs.sort_by_key(|&(_, arg)| !(self.regs.a.contains(arg) || self.regs.x.contains(arg)));
+        for (p, arg) in pairs {
+            let p = &p;
+            if self.regs.x.contains(arg) && !self.regs.a.contains(arg) {
+                self.items.push(Item::StoreX(*p));
+                self.regs.x.alias(*p);
+            } else {
                 self.load_a(arg);
                 self.items.push(Item::Store(*p));
+                self.regs.a.alias(*p);
             }
         }
     }
 
+    /// Records the register state an edge leaves at its target's entry.
+    fn leave(&mut self, t: &Target) {
+        let params = &self.f.block(t.block).params;
+        let state = self.regs.through_edge(params, &t.args);
+        Regs::merge_into(&mut self.entry[t.block.index()], state);
+    }
+
     /// The label to jump to for an edge: the block itself, or a stub doing the copies first.
     fn edge_label(&mut self, t: &Target) -> Label {
-        if self.needs_copies(t) {
+        let params = &self.f.block(t.block).params;
+        if params.iter().any(|p| self.uses[p.index()] > 0) {
             let l = self.fresh_label();
-            self.stubs.push((l, t.clone()));
+            self.stubs.push((l, t.clone(), self.regs.clone()));
             l
         } else {
+            self.leave(t);
             self.block_label[t.block.index()]
         }
     }
 
     fn jump(&mut self, t: &Target) {
         self.copies(t);
+        self.leave(t);
         self.items
             .push(Item::Jump(self.block_label[t.block.index()]));
     }
@@ -334,12 +452,16 @@ impl Selector<'_> {
                 then_,
                 else_,
             } => {
-                let (op, lhs, rhs) =
-                    if self.const_of(*lhs).is_some() && self.const_of(*rhs).is_none() {
-                        (swapped(*op), *rhs, *lhs)
-                    } else {
-                        (*op, *lhs, *rhs)
-                    };
+                let exchange_operands = (self.const_of(*lhs).is_some()
+                    && self.const_of(*rhs).is_none())
+                    || (self.const_of(*rhs).is_none()
+                        && self.regs.a.contains(*rhs)
+                        && !self.regs.a.contains(*lhs));
+                let (op, lhs, rhs) = if exchange_operands {
+                    (swapped(*op), *rhs, *lhs)
+                } else {
+                    (*op, *lhs, *rhs)
+                };
                 let (jop, exchange) = jmp_op(op);
                 let (t, e) = if exchange {
                     (else_, then_)
@@ -368,19 +490,24 @@ impl Selector<'_> {
                 cases,
                 default,
             } => {
-                self.load_a(*value);
-                for (key, target) in cases {
-                    let t = self.edge_label(target);
-                    let next = self.fresh_label();
-                    self.items.push(Item::Cond {
-                        code: Op::Jmp(JmpOp::Jeq, Src::K).code(),
-                        k: *key,
-                        t,
-                        f: next,
-                    });
-                    self.items.push(Item::Label(next));
+                if cases.is_empty() {
+                    return self.jump(default);
                 }
-                self.jump(default);
+                self.load_a(*value);
+                let jeq = Op::Jmp(JmpOp::Jeq, Src::K).code();
+                for (i, (key, target)) in cases.iter().enumerate() {
+                    let t = self.edge_label(target);
+                    let last = i + 1 == cases.len();
+                    let f = if last {
+                        self.edge_label(default)
+                    } else {
+                        self.fresh_label()
+                    };
+                    self.items.push(Item::Cond { code: jeq, k: *key, t, f });
+                    if !last {
+                        self.items.push(Item::Label(f));
+                    }
+                }
             }
             // The verifier refuses unset terminators; reject rather than panic.
             Terminator::Unset => self.emit(Op::RetK, 0),

@@ -1,0 +1,207 @@
+//! sift: packet filters in the tcpdump/libpcap language, with libpcap 1.10's exact semantics.
+//!
+//! This is the facade over the pipeline crates: [`sift_syntax`] parses an expression,
+//! [`sift_lower`] lowers it to the predicate IR of [`sift_ir`] for a link type (with libpcap's
+//! optimizer semantics), [`sift_opt`] optimizes the IR, [`sift_bytecode`] compiles it to
+//! verified bytecode, and the bytecode interpreter runs it. The lowered IR is kept as the
+//! semantic reference ([`Filter::run_reference`]). Other front ends (the seed papers'
+//! languages, classic BPF) enter with [`Filter::from_ir`].
+//!
+//! ```
+//! let filter = sift::Filter::compile("tcp port 80", sift::LINKTYPE_ETHERNET, 262144).unwrap();
+//! assert!(!filter.matches(&[0u8; 60], 60));
+//! ```
+
+#![forbid(unsafe_code)]
+
+use std::cell::RefCell;
+use std::fmt;
+
+use sift_bytecode::VerifiedProgram;
+use sift_ir::{Function, Interpreter};
+pub use sift_lower::Options;
+use sift_syntax::ast::{Expr, Span};
+
+pub use sift_bytecode;
+pub use sift_ir;
+pub use sift_lower;
+pub use sift_opt;
+pub use sift_syntax;
+
+/// `LINKTYPE_ETHERNET`.
+pub const LINKTYPE_ETHERNET: u32 = 1;
+
+/// Why an expression was rejected.
+#[derive(Clone, Debug)]
+pub enum Error {
+    /// Not in the language (libpcap: "syntax error" and lexical errors).
+    Syntax(sift_syntax::ParseError),
+    /// In the language but meaningless for this link type or with these names.
+    Semantic(sift_lower::LowerError),
+    /// IR handed to [`Filter::from_ir`] breaks the IR's invariants.
+    InvalidIr(sift_ir::VerifyError),
+    /// The filter does not fit the bytecode (too large, or too many values live at once).
+    Codegen(sift_bytecode::CodegenError),
+    /// An optimizer pass broke the IR's invariants (a bug in sift, caught by the IR verifier,
+    /// which runs after every pass in debug builds).
+    Optimizer(Box<sift_opt::PassError>),
+}
+
+impl Error {
+    /// The part of the expression the error is about, if any.
+    pub fn span(&self) -> Option<Span> {
+        match self {
+            Error::Syntax(e) => Some(e.span),
+            Error::Semantic(e) => e.span,
+            Error::InvalidIr(_) | Error::Codegen(_) | Error::Optimizer(_) => None,
+        }
+    }
+
+    /// The message followed by the expression with a caret line under the offending part.
+    pub fn render(&self, expr: &str) -> String {
+        match self {
+            Error::Syntax(e) => e.render(expr),
+            Error::Semantic(e) => match e.span {
+                Some(span) => sift_syntax::ParseError::new(
+                    sift_syntax::ParseErrorKind::Semantic(e.message.clone()),
+                    span,
+                )
+                .render(expr),
+                None => e.message.clone(),
+            },
+            Error::InvalidIr(_) | Error::Codegen(_) | Error::Optimizer(_) => self.to_string(),
+        }
+    }
+}
+
+impl fmt::Display for Error {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        match self {
+            Error::Syntax(e) => write!(f, "syntax error: {e}"),
+            Error::Semantic(e) => write!(f, "{e}"),
+            Error::InvalidIr(e) => write!(f, "invalid IR: {e}"),
+            Error::Codegen(e) => write!(f, "{e}"),
+            Error::Optimizer(e) => write!(f, "internal error: {e}"),
+        }
+    }
+}
+
+impl std::error::Error for Error {}
+
+/// Parses an expression (`None` for the empty expression).
+pub fn parse(expr: &str) -> Result<Option<Expr>, Error> {
+    sift_syntax::parse(expr).map_err(Error::Syntax)
+}
+
+/// Parses and lowers an expression to IR.
+pub fn compile_ir(expr: &str, opts: &Options) -> Result<Function, Error> {
+    let ast = parse(expr)?;
+    sift_lower::lower(ast.as_ref(), opts).map_err(Error::Semantic)
+}
+
+thread_local! {
+    static CACHE: RefCell<sift_bytecode::Cache> = RefCell::new(sift_bytecode::Cache::new());
+    static REFERENCE_CACHE: RefCell<sift_ir::Cache> = RefCell::new(sift_ir::Cache::new());
+}
+
+/// A compiled filter. Cheap to share between threads (`Send + Sync`).
+#[derive(Clone, Debug)]
+pub struct Filter {
+    reference: Interpreter,
+    optimized: Function,
+    program: VerifiedProgram,
+}
+
+impl Filter {
+    /// Compiles `expr` for captures of `linktype` (a `LINKTYPE_*` number) as `tcpdump -r` does.
+    pub fn compile(expr: &str, linktype: u32, snaplen: u32) -> Result<Filter, Error> {
+        Filter::compile_with(expr, &Options::new(linktype, snaplen))
+    }
+
+    pub fn compile_with(expr: &str, opts: &Options) -> Result<Filter, Error> {
+        Filter::from_ir(compile_ir(expr, opts)?)
+    }
+
+    /// A filter from IR built by another front end; the IR is verified first, then optimized.
+    pub fn from_ir(ir: Function) -> Result<Filter, Error> {
+        let mut optimized = ir.clone();
+        let reference = Interpreter::new(ir).map_err(Error::InvalidIr)?;
+        sift_opt::try_optimize_with(&mut optimized, &sift_opt::Options::default())
+            .map_err(|e| Error::Optimizer(Box::new(e)))?;
+        let program = sift_bytecode::compile(&optimized).map_err(Error::Codegen)?;
+        Ok(Filter {
+            reference,
+            optimized,
+            program,
+        })
+    }
+
+    /// The filter's IR as lowered, before optimization (the semantic reference).
+    pub fn ir(&self) -> &Function {
+        self.reference.function()
+    }
+
+    /// The optimized IR, from which the bytecode (and the other back ends' code) is generated.
+    pub fn optimized_ir(&self) -> &Function {
+        &self.optimized
+    }
+
+    /// The verified bytecode the filter runs.
+    pub fn bytecode(&self) -> &VerifiedProgram {
+        &self.program
+    }
+
+    /// Runs the filter: 0 rejects, anything else is the number of bytes to keep (as
+    /// `bpf_filter`). `packet` holds the captured bytes, `wire_len` the original length.
+    pub fn run(&self, packet: &[u8], wire_len: u32) -> u32 {
+        CACHE.with(|c| self.program.run(&mut c.borrow_mut(), packet, wire_len))
+    }
+
+    pub fn matches(&self, packet: &[u8], wire_len: u32) -> bool {
+        self.run(packet, wire_len) != 0
+    }
+
+    /// Runs the IR's reference interpreter instead of the bytecode (for checking engines
+    /// against each other; [`Filter::run`] gives the same answer, faster).
+    pub fn run_reference(&self, packet: &[u8], wire_len: u32) -> u32 {
+        REFERENCE_CACHE.with(|c| self.reference.run(&mut c.borrow_mut(), packet, wire_len))
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn eth_ipv4_tcp(dport: u16) -> Vec<u8> {
+        let mut p = vec![0u8; 54];
+        p[12] = 0x08;
+        p[14] = 0x45;
+        p[23] = 6;
+        p[36..38].copy_from_slice(&dport.to_be_bytes());
+        p
+    }
+
+    #[test]
+    fn tcp_port() {
+        let f = Filter::compile("tcp dst port 80", 1, 262144).unwrap();
+        assert_eq!(f.run(&eth_ipv4_tcp(80), 54), 262144);
+        assert_eq!(f.run(&eth_ipv4_tcp(81), 54), 0);
+        // Truncated before the port: the load is out of bounds and rejects.
+        assert_eq!(f.run(&eth_ipv4_tcp(80)[..36], 54), 0);
+    }
+
+    #[test]
+    fn errors_point_at_the_problem() {
+        let e = Filter::compile("tcp port 99999", 1, 65535).unwrap_err();
+        assert!(matches!(e, Error::Semantic(_)));
+        assert!(e.render("tcp port 99999").contains('^'));
+        let e = Filter::compile("tcp and", 1, 65535).unwrap_err();
+        assert!(matches!(e, Error::Syntax(_)));
+    }
+
+    #[test]
+    fn unsupported_linktype() {
+        let e = Filter::compile("ip", 105, 65535).unwrap_err();
+        assert!(e.to_string().contains("not supported"));
+    }
+}

@@ -1,0 +1,195 @@
+//! Code generation: sift IR to classic BPF, the back end behind `sift compile` and kernel socket
+//! filters.
+//!
+//! Three steps, one module each:
+//!
+//! 1. [`select`] walks the blocks in reverse postorder (a topological order, so every jump is
+//!    forward) and emits instructions with symbolic jump targets. Values live in `A` while they
+//!    are consumed right away, constants and the wire length are rematerialised, and every other
+//!    value is spilled to a virtual scratch slot. Block parameters are virtual slots written by
+//!    copies on the incoming edges (in stubs after the branching block when the edge is
+//!    conditional). Comparisons become `jeq`/`jgt`/`jge`/`jset` with the constant folded into
+//!    `#k` and the targets swapped for `ne`/`lt`/`le`; `Switch` becomes a chain of `jeq`.
+//! 2. [`alloc`] maps virtual slots to `M[0..16]` by interval colouring over the linear order
+//!    (sound because the order is topological: a value is only live between its definition and
+//!    its last use in that order). More than 16 values live at once is an error.
+//! 3. [`layout`] resolves labels into offsets, drops jumps to the next instruction, and gives a
+//!    conditional jump whose target is more than 255 instructions away a `ja` trampoline right
+//!    behind it.
+//!
+//! The result is validated ([`crate::validate`], libpcap dialect) before it is returned, so a
+//! bug here is an error, never an invalid program.
+
+mod alloc;
+mod layout;
+mod machine;
+mod regs;
+mod select;
+
+use std::fmt;
+
+use sift_ir::{Function, Value};
+
+use crate::insn::{Insn, Op, Program};
+use crate::validate::{validate, Dialect, ValidProgram, ValidationError};
+
+/// Why a function could not be compiled to classic BPF.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub enum CodegenError {
+    /// The function does not pass `sift_ir::verify`.
+    InvalidIr(sift_ir::VerifyError),
+    /// More values are live at once than classic BPF has scratch words (16).
+    TooManyLiveValues {
+        /// The value that found no free word.
+        value: Value,
+        /// How many were live.
+        live: usize,
+    },
+    /// The program would exceed the 4096-instruction limit, or the generated code failed
+    /// validation (a bug in this module).
+    Invalid(ValidationError),
+}
+
+impl fmt::Display for CodegenError {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        match self {
+            CodegenError::InvalidIr(e) => write!(f, "{e}"),
+            CodegenError::TooManyLiveValues { value, live } => write!(
+                f,
+                "{value} needs a scratch word while {live} values are live (classic BPF has 16)"
+            ),
+            CodegenError::Invalid(e) => write!(f, "generated code is not valid: {e}"),
+        }
+    }
+}
+
+impl std::error::Error for CodegenError {}
+
+/// Compiles a verified IR function into a classic BPF program returning the same value on
+/// every packet, valid under libpcap's rules (see [`compile_for`] for the kernel's).
+pub fn compile(func: &Function) -> Result<ValidProgram, CodegenError> {
+    compile_for(func, Dialect::Libpcap)
+}
+
+/// Like [`compile`], for a given validator dialect. For [`Dialect::Linux`], when the kernel's
+/// conservative scratch-flow check (which does not forget the state after a `ret`) would refuse
+/// the program, every scratch word used is first stored with 0 (`A` is 0 on entry), which costs
+/// one instruction per word and changes no result.
+pub fn compile_for(func: &Function, dialect: Dialect) -> Result<ValidProgram, CodegenError> {
+    sift_ir::verify(func).map_err(CodegenError::InvalidIr)?;
+    let items = select::select(func);
+    let items = alloc::allocate(items)?;
+    let items = machine::optimize(&items);
+    let insns = layout::resolve(&items);
+    match validate(&Program(insns.clone()), dialect) {
+        Err(_) if dialect == Dialect::Linux => {
+            let mut used: Vec<u32> = insns
+                .iter()
+                .filter(|i| matches!(i.decode(), Some(Op::St | Op::LdMem | Op::LdxMem)))
+                .map(|i| i.k)
+                .collect();
+            used.sort_unstable();
+            used.dedup();
+            let mut prologue: Vec<Insn> = used.into_iter().map(|k| Op::St.with_k(k)).collect();
+            prologue.extend(insns);
+            validate(&Program(prologue), dialect).map_err(CodegenError::Invalid)
+        }
+        result => result.map_err(CodegenError::Invalid),
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::{disasm::disassemble, interp};
+    use sift_ir::{parse_function, Cache, Interpreter};
+
+    /// Compiles IR text and checks the program against the IR interpreter on `packets`.
+    fn check(text: &str, packets: &[Vec<u8>]) -> ValidProgram {
+        let f = parse_function(text).unwrap();
+        let p = compile(&f).unwrap_or_else(|e| panic!("{e}\n{f}"));
+        let ir = Interpreter::new(f).unwrap();
+        for pkt in packets {
+            let want = ir.run(&mut Cache::new(), pkt, pkt.len() as u32);
+            let got = interp::run(&p, pkt, pkt.len() as u32);
+            assert_eq!(got, want, "{}\n{pkt:?}", disassemble(&p.to_program()));
+        }
+        p
+    }
+
+    #[test]
+    fn simple_filter_is_tight() {
+        let p = check(
+            "block0:\n v0 = load.h [12]\n v1 = const 0x800\n br eq v0, v1, block1, block2\nblock1:\n ret 100\nblock2:\n ret 0\n",
+            &[vec![0; 14], {
+                let mut v = vec![0; 14];
+                v[12] = 8;
+                v
+            }],
+        );
+        assert_eq!(
+            disassemble(&p.to_program()),
+            "(000) ldh      [12]\n(001) jeq      #0x800           jt 3\tjf 2\n(002) ret      #0\n(003) ret      #100\n"
+        );
+    }
+
+    #[test]
+    fn parameters_switch_and_spills() {
+        let text = "\
+block0:
+    v0 = load.b [0]
+    v1 = load.b [1]
+    v2 = const 3
+    switch v0, default block3, 1: block1, 2: block2(v1), 3: block2(v0)
+block1:
+    v3 = const 7
+    jump block2(v3)
+block2(v4):
+    v5 = add v4, v1
+    v6 = const 2
+    v7 = div v5, v6
+    v8 = const 0
+    br ne v7, v8, block4, block3
+block3:
+    ret 0
+block4:
+    ret v7
+";
+        let mut pkts = Vec::new();
+        for a in 0..5u8 {
+            for b in [0u8, 1, 9, 200] {
+                pkts.push(vec![a, b]);
+            }
+        }
+        pkts.push(vec![1]);
+        check(text, &pkts);
+    }
+
+    #[test]
+    fn division_by_constant_zero_and_big_shifts_keep_ir_semantics() {
+        let text = "\
+block0:
+    v0 = load.b [0]
+    v1 = const 33
+    v2 = shl v0, v1
+    v3 = const 0
+    v4 = add v2, v0
+    v5 = mod v4, v3
+    ret v4
+";
+        check(text, &[vec![1], vec![0], vec![]]);
+    }
+
+    #[test]
+    fn far_branches_get_trampolines() {
+        let mut text = String::from(
+            "block0:\n v0 = load.b [0]\n v1 = const 1\n br eq v0, v1, block1, block2\nblock1:\n",
+        );
+        for i in 0..300 {
+            text.push_str(&format!(" v{} = load.b [{}]\n", i + 2, i % 7));
+        }
+        text.push_str(" jump block2\nblock2:\n ret 5\n");
+        let p = check(&text, &[vec![1; 7], vec![0; 7], vec![1; 3]]);
+        assert!(p.len() > 300);
+    }
+}

@@ -1,0 +1,111 @@
+//! What the accumulator `A` and the index register `X` are known to hold at a point of the
+//! generated code, as sets of SSA values (a register holds several values at once when they are
+//! equal: a block parameter and the edge argument copied into it).
+//!
+//! At the entry of a block the state is the intersection of the states its incoming edges leave:
+//! a value stays in a register across a merge only when every predecessor leaves it there. The
+//! selector visits blocks in a topological order, so every incoming edge is known by then.
+
+use sift_ir::Value;
+
+/// The values one register holds (a few at most; a plain vector is the fastest set).
+#[derive(Clone, Debug, Default, PartialEq, Eq)]
+pub(super) struct Holds(Vec<Value>);
+
+impl Holds {
+    pub(super) fn contains(&self, v: Value) -> bool {
+        self.0.contains(&v)
+    }
+
+    /// The register now holds exactly `v`.
+    pub(super) fn set(&mut self, v: Value) {
+        self.0.clear();
+        self.0.push(v);
+    }
+
+    /// The register holds nothing known.
+    pub(super) fn clear(&mut self) {
+        self.0.clear();
+    }
+
+    /// `v` is equal to what the register holds (a parameter receiving a held argument).
+    pub(super) fn alias(&mut self, v: Value) {
+        if !self.0.contains(&v) {
+            self.0.push(v);
+        }
+    }
+
+    fn intersect(&mut self, other: &Holds) {
+        self.0.retain(|v| other.0.contains(v));
+    }
+}
+
+/// The known contents of `A` and `X`.
+#[derive(Clone, Debug, Default, PartialEq, Eq)]
+pub(super) struct Regs {
+    pub(super) a: Holds,
+    pub(super) x: Holds,
+}
+
+impl Regs {
+    pub(super) fn forget(&mut self) {
+        self.a.clear();
+        self.x.clear();
+    }
+
+    /// The state after the edge's parameters receive their arguments (the copies into scratch
+    /// words, if any, are already emitted and reflected in `self`).
+    pub(super) fn through_edge(&self, params: &[Value], args: &[Value]) -> Regs {
+        let mut out = self.clone();
+        for (&p, &arg) in params.iter().zip(args) {
+            if self.a.contains(arg) {
+                out.a.alias(p);
+            }
+            if self.x.contains(arg) {
+                out.x.alias(p);
+            }
+        }
+        out
+    }
+
+    /// Merges the state of one more incoming edge into a block's entry state.
+    pub(super) fn merge_into(slot: &mut Option<Regs>, incoming: Regs) {
+        match slot {
+            None => *slot = Some(incoming),
+            Some(s) => {
+                s.a.intersect(&incoming.a);
+                s.x.intersect(&incoming.x);
+            }
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn merge_keeps_only_common_values() {
+        let mut one = Regs::default();
+        one.a.set(Value(1));
+        one.a.alias(Value(2));
+        one.x.set(Value(3));
+        let mut two = Regs::default();
+        two.a.set(Value(2));
+        let mut entry = None;
+        Regs::merge_into(&mut entry, one);
+        Regs::merge_into(&mut entry, two);
+        let entry = entry.unwrap();
+        assert!(entry.a.contains(Value(2)) && !entry.a.contains(Value(1)));
+        assert!(!entry.x.contains(Value(3)));
+    }
+
+    #[test]
+    fn parameters_alias_held_arguments() {
+        let mut r = Regs::default();
+        r.a.set(Value(4));
+        let after = r.through_edge(&[Value(9), Value(10)], &[Value(4), Value(5)]);
+        assert!(after.a.contains(Value(9)) && after.a.contains(Value(4)));
+        assert!(!after.a.contains(Value(10)));
+    }
+}

@@ -1,0 +1,188 @@
+//! Parallel moves: the copies that pass block arguments along an edge.
+//!
+//! All sources are read before any destination is written, as if at once. Sequentializing
+//! emits a move only when no pending move still reads its destination; when every pending move
+//! is stuck, the remaining moves form cycles (each destination is written once), and one
+//! destination is saved in a spare register to break its cycle.
+
+use crate::insn::{Insn, Operand, Reg};
+
+/// Where a value lives: a register or a scratch slot (a spilled value).
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
+pub(crate) enum Loc {
+    Reg(Reg),
+    Slot(u16),
+}
+
+/// The source of a move: a location or a constant.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub(crate) enum Source {
+    Loc(Loc),
+    Imm(u32),
+}
+
+/// Emits `moves` (destination, source) as a sequence of instructions, as if performed at once.
+/// Destinations must be distinct. `cycle_temp` breaks cycles; `slot_temp` carries a value into
+/// a scratch slot; neither may be a destination or source.
+pub(crate) fn sequentialize(
+    moves: &[(Loc, Source)],
+    cycle_temp: Reg,
+    slot_temp: Reg,
+    out: &mut Vec<Insn>,
+) {
+    let mut pending: Vec<(Loc, Source)> = moves
+        .iter()
+        .copied()
+        .filter(|&(d, s)| s != Source::Loc(d))
+        .collect();
+    while !pending.is_empty() {
+        let reads = |loc: Loc, pending: &[(Loc, Source)]| {
+            pending.iter().any(|&(_, s)| s == Source::Loc(loc))
+        };
+        if let Some(i) = (0..pending.len()).find(|&i| !reads(pending[i].0, &pending)) {
+            let (d, s) = pending.remove(i);
+            emit_move(d, s, slot_temp, out);
+            continue;
+        }
+        // Every destination is still read: save one and redirect its readers.
+        let d = pending[0].0;
+        emit_move(Loc::Reg(cycle_temp), Source::Loc(d), slot_temp, out);
+        for (_, s) in pending.iter_mut() {
+            if *s == Source::Loc(d) {
+                *s = Source::Loc(Loc::Reg(cycle_temp));
+            }
+        }
+    }
+}
+
+fn emit_move(d: Loc, s: Source, slot_temp: Reg, out: &mut Vec<Insn>) {
+    match (d, s) {
+        (Loc::Reg(dst), Source::Imm(k)) => out.push(Insn::Mov {
+            dst,
+            src: Operand::Imm(k),
+        }),
+        (Loc::Reg(dst), Source::Loc(Loc::Reg(r))) => out.push(Insn::Mov {
+            dst,
+            src: Operand::Reg(r),
+        }),
+        (Loc::Reg(dst), Source::Loc(Loc::Slot(slot))) => {
+            out.push(Insn::LoadScratch { dst, slot });
+        }
+        (Loc::Slot(slot), Source::Loc(Loc::Reg(src))) => {
+            out.push(Insn::StoreScratch { slot, src });
+        }
+        (Loc::Slot(slot), Source::Imm(_) | Source::Loc(Loc::Slot(_))) => {
+            emit_move(Loc::Reg(slot_temp), s, slot_temp, out);
+            out.push(Insn::StoreScratch {
+                slot,
+                src: slot_temp,
+            });
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    /// Runs the emitted moves on a toy machine and checks the parallel semantics.
+    fn check(moves: &[(Loc, Source)]) {
+        let mut regs = [0u32; 16];
+        let mut slots = [0u32; 8];
+        for (i, r) in regs.iter_mut().enumerate() {
+            *r = 100 + i as u32;
+        }
+        for (i, s) in slots.iter_mut().enumerate() {
+            *s = 200 + i as u32;
+        }
+        let read = |regs: &[u32; 16], slots: &[u32; 8], s: Source| match s {
+            Source::Imm(k) => k,
+            Source::Loc(Loc::Reg(r)) => regs[r.index()],
+            Source::Loc(Loc::Slot(k)) => slots[usize::from(k)],
+        };
+        let expected: Vec<u32> = moves.iter().map(|&(_, s)| read(&regs, &slots, s)).collect();
+        let mut out = Vec::new();
+        sequentialize(moves, Reg(15), Reg(14), &mut out);
+        for insn in &out {
+            match *insn {
+                Insn::Mov { dst, src } => {
+                    regs[dst.index()] = match src {
+                        Operand::Reg(r) => regs[r.index()],
+                        Operand::Imm(k) => k,
+                    }
+                }
+                Insn::LoadScratch { dst, slot } => regs[dst.index()] = slots[usize::from(slot)],
+                Insn::StoreScratch { slot, src } => slots[usize::from(slot)] = regs[src.index()],
+                _ => unreachable!(),
+            }
+        }
+        for (&(d, _), want) in moves.iter().zip(expected) {
+            assert_eq!(
+                read(&regs, &slots, Source::Loc(d)),
+                want,
+                "{moves:?} -> {out:?}"
+            );
+        }
+    }
+
+    fn r(n: u8) -> Loc {
+        Loc::Reg(Reg(n))
+    }
+
+    fn s(l: Loc) -> Source {
+        Source::Loc(l)
+    }
+
+    #[test]
+    fn swaps_rotations_and_chains() {
+        check(&[(r(0), s(r(1))), (r(1), s(r(0)))]);
+        check(&[(r(0), s(r(1))), (r(1), s(r(2))), (r(2), s(r(0)))]);
+        check(&[(r(0), s(r(1))), (r(1), s(r(2))), (r(3), s(r(0)))]);
+        check(&[(r(0), s(r(0))), (r(1), Source::Imm(7))]);
+        // Two independent cycles and a tree hanging off one of them.
+        check(&[
+            (r(0), s(r(1))),
+            (r(1), s(r(0))),
+            (r(2), s(r(3))),
+            (r(3), s(r(2))),
+            (r(4), s(r(2))),
+        ]);
+    }
+
+    #[test]
+    fn cycles_through_slots() {
+        check(&[
+            (Loc::Slot(0), s(Loc::Slot(1))),
+            (Loc::Slot(1), s(Loc::Slot(0))),
+        ]);
+        check(&[(Loc::Slot(0), s(r(1))), (r(1), s(Loc::Slot(0)))]);
+        check(&[(Loc::Slot(2), Source::Imm(5)), (r(3), s(Loc::Slot(2)))]);
+    }
+
+    #[test]
+    fn exhaustive_permutations_of_four() {
+        let mut perm = [0u8, 1, 2, 3];
+        // Heap's algorithm over all 24 permutations.
+        let mut c = [0usize; 4];
+        let mut i = 0;
+        let moves = |p: &[u8; 4]| -> Vec<(Loc, Source)> {
+            (0..4u8).map(|k| (r(k), s(r(p[k as usize])))).collect()
+        };
+        check(&moves(&perm));
+        while i < 4 {
+            if c[i] < i {
+                if i % 2 == 0 {
+                    perm.swap(0, i);
+                } else {
+                    perm.swap(c[i], i);
+                }
+                check(&moves(&perm));
+                c[i] += 1;
+                i = 0;
+            } else {
+                c[i] = 0;
+                i += 1;
+            }
+        }
+    }
+}

@@ -1,0 +1,327 @@
+//! The instruction set: registers, operands, instructions, lookup tables and programs.
+//!
+//! A [`Program`] is plain data: anything the binary decoder or the text assembler can express,
+//! including programs that break the machine's rules (a register number of 200, a backward
+//! branch). [`crate::verify`] decides whether a program may run.
+
+/// Number of general-purpose registers (`r0`..`r15`), each a `u32`.
+pub const REGISTERS: usize = 16;
+/// Largest scratch memory a program may declare, in 32-bit words.
+pub const MAX_SCRATCH: u16 = 256;
+/// Largest number of instructions in a program.
+pub const MAX_INSNS: usize = 1 << 20;
+/// Largest number of lookup tables in a program.
+pub const MAX_TABLES: usize = 1 << 16;
+/// Largest number of `(key, target)` entries over all tables of a program.
+pub const MAX_TABLE_ENTRIES: usize = 1 << 20;
+
+/// A register number. Any `u8` is representable; the verifier accepts `0..REGISTERS`.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash, PartialOrd, Ord)]
+pub struct Reg(pub u8);
+
+impl Reg {
+    pub fn index(self) -> usize {
+        usize::from(self.0)
+    }
+}
+
+/// The second operand of an ALU operation, branch, move or return: a register or an immediate.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
+pub enum Operand {
+    Reg(Reg),
+    Imm(u32),
+}
+
+/// Width of a packet load; loads are big-endian (network order).
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
+pub enum Width {
+    Byte,
+    Half,
+    Word,
+}
+
+impl Width {
+    pub const ALL: [Width; 3] = [Width::Byte, Width::Half, Width::Word];
+
+    pub fn bytes(self) -> u32 {
+        match self {
+            Width::Byte => 1,
+            Width::Half => 2,
+            Width::Word => 4,
+        }
+    }
+
+    /// The suffix of the mnemonic (`ld.b`, `ld.h`, `ld.w`).
+    pub fn suffix(self) -> &'static str {
+        match self {
+            Width::Byte => "b",
+            Width::Half => "h",
+            Width::Word => "w",
+        }
+    }
+}
+
+/// Arithmetic on `u32`, wrapping. Division or remainder by zero rejects the packet; shifts by 32
+/// or more give 0 (the IR's semantics).
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
+pub enum AluOp {
+    Add,
+    Sub,
+    Mul,
+    Div,
+    Mod,
+    And,
+    Or,
+    Xor,
+    Shl,
+    Shr,
+}
+
+impl AluOp {
+    /// In encoding order (the opcode is a base plus the position in this list).
+    pub const ALL: [AluOp; 10] = [
+        AluOp::Add,
+        AluOp::Sub,
+        AluOp::Mul,
+        AluOp::Div,
+        AluOp::Mod,
+        AluOp::And,
+        AluOp::Or,
+        AluOp::Xor,
+        AluOp::Shl,
+        AluOp::Shr,
+    ];
+
+    pub fn mnemonic(self) -> &'static str {
+        match self {
+            AluOp::Add => "add",
+            AluOp::Sub => "sub",
+            AluOp::Mul => "mul",
+            AluOp::Div => "div",
+            AluOp::Mod => "mod",
+            AluOp::And => "and",
+            AluOp::Or => "or",
+            AluOp::Xor => "xor",
+            AluOp::Shl => "shl",
+            AluOp::Shr => "shr",
+        }
+    }
+
+    /// Applies the operation; `None` means the packet is rejected (division by zero).
+    #[inline(always)]
+    pub fn apply(self, a: u32, b: u32) -> Option<u32> {
+        Some(match self {
+            AluOp::Add => a.wrapping_add(b),
+            AluOp::Sub => a.wrapping_sub(b),
+            AluOp::Mul => a.wrapping_mul(b),
+            AluOp::Div => a.checked_div(b)?,
+            AluOp::Mod => a.checked_rem(b)?,
+            AluOp::And => a & b,
+            AluOp::Or => a | b,
+            AluOp::Xor => a ^ b,
+            AluOp::Shl => a.checked_shl(b).unwrap_or(0),
+            AluOp::Shr => a.checked_shr(b).unwrap_or(0),
+        })
+    }
+}
+
+/// Unsigned comparisons of a branch. `Set` tests `(lhs & rhs) != 0` (classic BPF's `jset`).
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
+pub enum Cond {
+    Eq,
+    Ne,
+    Gt,
+    Ge,
+    Lt,
+    Le,
+    Set,
+}
+
+impl Cond {
+    /// In encoding order.
+    pub const ALL: [Cond; 7] = [
+        Cond::Eq,
+        Cond::Ne,
+        Cond::Gt,
+        Cond::Ge,
+        Cond::Lt,
+        Cond::Le,
+        Cond::Set,
+    ];
+
+    pub fn mnemonic(self) -> &'static str {
+        match self {
+            Cond::Eq => "jeq",
+            Cond::Ne => "jne",
+            Cond::Gt => "jgt",
+            Cond::Ge => "jge",
+            Cond::Lt => "jlt",
+            Cond::Le => "jle",
+            Cond::Set => "jset",
+        }
+    }
+
+    #[inline(always)]
+    pub fn eval(self, a: u32, b: u32) -> bool {
+        match self {
+            Cond::Eq => a == b,
+            Cond::Ne => a != b,
+            Cond::Gt => a > b,
+            Cond::Ge => a >= b,
+            Cond::Lt => a < b,
+            Cond::Le => a <= b,
+            Cond::Set => a & b != 0,
+        }
+    }
+
+    /// The condition with its operands exchanged: `a OP b == b OP.swapped() a`.
+    pub fn swapped(self) -> Cond {
+        match self {
+            Cond::Gt => Cond::Lt,
+            Cond::Ge => Cond::Le,
+            Cond::Lt => Cond::Gt,
+            Cond::Le => Cond::Ge,
+            c @ (Cond::Eq | Cond::Ne | Cond::Set) => c,
+        }
+    }
+}
+
+/// One instruction. Branch, jump and table targets are absolute instruction indices.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
+pub enum Insn {
+    /// `dst = src`.
+    Mov { dst: Reg, src: Operand },
+    /// `dst =` the packet's length on the wire.
+    WireLen { dst: Reg },
+    /// `dst =` the `width` bytes at `base + offset` (`base` absent: at `offset`), big-endian,
+    /// the sum computed without wrapping. A read outside the captured bytes returns 0 (rejects).
+    Load {
+        width: Width,
+        dst: Reg,
+        base: Option<Reg>,
+        offset: u32,
+    },
+    /// `dst = lhs op rhs`.
+    Alu {
+        op: AluOp,
+        dst: Reg,
+        lhs: Reg,
+        rhs: Operand,
+    },
+    /// `dst = -src` (two's complement).
+    Neg { dst: Reg, src: Reg },
+    /// `dst = M[slot]`.
+    LoadScratch { dst: Reg, slot: u16 },
+    /// `M[slot] = src`.
+    StoreScratch { slot: u16, src: Reg },
+    /// Continue at `target`.
+    Jump { target: u32 },
+    /// Continue at `then_` if `cond(lhs, rhs)`, else at `else_`.
+    Branch {
+        cond: Cond,
+        lhs: Reg,
+        rhs: Operand,
+        then_: u32,
+        else_: u32,
+    },
+    /// Continue at the target `tables[table]` lists for the value of `key`, else at `default`.
+    Switch { key: Reg, table: u32, default: u32 },
+    /// Stop; the result is the number of bytes to keep (0 rejects the packet).
+    Return { value: Operand },
+}
+
+impl Insn {
+    /// The register this instruction writes, if any.
+    pub fn def(&self) -> Option<Reg> {
+        match *self {
+            Insn::Mov { dst, .. }
+            | Insn::WireLen { dst }
+            | Insn::Load { dst, .. }
+            | Insn::Alu { dst, .. }
+            | Insn::Neg { dst, .. }
+            | Insn::LoadScratch { dst, .. } => Some(dst),
+            _ => None,
+        }
+    }
+
+    /// The registers this instruction reads (at most two).
+    pub fn uses(&self) -> impl Iterator<Item = Reg> {
+        let operand = |o: Operand| match o {
+            Operand::Reg(r) => Some(r),
+            Operand::Imm(_) => None,
+        };
+        let (a, b) = match *self {
+            Insn::Mov { src, .. } | Insn::Return { value: src } => (operand(src), None),
+            Insn::Load { base, .. } => (base, None),
+            Insn::Alu { lhs, rhs, .. } | Insn::Branch { lhs, rhs, .. } => (Some(lhs), operand(rhs)),
+            Insn::Neg { src, .. } | Insn::StoreScratch { src, .. } => (Some(src), None),
+            Insn::Switch { key, .. } => (Some(key), None),
+            Insn::WireLen { .. } | Insn::LoadScratch { .. } | Insn::Jump { .. } => (None, None),
+        };
+        a.into_iter().chain(b)
+    }
+
+    /// Whether control never continues with the next instruction.
+    pub fn is_terminator(&self) -> bool {
+        matches!(
+            self,
+            Insn::Jump { .. } | Insn::Branch { .. } | Insn::Switch { .. } | Insn::Return { .. }
+        )
+    }
+}
+
+/// A lookup table: `(key, target)` pairs. The verifier requires keys in strictly ascending order,
+/// so a table has one canonical form and can be searched by bisection.
+#[derive(Clone, Debug, PartialEq, Eq, Hash, Default)]
+pub struct Table {
+    pub entries: Vec<(u32, u32)>,
+}
+
+/// A bytecode program: its declared scratch memory, its code and its lookup tables.
+#[derive(Clone, Debug, PartialEq, Eq, Hash, Default)]
+pub struct Program {
+    /// Words of scratch memory (`M[0]`..`M[scratch_words - 1]`).
+    pub scratch_words: u16,
+    pub code: Vec<Insn>,
+    pub tables: Vec<Table>,
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn alu_edge_cases_match_the_ir() {
+        assert_eq!(AluOp::Div.apply(7, 0), None);
+        assert_eq!(AluOp::Mod.apply(7, 0), None);
+        assert_eq!(AluOp::Shl.apply(1, 32), Some(0));
+        assert_eq!(AluOp::Shr.apply(u32::MAX, 31), Some(1));
+        assert_eq!(AluOp::Sub.apply(0, 1), Some(u32::MAX));
+    }
+
+    #[test]
+    fn swapped_conditions_agree() {
+        for c in Cond::ALL {
+            for (a, b) in [(1, 2), (2, 1), (3, 3), (0, 7)] {
+                assert_eq!(c.eval(a, b), c.swapped().eval(b, a), "{c:?} {a} {b}");
+            }
+        }
+    }
+
+    #[test]
+    fn uses_and_defs() {
+        let i = Insn::Alu {
+            op: AluOp::Add,
+            dst: Reg(1),
+            lhs: Reg(2),
+            rhs: Operand::Reg(Reg(3)),
+        };
+        assert_eq!(i.def(), Some(Reg(1)));
+        assert_eq!(i.uses().collect::<Vec<_>>(), vec![Reg(2), Reg(3)]);
+        assert!(!i.is_terminator());
+        assert!(Insn::Return {
+            value: Operand::Imm(0)
+        }
+        .is_terminator());
+    }
+}

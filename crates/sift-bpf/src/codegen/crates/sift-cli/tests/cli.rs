@@ -1,0 +1,179 @@
+//! The `sift` command end to end, on the sample capture that ships with the repository.
+
+use std::path::{Path, PathBuf};
+use std::process::{Command, Output};
+
+fn sample() -> PathBuf {
+    Path::new(env!("CARGO_MANIFEST_DIR")).join("../../samples/sample.pcap")
+}
+
+fn sift(args: &[&str]) -> Output {
+    Command::new(env!("CARGO_BIN_EXE_sift"))
+        .args(args)
+        .output()
+        .expect("run sift")
+}
+
+/// `sift filter -c` on the sample: the printed count.
+fn count(extra: &[&str], expr: &str) -> u64 {
+    let sample = sample();
+    let mut args = vec!["filter", "-r", sample.to_str().unwrap(), "-c"];
+    args.extend(extra);
+    args.push(expr);
+    let out = sift(&args);
+    assert!(
+        out.status.success(),
+        "{expr}: {}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    String::from_utf8(out.stdout)
+        .unwrap()
+        .trim()
+        .parse()
+        .unwrap()
+}
+
+/// libpcap's count for the same expression over the same packets.
+fn libpcap_count(expr: &str) -> u64 {
+    let mut reader = sift_capture::CaptureReader::open(sample()).unwrap();
+    let oracle = sift_oracle::Oracle::new(reader.linktype().unwrap(), 262144).unwrap();
+    let program = oracle.compile(expr, true, 0).unwrap();
+    let mut n = 0;
+    while let Some(r) = reader.next_record().unwrap() {
+        n += u64::from(program.matches(&r.data, r.wire_len));
+    }
+    n
+}
+
+#[test]
+fn counts_match_libpcap() {
+    for expr in [
+        "ip",
+        "tcp port 80",
+        "udp or arp",
+        "not ip6 and greater 100",
+        "vlan",
+    ] {
+        assert_eq!(count(&[], expr), libpcap_count(expr), "{expr}");
+    }
+}
+
+#[test]
+fn written_capture_is_byte_identical_to_tcpdump() {
+    let dir = std::env::temp_dir().join(format!("sift-cli-test-{}", std::process::id()));
+    std::fs::create_dir_all(&dir).unwrap();
+    let (ours, theirs) = (dir.join("sift.pcap"), dir.join("tcpdump.pcap"));
+    let sample = sample();
+    let out = sift(&[
+        "filter",
+        "-r",
+        sample.to_str().unwrap(),
+        "-w",
+        ours.to_str().unwrap(),
+        "tcp",
+    ]);
+    assert!(out.status.success());
+    let tcpdump = Command::new("tcpdump")
+        .args([
+            "-r",
+            sample.to_str().unwrap(),
+            "-w",
+            theirs.to_str().unwrap(),
+            "tcp",
+        ])
+        .output()
+        .expect("tcpdump is installed by scripts/setup");
+    assert!(tcpdump.status.success());
+    assert_eq!(
+        std::fs::read(&ours).unwrap(),
+        std::fs::read(&theirs).unwrap()
+    );
+    std::fs::remove_dir_all(&dir).unwrap();
+}
+
+#[test]
+fn seed_languages_and_classic_bpf_agree_with_the_pcap_expression() {
+    let ip = count(&[], "ip");
+    assert_eq!(count(&["--lang", "dpf"], "(12:16 == 0x0800)"), ip);
+    assert_eq!(
+        count(&["--lang", "cspf"], "PUSHWORD+6, PUSHLIT|EQ, 0x0800"),
+        ip
+    );
+    let cbpf = "ldh [12]\njeq #0x800, yes, no\nyes: ret #262144\nno: ret #0\n";
+    assert_eq!(count(&["--lang", "cbpf"], cbpf), ip);
+}
+
+#[test]
+fn a_bad_expression_is_shown_with_a_caret() {
+    let sample = sample();
+    let out = sift(&["filter", "-r", sample.to_str().unwrap(), "tcp port 99999"]);
+    assert!(!out.status.success());
+    let err = String::from_utf8_lossy(&out.stderr);
+    assert!(err.contains("tcp port 99999") && err.contains('^'), "{err}");
+}
+
+#[test]
+fn debug_prints_every_stage() {
+    for stage in ["ast", "ir", "ir-opt", "bytecode", "cbpf"] {
+        let out = sift(&["debug", stage, "tcp port 80"]);
+        assert!(out.status.success(), "{stage}");
+        assert!(!out.stdout.is_empty(), "{stage}");
+    }
+}
+
+/// Parses `tcpdump -ddd` text into libpcap's instruction type.
+fn parse_ddd(text: &str) -> Vec<sift_oracle::BpfInsn> {
+    let mut lines = text.lines();
+    let n: usize = lines.next().unwrap().trim().parse().unwrap();
+    let insns: Vec<_> = lines
+        .map(|l| {
+            let f: Vec<u32> = l.split_whitespace().map(|w| w.parse().unwrap()).collect();
+            sift_oracle::BpfInsn {
+                code: f[0] as u16,
+                jt: f[1] as u8,
+                jf: f[2] as u8,
+                k: f[3],
+            }
+        })
+        .collect();
+    assert_eq!(n, insns.len(), "the count line is the instruction count");
+    insns
+}
+
+#[test]
+fn compiled_classic_bpf_runs_in_libpcap_with_libpcap_verdicts() {
+    let mut reader = sift_capture::CaptureReader::open(sample()).unwrap();
+    let linktype = reader.linktype().unwrap();
+    let mut packets = Vec::new();
+    while let Ok(Some(r)) = reader.next_record() {
+        packets.push(r);
+    }
+    let oracle = sift_oracle::Oracle::new(linktype, 262144).unwrap();
+    let lt = linktype.to_string();
+    for level in ["-O0", "-O1"] {
+        for expr in [
+            "tcp port 80",
+            "ip src 10.1.1.1 and ip dst 10.2.2.2 and tcp src port 20 and tcp dst port 30",
+            "udp or icmp6 or arp",
+            "tcp[tcpflags] & (tcp-syn|tcp-fin) != 0 and not net 10.0.0.0/8",
+            "host 192.168.1.1 or host 10.0.0.1 or host 8.8.8.8 or host 1.1.1.1",
+        ] {
+            let out = sift(&["compile", "-ddd", level, "-y", &lt, expr]);
+            assert!(out.status.success(), "{expr}");
+            let insns = parse_ddd(&String::from_utf8(out.stdout).unwrap());
+            assert!(sift_oracle::raw::validate_insns(&insns), "{expr}");
+            let theirs = oracle.compile(expr, level == "-O1", 0).unwrap();
+            for r in &packets {
+                assert_eq!(
+                    sift_oracle::raw::run_insns(&insns, &r.data, r.wire_len),
+                    Some(theirs.run(&r.data, r.wire_len)),
+                    "{level} {expr}"
+                );
+            }
+        }
+    }
+    let out = sift(&["compile", "-d", "ip"]);
+    assert!(String::from_utf8(out.stdout)
+        .unwrap()
+        .contains("ldh      [12]"));
+}

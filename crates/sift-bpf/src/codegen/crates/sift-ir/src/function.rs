@@ -1,0 +1,383 @@
+//! The data structures of the IR and the methods that build it.
+
+use std::fmt;
+
+/// An SSA value: the result of one instruction, or a block parameter.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash, PartialOrd, Ord)]
+pub struct Value(pub u32);
+
+/// A basic block.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash, PartialOrd, Ord)]
+pub struct Block(pub u32);
+
+impl Value {
+    pub fn index(self) -> usize {
+        self.0 as usize
+    }
+}
+
+impl Block {
+    pub fn index(self) -> usize {
+        self.0 as usize
+    }
+}
+
+impl fmt::Display for Value {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        write!(f, "v{}", self.0)
+    }
+}
+
+impl fmt::Display for Block {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        write!(f, "block{}", self.0)
+    }
+}
+
+/// Width of a packet load. Loads read big-endian (network order), as classic BPF does.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
+pub enum LoadSize {
+    Byte,
+    Half,
+    Word,
+}
+
+impl LoadSize {
+    pub fn bytes(self) -> u32 {
+        match self {
+            LoadSize::Byte => 1,
+            LoadSize::Half => 2,
+            LoadSize::Word => 4,
+        }
+    }
+
+    pub fn from_bytes(n: u32) -> Option<LoadSize> {
+        match n {
+            1 => Some(LoadSize::Byte),
+            2 => Some(LoadSize::Half),
+            4 => Some(LoadSize::Word),
+            _ => None,
+        }
+    }
+}
+
+/// Binary arithmetic on 32-bit unsigned values, wrapping.
+///
+/// `Div` and `Mod` by zero reject the packet. Shifts by 32 or more give 0.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
+pub enum BinOp {
+    Add,
+    Sub,
+    Mul,
+    Div,
+    Mod,
+    And,
+    Or,
+    Xor,
+    Shl,
+    Shr,
+}
+
+impl BinOp {
+    /// Applies the operator; `None` means the packet is rejected (division by zero).
+    pub fn apply(self, a: u32, b: u32) -> Option<u32> {
+        Some(match self {
+            BinOp::Add => a.wrapping_add(b),
+            BinOp::Sub => a.wrapping_sub(b),
+            BinOp::Mul => a.wrapping_mul(b),
+            BinOp::Div => a.checked_div(b)?,
+            BinOp::Mod => a.checked_rem(b)?,
+            BinOp::And => a & b,
+            BinOp::Or => a | b,
+            BinOp::Xor => a ^ b,
+            BinOp::Shl => a.checked_shl(b).unwrap_or(0),
+            BinOp::Shr => a.checked_shr(b).unwrap_or(0),
+        })
+    }
+}
+
+/// Unsigned comparisons a branch can test. `Set` is classic BPF's `jset`: `(a & b) != 0`.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
+pub enum CmpOp {
+    Eq,
+    Ne,
+    Gt,
+    Ge,
+    Lt,
+    Le,
+    Set,
+}
+
+impl CmpOp {
+    pub fn eval(self, a: u32, b: u32) -> bool {
+        match self {
+            CmpOp::Eq => a == b,
+            CmpOp::Ne => a != b,
+            CmpOp::Gt => a > b,
+            CmpOp::Ge => a >= b,
+            CmpOp::Lt => a < b,
+            CmpOp::Le => a <= b,
+            CmpOp::Set => a & b != 0,
+        }
+    }
+}
+
+/// An instruction that defines one value.
+#[derive(Clone, Debug, PartialEq, Eq, Hash)]
+pub enum Inst {
+    /// A constant.
+    Const(u32),
+    /// The packet's length on the wire (classic BPF's `len`).
+    WireLen,
+    /// Reads `size` bytes, big-endian, at `index + offset` (computed without wrapping; `index` absent
+    /// means 0). A read that does not lie entirely within the captured bytes rejects the packet.
+    Load {
+        index: Option<Value>,
+        offset: u32,
+        size: LoadSize,
+    },
+    Binary(BinOp, Value, Value),
+    /// Two's complement negation.
+    Neg(Value),
+    /// A block parameter (defined on entry to its block by the incoming edge's argument).
+    Param(Block),
+}
+
+impl Inst {
+    /// The values this instruction reads.
+    pub fn operands(&self) -> Vec<Value> {
+        match *self {
+            Inst::Const(_) | Inst::WireLen | Inst::Param(_) => vec![],
+            Inst::Load { index, .. } => index.into_iter().collect(),
+            Inst::Binary(_, a, b) => vec![a, b],
+            Inst::Neg(a) => vec![a],
+        }
+    }
+}
+
+/// An edge to a block, with the arguments for its parameters.
+#[derive(Clone, Debug, PartialEq, Eq, Hash)]
+pub struct Target {
+    pub block: Block,
+    pub args: Vec<Value>,
+}
+
+impl From<Block> for Target {
+    fn from(block: Block) -> Target {
+        Target {
+            block,
+            args: Vec::new(),
+        }
+    }
+}
+
+/// How a block ends.
+#[derive(Clone, Debug, PartialEq, Eq, Hash, Default)]
+pub enum Terminator {
+    /// Not yet set (only while building; the verifier rejects it).
+    #[default]
+    Unset,
+    /// `if op(lhs, rhs) goto then_ else goto else_`.
+    Branch {
+        op: CmpOp,
+        lhs: Value,
+        rhs: Value,
+        then_: Target,
+        else_: Target,
+    },
+    Jump(Target),
+    /// Multiway branch (a lookup table): goes to the case whose key equals `value`, else to
+    /// `default`. Keys are distinct.
+    Switch {
+        value: Value,
+        cases: Vec<(u32, Target)>,
+        default: Target,
+    },
+    /// Accept `n` bytes of the packet (0 = reject).
+    Return(u32),
+    /// Accept as many bytes as a computed value says (classic BPF's `ret a`; 0 = reject).
+    ReturnValue(Value),
+}
+
+impl Terminator {
+    /// The edges leaving the block.
+    pub fn targets(&self) -> Vec<&Target> {
+        match self {
+            Terminator::Branch { then_, else_, .. } => vec![then_, else_],
+            Terminator::Jump(t) => vec![t],
+            Terminator::Switch { cases, default, .. } => {
+                cases.iter().map(|(_, t)| t).chain([default]).collect()
+            }
+            Terminator::Unset | Terminator::Return(_) | Terminator::ReturnValue(_) => vec![],
+        }
+    }
+
+    pub fn targets_mut(&mut self) -> Vec<&mut Target> {
+        match self {
+            Terminator::Branch { then_, else_, .. } => vec![then_, else_],
+            Terminator::Jump(t) => vec![t],
+            Terminator::Switch { cases, default, .. } => {
+                cases.iter_mut().map(|(_, t)| t).chain([default]).collect()
+            }
+            Terminator::Unset | Terminator::Return(_) | Terminator::ReturnValue(_) => vec![],
+        }
+    }
+
+    /// The values the terminator reads (comparison operands and edge arguments).
+    pub fn operands(&self) -> Vec<Value> {
+        let mut out = Vec::new();
+        match self {
+            Terminator::Branch { lhs, rhs, .. } => out.extend([*lhs, *rhs]),
+            Terminator::Switch { value, .. } | Terminator::ReturnValue(value) => out.push(*value),
+            Terminator::Unset | Terminator::Jump(_) | Terminator::Return(_) => {}
+        }
+        for t in self.targets() {
+            out.extend(&t.args);
+        }
+        out
+    }
+}
+
+/// A basic block: parameters, instructions in order, and a terminator.
+#[derive(Clone, Debug, PartialEq, Eq, Default)]
+pub struct BlockData {
+    pub params: Vec<Value>,
+    pub insts: Vec<Value>,
+    pub term: Terminator,
+}
+
+/// A filter function. `Block(0)` is the entry block.
+#[derive(Clone, Debug, PartialEq, Eq, Default)]
+pub struct Function {
+    pub blocks: Vec<BlockData>,
+    /// The instruction defining each value, indexed by `Value`.
+    pub values: Vec<Inst>,
+}
+
+impl Function {
+    pub fn new() -> Function {
+        Function::default()
+    }
+
+    /// The entry block.
+    pub const ENTRY: Block = Block(0);
+
+    pub fn create_block(&mut self) -> Block {
+        self.blocks.push(BlockData::default());
+        Block(self.blocks.len() as u32 - 1)
+    }
+
+    pub fn block(&self, b: Block) -> &BlockData {
+        &self.blocks[b.index()]
+    }
+
+    pub fn block_mut(&mut self, b: Block) -> &mut BlockData {
+        &mut self.blocks[b.index()]
+    }
+
+    pub fn inst(&self, v: Value) -> &Inst {
+        &self.values[v.index()]
+    }
+
+    /// Appends an instruction to `block` and returns the value it defines.
+    pub fn push(&mut self, block: Block, inst: Inst) -> Value {
+        let v = Value(self.values.len() as u32);
+        self.values.push(inst);
+        self.blocks[block.index()].insts.push(v);
+        v
+    }
+
+    /// Adds a parameter to `block`.
+    pub fn add_param(&mut self, block: Block) -> Value {
+        let v = Value(self.values.len() as u32);
+        self.values.push(Inst::Param(block));
+        self.blocks[block.index()].params.push(v);
+        v
+    }
+
+    pub fn set_term(&mut self, block: Block, term: Terminator) {
+        self.blocks[block.index()].term = term;
+    }
+
+    pub fn iconst(&mut self, block: Block, k: u32) -> Value {
+        self.push(block, Inst::Const(k))
+    }
+
+    /// The constant a value is defined as, if it is a constant.
+    pub fn const_value(&self, v: Value) -> Option<u32> {
+        match self.values[v.index()] {
+            Inst::Const(k) => Some(k),
+            _ => None,
+        }
+    }
+
+    /// Blocks in reverse postorder from the entry (a topological order of the acyclic graph);
+    /// unreachable blocks are not listed.
+    pub fn reverse_postorder(&self) -> Vec<Block> {
+        let mut visited = vec![false; self.blocks.len()];
+        let mut post = Vec::with_capacity(self.blocks.len());
+        // Iterative DFS: (block, next successor index).
+        let mut stack: Vec<(Block, usize)> = Vec::new();
+        if !self.blocks.is_empty() {
+            visited[0] = true;
+            stack.push((Self::ENTRY, 0));
+        }
+        while let Some((b, i)) = stack.last_mut() {
+            let targets = self.blocks[b.index()].term.targets();
+            if let Some(t) = targets.get(*i) {
+                *i += 1;
+                let n = t.block;
+                if n.index() < visited.len() && !visited[n.index()] {
+                    visited[n.index()] = true;
+                    stack.push((n, 0));
+                }
+            } else {
+                post.push(*b);
+                stack.pop();
+            }
+        }
+        post.reverse();
+        post
+    }
+
+    /// Number of instructions (excluding parameters) over all blocks.
+    pub fn inst_count(&self) -> usize {
+        self.blocks.iter().map(|b| b.insts.len()).sum()
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn binop_edge_cases() {
+        assert_eq!(BinOp::Div.apply(7, 0), None);
+        assert_eq!(BinOp::Mod.apply(7, 0), None);
+        assert_eq!(BinOp::Shl.apply(1, 32), Some(0));
+        assert_eq!(BinOp::Shr.apply(u32::MAX, 31), Some(1));
+        assert_eq!(BinOp::Sub.apply(0, 1), Some(u32::MAX));
+    }
+
+    #[test]
+    fn rpo_is_topological() {
+        let mut f = Function::new();
+        let b0 = f.create_block();
+        let b1 = f.create_block();
+        let b2 = f.create_block();
+        let x = f.iconst(b0, 1);
+        f.set_term(
+            b0,
+            Terminator::Branch {
+                op: CmpOp::Eq,
+                lhs: x,
+                rhs: x,
+                then_: b2.into(),
+                else_: b1.into(),
+            },
+        );
+        f.set_term(b1, Terminator::Jump(b2.into()));
+        f.set_term(b2, Terminator::Return(1));
+        assert_eq!(f.reverse_postorder(), vec![b0, b1, b2]);
+    }
+}

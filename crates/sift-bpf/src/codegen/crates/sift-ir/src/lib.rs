@@ -1,0 +1,33 @@
+//! The predicate IR: the middle of sift's pipeline.
+//!
+//! Front ends (the pcap-filter lowering, classic BPF import, the seeds' languages) produce a
+//! [`Function`]: a control-flow graph of basic blocks in SSA form. Each block computes values
+//! (constants, packet loads, arithmetic) and ends in a [`Terminator`]: a two-way branch on a
+//! comparison, a multiway `Switch` on a value (a lookup table), an unconditional jump, or a
+//! return of the number of bytes to keep (a constant or a computed value; 0 rejects).
+//! Blocks take parameters instead of phi nodes, as in Cranelift. The graph is acyclic: filters
+//! always terminate.
+//!
+//! Back ends (optimizer, bytecode, classic BPF, eBPF) consume it. Two pieces live here because
+//! every stage relies on them:
+//!
+//! * [`verify`] checks every structural invariant (targets exist, the graph is acyclic, every
+//!   value is defined before it is used and dominates its uses, argument counts match);
+//! * [`interp`] is the reference interpreter. Its semantics are the semantics of the IR, and so
+//!   of every engine: a packet load outside the captured bytes rejects the packet, as does a
+//!   division by zero, exactly as classic BPF does.
+
+#![forbid(unsafe_code)]
+
+mod display;
+mod function;
+pub mod interp;
+mod parse;
+pub mod verify;
+
+pub use function::{
+    BinOp, Block, BlockData, CmpOp, Function, Inst, LoadSize, Target, Terminator, Value,
+};
+pub use interp::{Cache, Interpreter};
+pub use parse::{parse_function, ParseError};
+pub use verify::{verify, VerifyError};

@@ -1,0 +1,276 @@
+//! The IR verifier: checks every structural invariant and lists every violation.
+//!
+//! Invariants:
+//! 1. there is an entry block, and every block has a terminator;
+//! 2. every edge targets an existing block and passes one argument per block parameter;
+//! 3. every value is defined exactly once, by an instruction in one block's list or as one
+//!    block's parameter, and `Inst::Param(b)` appears only among `b`'s parameters;
+//! 4. the graph is acyclic (filters terminate);
+//! 5. every use is dominated by its definition: earlier in the same block, or in a block that
+//!    dominates the user (for unreachable blocks, only same-block definitions count).
+
+use std::fmt;
+
+use crate::function::{Block, Function, Inst, Terminator, Value};
+
+/// One broken invariant.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct Violation {
+    pub block: Option<Block>,
+    pub message: String,
+}
+
+/// Every violation found in a function.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct VerifyError {
+    pub violations: Vec<Violation>,
+}
+
+impl fmt::Display for VerifyError {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        writeln!(f, "IR verification failed:")?;
+        for v in &self.violations {
+            match v.block {
+                Some(b) => writeln!(f, "  {b}: {}", v.message)?,
+                None => writeln!(f, "  {}", v.message)?,
+            }
+        }
+        Ok(())
+    }
+}
+
+impl std::error::Error for VerifyError {}
+
+/// Immediate dominators of the reachable blocks (`None` for the entry and unreachable blocks),
+/// and the reverse postorder they were computed over.
+pub fn dominators(f: &Function) -> (Vec<Option<Block>>, Vec<Block>) {
+    let rpo = f.reverse_postorder();
+    let mut order = vec![usize::MAX; f.blocks.len()];
+    for (i, b) in rpo.iter().enumerate() {
+        order[b.index()] = i;
+    }
+    let mut preds: Vec<Vec<Block>> = vec![Vec::new(); f.blocks.len()];
+    for &b in &rpo {
+        for t in f.block(b).term.targets() {
+            if t.block.index() < preds.len() {
+                preds[t.block.index()].push(b);
+            }
+        }
+    }
+    // The graph is acyclic, so one pass in reverse postorder is a fixed point.
+    let mut idom: Vec<Option<Block>> = vec![None; f.blocks.len()];
+    for &b in rpo.iter().skip(1) {
+        let mut new: Option<Block> = None;
+        for &p in &preds[b.index()] {
+            if order[p.index()] >= order[b.index()] {
+                continue; // a back edge: reported by the cycle check
+            }
+            new = Some(match new {
+                None => p,
+                Some(mut a) => {
+                    let mut c = p;
+                    while a != c {
+                        while order[a.index()] > order[c.index()] {
+                            a = idom[a.index()].unwrap_or(Function::ENTRY);
+                        }
+                        while order[c.index()] > order[a.index()] {
+                            c = idom[c.index()].unwrap_or(Function::ENTRY);
+                        }
+                    }
+                    a
+                }
+            });
+        }
+        idom[b.index()] = new;
+    }
+    (idom, rpo)
+}
+
+fn has_cycle(f: &Function) -> bool {
+    // Kahn's algorithm over all blocks.
+    let n = f.blocks.len();
+    let mut indegree = vec![0usize; n];
+    for b in &f.blocks {
+        for t in b.term.targets() {
+            if t.block.index() < n {
+                indegree[t.block.index()] += 1;
+            }
+        }
+    }
+    let mut ready: Vec<usize> = (0..n).filter(|&i| indegree[i] == 0).collect();
+    let mut seen = 0;
+    while let Some(i) = ready.pop() {
+        seen += 1;
+        for t in f.blocks[i].term.targets() {
+            let j = t.block.index();
+            if j < n {
+                indegree[j] -= 1;
+                if indegree[j] == 0 {
+                    ready.push(j);
+                }
+            }
+        }
+    }
+    seen != n
+}
+
+/// Checks the invariants listed in the module documentation.
+pub fn verify(f: &Function) -> Result<(), VerifyError> {
+    let mut violations = Vec::new();
+    let mut fail =
+        |block: Option<Block>, message: String| violations.push(Violation { block, message });
+    if f.blocks.is_empty() {
+        fail(None, "function has no entry block".into());
+        return Err(VerifyError { violations });
+    }
+    let nblocks = f.blocks.len();
+    // Definitions: where each value is defined (block, position; params at position 0).
+    let mut def: Vec<Option<(Block, usize)>> = vec![None; f.values.len()];
+    for (bi, data) in f.blocks.iter().enumerate() {
+        let b = Block(bi as u32);
+        for &p in &data.params {
+            if p.index() >= f.values.len() {
+                fail(Some(b), format!("parameter {p} does not exist"));
+                continue;
+            }
+            if f.values[p.index()] != Inst::Param(b) {
+                fail(
+                    Some(b),
+                    format!("parameter {p} is not defined as a parameter of {b}"),
+                );
+            }
+            if def[p.index()].replace((b, 0)).is_some() {
+                fail(Some(b), format!("{p} is defined twice"));
+            }
+        }
+        for (i, &v) in data.insts.iter().enumerate() {
+            if v.index() >= f.values.len() {
+                fail(Some(b), format!("instruction {v} does not exist"));
+                continue;
+            }
+            if matches!(f.values[v.index()], Inst::Param(_)) {
+                fail(
+                    Some(b),
+                    format!("{v} is a parameter listed as an instruction"),
+                );
+            }
+            if def[v.index()].replace((b, i + 1)).is_some() {
+                fail(Some(b), format!("{v} is defined twice"));
+            }
+        }
+        match &data.term {
+            Terminator::Unset => fail(Some(b), "block has no terminator".into()),
+            term => {
+                if let Terminator::Switch { cases, .. } = term {
+                    let mut keys: Vec<u32> = cases.iter().map(|(k, _)| *k).collect();
+                    keys.sort_unstable();
+                    if let Some(w) = keys.windows(2).find(|w| w[0] == w[1]) {
+                        fail(Some(b), format!("switch lists key {} twice", w[0]));
+                    }
+                }
+                for t in term.targets() {
+                    if t.block.index() >= nblocks {
+                        fail(Some(b), format!("jump to missing {}", t.block));
+                    } else if t.args.len() != f.block(t.block).params.len() {
+                        fail(
+                            Some(b),
+                            format!(
+                                "{} takes {} arguments, edge passes {}",
+                                t.block,
+                                f.block(t.block).params.len(),
+                                t.args.len()
+                            ),
+                        );
+                    }
+                }
+            }
+        }
+    }
+    if has_cycle(f) {
+        fail(None, "the control-flow graph has a cycle".into());
+        return Err(VerifyError { violations });
+    }
+    let (idom, _) = dominators(f);
+    let reachable: Vec<bool> = {
+        let mut r = vec![false; nblocks];
+        for b in f.reverse_postorder() {
+            r[b.index()] = true;
+        }
+        r
+    };
+    let dominates = |a: Block, mut b: Block| -> bool {
+        loop {
+            if a == b {
+                return true;
+            }
+            match idom[b.index()] {
+                Some(d) => b = d,
+                None => return false,
+            }
+        }
+    };
+    let mut check_use = |user: Block, pos: usize, v: Value, what: &str| {
+        let ok = match def.get(v.index()).copied().flatten() {
+            None => false,
+            Some((db, dpos)) if db == user => dpos < pos,
+            Some((db, _)) => reachable[user.index()] && dominates(db, user),
+        };
+        if !ok {
+            fail(
+                Some(user),
+                format!("{what} uses {v}, which does not dominate it"),
+            );
+        }
+    };
+    for (bi, data) in f.blocks.iter().enumerate() {
+        let b = Block(bi as u32);
+        for (i, &v) in data.insts.iter().enumerate() {
+            if let Some(inst) = f.values.get(v.index()) {
+                for op in inst.operands() {
+                    check_use(b, i + 1, op, &format!("{v}"));
+                }
+            }
+        }
+        for op in data.term.operands() {
+            check_use(b, data.insts.len() + 1, op, "the terminator");
+        }
+    }
+    if violations.is_empty() {
+        Ok(())
+    } else {
+        Err(VerifyError { violations })
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::parse_function;
+
+    #[test]
+    fn accepts_well_formed() {
+        let f = parse_function(
+            "block0:\n v0 = load.b [0]\n br eq v0, v0, block1(v0), block2\nblock1(v1):\n ret 1\nblock2:\n ret 0\n",
+        )
+        .unwrap();
+        verify(&f).unwrap();
+    }
+
+    #[test]
+    fn reports_every_violation() {
+        // block1 uses v1 defined in block2, which does not dominate it; block2 passes a wrong
+        // argument count; block3 has no terminator.
+        let f = parse_function(
+            "block0:\n v0 = const 1\n br eq v0, v0, block1, block2\nblock1:\n v2 = add v1, v0\n ret 1\nblock2:\n v1 = const 2\n jump block3(v1)\nblock3:\n",
+        )
+        .unwrap();
+        let e = verify(&f).unwrap_err();
+        assert_eq!(e.violations.len(), 3, "{e}");
+    }
+
+    #[test]
+    fn rejects_cycles() {
+        let f = parse_function("block0:\n jump block1\nblock1:\n jump block0\n").unwrap();
+        assert!(verify(&f).is_err());
+    }
+}

@@ -1,0 +1,155 @@
+//! The one module that touches machine code: it asks Cranelift to compile and map the two
+//! functions, turns their addresses into function pointers, calls them, and frees the code.
+//!
+//! Why calling is sound rests on the translation ([`crate::translate`]): the generated code reads
+//! only the packet below `caplen` (every load is checked or covered by an earlier check that holds
+//! on every path to it), the batch's descriptors and output (below `count`), and the hash tables
+//! this struct owns; it writes only `out[0..count]`; it has no loops but the batch loop (the
+//! bytecode's edges all go forward) and no calls.
+
+#![allow(unsafe_code)]
+
+use std::sync::{Mutex, OnceLock};
+
+use cranelift_codegen::ir::{types, AbiParam, UserFuncName};
+use cranelift_codegen::isa::OwnedTargetIsa;
+use cranelift_codegen::settings::{self, Configurable};
+use cranelift_frontend::{FunctionBuilder, FunctionBuilderContext};
+use cranelift_jit::{JITBuilder, JITModule};
+use cranelift_module::{default_libcall_names, Linkage, Module};
+
+use crate::translate::{translate, Plan, Shape};
+use crate::{JitError, PacketRef};
+
+type SingleFn = unsafe extern "C" fn(*const u8, u64, u32) -> u32;
+type BatchFn = unsafe extern "C" fn(*const PacketRef<'static>, u64, *mut u32);
+
+/// The host's instruction set, configured once per process.
+pub(crate) fn host_isa() -> Result<OwnedTargetIsa, JitError> {
+    static ISA: OnceLock<Result<OwnedTargetIsa, String>> = OnceLock::new();
+    ISA.get_or_init(|| {
+        if !cfg!(any(target_arch = "x86_64", target_arch = "aarch64")) {
+            return Err("only x86-64 and aarch64 are supported".to_string());
+        }
+        let mut flags = settings::builder();
+        let set = |flags: &mut settings::Builder, k: &str, v: &str| {
+            flags.set(k, v).map_err(|e| format!("{k}={v}: {e}"))
+        };
+        set(&mut flags, "opt_level", "speed")?;
+        set(&mut flags, "is_pic", "false")?;
+        set(&mut flags, "use_colocated_libcalls", "false")?;
+        let verify = if cfg!(debug_assertions) { "true" } else { "false" };
+        set(&mut flags, "enable_verifier", verify)?;
+        let isa = cranelift_native::builder().map_err(|e| e.to_string())?;
+        isa.finish(settings::Flags::new(flags))
+            .map_err(|e| e.to_string())
+    })
+    .clone()
+    .map_err(JitError::Unsupported)
+}
+
+/// Compiled code for one filter: both entry points, the memory they live in, and the tables
+/// they read.
+pub(crate) struct Code {
+    single: SingleFn,
+    batch: BatchFn,
+    /// Only taken out in `Drop`; the mutex makes the module (which is `Send`) shareable.
+    module: Mutex<Option<JITModule>>,
+    /// Read by the code through addresses embedded in it: must outlive `module`'s code, which
+    /// `Drop` frees first.
+    _tables: Vec<Box<[u32]>>,
+}
+
+impl Code {
+    pub(crate) fn compile(plan: &Plan<'_>) -> Result<Code, JitError> {
+        let isa = host_isa()?;
+        let mut module = JITModule::new(JITBuilder::with_isa(isa, default_libcall_names()));
+        let mut ctx = module.make_context();
+        let mut fctx = FunctionBuilderContext::new();
+        let mut tables = Vec::new();
+        let mut ids = Vec::new();
+        for shape in [Shape::Single, Shape::Batch] {
+            let mut sig = module.make_signature();
+            match shape {
+                Shape::Single => {
+                    sig.params.push(AbiParam::new(types::I64));
+                    sig.params.push(AbiParam::new(types::I64));
+                    sig.params.push(AbiParam::new(types::I32));
+                    sig.returns.push(AbiParam::new(types::I32));
+                }
+                Shape::Batch => {
+                    sig.params.push(AbiParam::new(types::I64));
+                    sig.params.push(AbiParam::new(types::I64));
+                    sig.params.push(AbiParam::new(types::I64));
+                }
+            }
+            let name = match shape {
+                Shape::Single => "filter",
+                Shape::Batch => "batch",
+            };
+            let id = module
+                .declare_function(name, Linkage::Local, &sig)
+                .map_err(|e| JitError::Codegen(e.to_string()))?;
+            ctx.func.signature = sig;
+            ctx.func.name = UserFuncName::user(0, id.as_u32());
+            let mut b = FunctionBuilder::new(&mut ctx.func, &mut fctx);
+            translate(&mut b, plan, shape, &mut tables);
+            b.finalize(module.target_config());
+            module
+                .define_function(id, &mut ctx)
+                .map_err(|e| JitError::Codegen(format!("{e:?}")))?;
+            module.clear_context(&mut ctx);
+            ids.push(id);
+        }
+        module
+            .finalize_definitions()
+            .map_err(|e| JitError::Codegen(e.to_string()))?;
+        let single = module.get_finalized_function(ids[0]);
+        let batch = module.get_finalized_function(ids[1]);
+        // SAFETY: both addresses are functions Cranelift just compiled and mapped executable,
+        // with exactly these signatures in the host's default calling convention (the C one on
+        // every supported target); they stay mapped until `Drop` frees the module.
+        let (single, batch) = unsafe {
+            (
+                std::mem::transmute::<*const u8, SingleFn>(single),
+                std::mem::transmute::<*const u8, BatchFn>(batch),
+            )
+        };
+        Ok(Code {
+            single,
+            batch,
+            module: Mutex::new(Some(module)),
+            _tables: tables,
+        })
+    }
+
+    pub(crate) fn run(&self, packet: &[u8], wire_len: u32) -> u32 {
+        // SAFETY: the code reads only `packet[..packet.len()]` and the tables `self` owns (see the
+        // module docs), and `self` keeps the code mapped for the duration of the call.
+        unsafe { (self.single)(packet.as_ptr(), packet.len() as u64, wire_len) }
+    }
+
+    /// Runs the filter on `packets[i]` and stores the result in `out[i]`, for every `i` below
+    /// the shorter length.
+    pub(crate) fn run_refs(&self, packets: &[PacketRef<'_>], out: &mut [u32]) {
+        let n = packets.len().min(out.len());
+        // SAFETY: the code reads `packets[..n]` (each a valid `PacketRef`: pointer and length of
+        // a live borrowed slice) and, through each, only that packet's captured bytes; it writes
+        // `out[..n]`. The lifetime is erased only for the call's duration.
+        unsafe { (self.batch)(packets.as_ptr().cast(), n as u64, out.as_mut_ptr()) }
+    }
+}
+
+impl Drop for Code {
+    fn drop(&mut self) {
+        let module = match self.module.get_mut() {
+            Ok(m) => m.take(),
+            Err(poisoned) => poisoned.into_inner().take(),
+        };
+        if let Some(module) = module {
+            // SAFETY: `drop` has `&mut self`, so no call into the code is running or can start;
+            // the function pointers die with `self`.
+            unsafe { module.free_memory() };
+        }
+    }
+}

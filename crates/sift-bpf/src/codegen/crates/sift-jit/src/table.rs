@@ -1,0 +1,179 @@
+//! Lookup tables (`switch`) to native code, by size (BPF+ section 7.2.1).
+//!
+//! * Up to [`crate::Options::hash_min_keys`] keys, and any table whose keys are dense: Cranelift's
+//!   `Switch`, which splits the keys into contiguous ranges, tests up to three ranges with a
+//!   compare chain, bisects more with a tree of compares, and turns each long contiguous range
+//!   into a jump table.
+//! * Larger sparse tables (host sets): a collision-free hash chosen at compile time ("hash and
+//!   displace"): a first multiplicative hash picks a bucket, whose displacement is XORed into a
+//!   second multiplicative hash to give a slot; the multipliers and displacements are searched
+//!   until every key has a slot of its own. A lookup is two multiplications, two loads and one
+//!   compare, whatever the table's size; the slot's stored key confirms the match.
+//!
+//! Empty slots hold a key of the table that hashes elsewhere, so no probe of an empty slot can
+//! ever match.
+
+/// A collision-free hash for one table's keys.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub(crate) struct PerfectHash {
+    pub bucket_multiplier: u32,
+    pub bucket_bits: u32,
+    pub slot_multiplier: u32,
+    pub slot_bits: u32,
+    /// Per bucket: XORed into the slot hash (below `1 << slot_bits`).
+    pub displacement: Vec<u32>,
+    /// Per slot: the key stored there.
+    pub keys: Vec<u32>,
+    /// Per slot: index of the table entry whose key is stored there.
+    pub entry: Vec<u32>,
+}
+
+fn multiplicative(x: u32, multiplier: u32, bits: u32) -> u32 {
+    x.wrapping_mul(multiplier) >> (32 - bits)
+}
+
+fn ceil_log2(n: usize) -> u32 {
+    usize::BITS - n.saturating_sub(1).leading_zeros()
+}
+
+impl PerfectHash {
+    #[cfg(test)]
+    fn bucket(&self, key: u32) -> u32 {
+        multiplicative(key, self.bucket_multiplier, self.bucket_bits)
+    }
+
+    #[cfg(test)]
+    fn slot(&self, key: u32) -> u32 {
+        let d = self.displacement[self.bucket(key) as usize];
+        multiplicative(key, self.slot_multiplier, self.slot_bits) ^ d
+    }
+
+    /// The entry index for `key`, as the generated code computes it.
+    #[cfg(test)]
+    pub(crate) fn lookup(&self, key: u32) -> Option<u32> {
+        let s = self.slot(key) as usize;
+        (self.keys[s] == key).then_some(self.entry[s])
+    }
+
+    /// Searches a hash for `keys` (distinct; at least one). Deterministic; `None` if no
+    /// multipliers in the search budget work (never observed for random or structured sets).
+    pub(crate) fn build(keys: &[u32]) -> Option<PerfectHash> {
+        let n = keys.len();
+        if n == 0 || n > 1 << 24 {
+            return None;
+        }
+        let log = ceil_log2(n);
+        // Load factor at most 1/2; about two keys per bucket.
+        let slot_bits = (log + 1).clamp(1, 31);
+        let bucket_bits = log.saturating_sub(1).clamp(1, 31);
+        let mut state = 0x9e37_79b9_7f4a_7c15u64;
+        let mut next_odd = || {
+            // SplitMix64 step: a fixed sequence of candidate multipliers.
+            state = state.wrapping_add(0x9e37_79b9_7f4a_7c15);
+            let mut z = state;
+            z = (z ^ (z >> 30)).wrapping_mul(0xbf58_476d_1ce4_e5b9);
+            z = (z ^ (z >> 27)).wrapping_mul(0x94d0_49bb_1331_11eb);
+            ((z ^ (z >> 31)) as u32) | 1
+        };
+        for _attempt in 0..64 {
+            let (bm, sm) = (next_odd(), next_odd());
+            if let Some(h) = Self::try_build(keys, bm, bucket_bits, sm, slot_bits) {
+                return Some(h);
+            }
+        }
+        None
+    }
+
+    fn try_build(
+        keys: &[u32],
+        bucket_multiplier: u32,
+        bucket_bits: u32,
+        slot_multiplier: u32,
+        slot_bits: u32,
+    ) -> Option<PerfectHash> {
+        let slots = 1usize << slot_bits;
+        let mut buckets: Vec<Vec<u32>> = vec![Vec::new(); 1 << bucket_bits];
+        for (i, &k) in keys.iter().enumerate() {
+            buckets[multiplicative(k, bucket_multiplier, bucket_bits) as usize].push(i as u32);
+        }
+        let mut order: Vec<usize> = (0..buckets.len()).collect();
+        order.sort_by_key(|&b| std::cmp::Reverse(buckets[b].len()));
+        let mut taken = vec![false; slots];
+        let mut displacement = vec![0u32; buckets.len()];
+        let mut keys_at = vec![keys[0]; slots];
+        let mut entry = vec![0u32; slots];
+        let mut hashes = Vec::new();
+        for b in order {
+            if buckets[b].is_empty() {
+                break;
+            }
+            hashes.clear();
+            hashes.extend(
+                buckets[b]
+                    .iter()
+                    .map(|&i| multiplicative(keys[i as usize], slot_multiplier, slot_bits)),
+            );
+            let mut sorted = hashes.clone();
+            sorted.sort_unstable();
+            if sorted.windows(2).any(|w| w[0] == w[1]) {
+                return None; // no displacement can separate these keys
+            }
+            let d = (0..slots as u32).find(|&d| hashes.iter().all(|&h| !taken[(h ^ d) as usize]))?;
+            displacement[b] = d;
+            for (&i, &h) in buckets[b].iter().zip(&hashes) {
+                let s = (h ^ d) as usize;
+                taken[s] = true;
+                keys_at[s] = keys[i as usize];
+                entry[s] = i;
+            }
+        }
+        Some(PerfectHash {
+            bucket_multiplier,
+            bucket_bits,
+            slot_multiplier,
+            slot_bits,
+            displacement,
+            keys: keys_at,
+            entry,
+        })
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn check(keys: &[u32]) {
+        let h = PerfectHash::build(keys).expect("a hash exists");
+        for (i, &k) in keys.iter().enumerate() {
+            assert_eq!(h.lookup(k), Some(i as u32), "key {k}");
+        }
+        // Keys outside the set never match, including the filler key's neighbours.
+        let set: std::collections::HashSet<u32> = keys.iter().copied().collect();
+        for probe in (0..5000u32).map(|x| x.wrapping_mul(2_654_435_761)).chain(0..300) {
+            if !set.contains(&probe) {
+                assert_eq!(h.lookup(probe), None, "probe {probe}");
+            }
+        }
+    }
+
+    #[test]
+    fn host_sets_get_collision_free_hashes() {
+        for n in [1, 2, 3, 10, 100, 1000, 5000] {
+            let keys: Vec<u32> = (0..n).map(|i| 0x0a00_0000 + i * 3 + 1).collect();
+            check(&keys);
+        }
+        let random: Vec<u32> = (0..2000u32)
+            .map(|i| i.wrapping_mul(0x9e37_79b9).rotate_left(7))
+            .collect::<std::collections::BTreeSet<_>>()
+            .into_iter()
+            .collect();
+        check(&random);
+    }
+
+    #[test]
+    fn extreme_keys() {
+        check(&[0, 1, u32::MAX - 1, u32::MAX]);
+        check(&(0..64).map(|i| 1u32 << (i % 32) ^ (i / 32)).collect::<Vec<_>>()[..33]);
+    }
+}

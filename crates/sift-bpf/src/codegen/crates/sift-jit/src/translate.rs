@@ -1,0 +1,643 @@
+//! Bytecode to Cranelift IR.
+//!
+//! The sixteen registers and the scratch words become Cranelift variables (the SSA builder
+//! turns them into values and block parameters; scratch memory never touches memory, and the
+//! verifier's "written before read on every path" rule means no variable is read undefined).
+//! Every bytecode block becomes a Cranelift block; constants become immediates.
+//!
+//! The function is emitted in one of two shapes ([`Shape`]): `filter(packet, caplen, wire_len)
+//! -> u32`, or a batch loop `batch(packets, count, out)` whose body is the same code with every
+//! `ret` storing into `out[i]` and continuing with the next packet, so a batch pays no call per
+//! packet.
+//!
+//! The only memory the code reads is the packet, below `caplen` (every load is preceded by a
+//! check, or covered by an earlier one: [`crate::bounds`]), the packet descriptors of a batch,
+//! and the hash tables of large `switch`es (indices masked by construction: [`crate::table`]).
+
+use std::collections::HashMap;
+
+use cranelift_codegen::ir::condcodes::IntCC;
+use cranelift_codegen::ir::{types, Block, InstBuilder, MemFlagsData as MemFlags, Value};
+use cranelift_frontend::{FunctionBuilder, Switch, Variable};
+use sift_bytecode::{AluOp, Cond, Insn, Operand, Program, Reg, Width};
+
+use crate::bounds::{Bounds, Guard};
+use crate::coalesce::{pair_at, Pair};
+use crate::flow::{Flow, MULTI};
+use crate::table::PerfectHash;
+use crate::Options;
+
+/// Size of [`crate::PacketRef`] and the offsets of its fields (checked by a test in lib.rs).
+pub(crate) const PACKET_REF_SIZE: i64 = 24;
+pub(crate) const PACKET_REF_LEN: i32 = 8;
+pub(crate) const PACKET_REF_WIRE_LEN: i32 = 16;
+
+/// Which function is being emitted.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub(crate) enum Shape {
+    /// `(packet: ptr, caplen: i64, wire_len: i32) -> i32`.
+    Single,
+    /// `(packets: *const PacketRef, count: i64, out: *mut u32)`.
+    Batch,
+}
+
+/// Everything the analyses decided, shared by both shapes.
+pub(crate) struct Plan<'p> {
+    pub program: &'p Program,
+    pub flow: Flow,
+    pub bounds: Bounds,
+    pub pairs: Vec<Option<Pair>>,
+    pub options: Options,
+}
+
+impl<'p> Plan<'p> {
+    pub(crate) fn new(program: &'p Program, options: &Options) -> Plan<'p> {
+        let flow = Flow::new(program);
+        let bounds = Bounds::new(program, &flow, options.aggregate_bounds);
+        let mut flow = flow;
+        if !options.native_byte_order {
+            flow.native_order.iter_mut().for_each(|w| *w = None);
+        }
+        let pairs = (0..program.code.len())
+            .map(|i| {
+                (options.coalesce && options.native_byte_order)
+                    .then(|| pair_at(program, &flow, &bounds, i))
+                    .flatten()
+            })
+            .collect();
+        Plan {
+            program,
+            flow,
+            bounds,
+            pairs,
+            options: options.clone(),
+        }
+    }
+}
+
+/// The per-packet inputs as SSA values, and where results go.
+struct Packet {
+    data: Value,
+    caplen: Value,
+    wire_len: Value,
+    /// Batch: the block taking the result as its parameter.
+    finish: Option<Block>,
+}
+
+/// Memory flags for the packet: never traps (checked), never written during a run.
+fn packet_flags() -> MemFlags {
+    MemFlags::new().with_notrap().with_readonly()
+}
+
+/// The integer that native-order loads of `c`'s big-endian bytes produce.
+pub(crate) fn native_constant(c: u32, width: Width) -> u32 {
+    match width {
+        Width::Byte => c,
+        Width::Half => u32::from(u16::from_ne_bytes((c as u16).to_be_bytes())),
+        Width::Word => u32::from_ne_bytes(c.to_be_bytes()),
+    }
+}
+
+fn width_mask(width: Width) -> u32 {
+    match width {
+        Width::Byte => 0xff,
+        Width::Half => 0xffff,
+        Width::Word => u32::MAX,
+    }
+}
+
+fn int_cc(cond: Cond) -> IntCC {
+    match cond {
+        Cond::Eq => IntCC::Equal,
+        Cond::Ne | Cond::Set => IntCC::NotEqual,
+        Cond::Gt => IntCC::UnsignedGreaterThan,
+        Cond::Ge => IntCC::UnsignedGreaterThanOrEqual,
+        Cond::Lt => IntCC::UnsignedLessThan,
+        Cond::Le => IntCC::UnsignedLessThanOrEqual,
+    }
+}
+
+struct Translator<'a, 'b, 'p> {
+    b: &'a mut FunctionBuilder<'b>,
+    plan: &'a Plan<'p>,
+    regs: [Variable; 16],
+    scratch: Vec<Variable>,
+    blocks: HashMap<u32, Block>,
+    reject: Option<Block>,
+    packet: Packet,
+    /// Hash tables the code reads; owned by the compiled filter.
+    data: &'a mut Vec<Box<[u32]>>,
+}
+
+/// Emits the body of `shape` into `b` (whose entry block is current and has the signature's
+/// parameters). Hash tables the code refers to are appended to `data`.
+pub(crate) fn translate(
+    b: &mut FunctionBuilder<'_>,
+    plan: &Plan<'_>,
+    shape: Shape,
+    data: &mut Vec<Box<[u32]>>,
+) {
+    let entry = b.create_block();
+    b.append_block_params_for_function_params(entry);
+    b.switch_to_block(entry);
+    let params = b.block_params(entry).to_vec();
+    let regs = std::array::from_fn(|_| b.declare_var(types::I32));
+    let scratch = (0..plan.program.scratch_words)
+        .map(|_| b.declare_var(types::I32))
+        .collect();
+    let (packet, after_body) = match shape {
+        Shape::Single => (
+            Packet {
+                data: params[0],
+                caplen: params[1],
+                wire_len: params[2],
+                finish: None,
+            },
+            None,
+        ),
+        Shape::Batch => {
+            let (refs, count, out) = (params[0], params[1], params[2]);
+            let header = b.create_block();
+            let body = b.create_block();
+            let finish = b.create_block();
+            let done = b.create_block();
+            let index = b.append_block_param(header, types::I64);
+            let zero = b.ins().iconst(types::I64, 0);
+            b.ins().jump(header, &[zero.into()]);
+            b.switch_to_block(header);
+            let more = b.ins().icmp(IntCC::UnsignedLessThan, index, count);
+            b.ins().brif(more, body, &[], done, &[]);
+            b.switch_to_block(done);
+            b.ins().return_(&[]);
+            // finish(result): out[index] = result; continue with index + 1.
+            let result = b.append_block_param(finish, types::I32);
+            b.switch_to_block(finish);
+            let at = b.ins().ishl_imm_u(index, 2);
+            let slot = b.ins().iadd(out, at);
+            b.ins().store(MemFlags::trusted(), result, slot, 0);
+            let next = b.ins().iadd_imm_u(index, 1);
+            b.ins().jump(header, &[next.into()]);
+            b.switch_to_block(body);
+            let at = b.ins().imul_imm_u(index, PACKET_REF_SIZE);
+            let desc = b.ins().iadd(refs, at);
+            let flags = MemFlags::trusted().with_readonly();
+            let data = b.ins().load(types::I64, flags, desc, 0);
+            let caplen = b.ins().load(types::I64, flags, desc, PACKET_REF_LEN);
+            let wire_len = b.ins().load(types::I32, flags, desc, PACKET_REF_WIRE_LEN);
+            (
+                Packet {
+                    data,
+                    caplen,
+                    wire_len,
+                    finish: Some(finish),
+                },
+                Some(()),
+            )
+        }
+    };
+    let _ = after_body;
+    let mut t = Translator {
+        b,
+        plan,
+        regs,
+        scratch,
+        blocks: HashMap::new(),
+        reject: None,
+        packet,
+        data,
+    };
+    t.body();
+    t.b.seal_all_blocks();
+}
+
+impl Translator<'_, '_, '_> {
+    fn block(&mut self, target: u32) -> Block {
+        let b = &mut *self.b;
+        *self.blocks.entry(target).or_insert_with(|| b.create_block())
+    }
+
+    /// Ends the current block with "the result is `value`".
+    fn exit(&mut self, value: Value) {
+        match self.packet.finish {
+            None => {
+                self.b.ins().return_(&[value]);
+            }
+            Some(finish) => {
+                self.b.ins().jump(finish, &[value.into()]);
+            }
+        }
+    }
+
+    fn reject_block(&mut self) -> Block {
+        if let Some(r) = self.reject {
+            return r;
+        }
+        let current = self.b.current_block();
+        let r = self.b.create_block();
+        self.b.switch_to_block(r);
+        let zero = self.b.ins().iconst(types::I32, 0);
+        self.exit(zero);
+        if let Some(c) = current {
+            self.b.switch_to_block(c);
+        }
+        self.reject = Some(r);
+        r
+    }
+
+    /// Continues in a fresh block when `fails` is true... no: leaves for the reject block when
+    /// `fails` is nonzero and continues in a fresh block otherwise.
+    fn reject_if(&mut self, fails: Value) {
+        let reject = self.reject_block();
+        let cont = self.b.create_block();
+        self.b.ins().brif(fails, reject, &[], cont, &[]);
+        self.b.switch_to_block(cont);
+    }
+
+    fn var(&self, r: Reg) -> Variable {
+        self.regs[r.index() & 15]
+    }
+
+    fn body(&mut self) {
+        let p = self.plan.program;
+        let first = self.block(0);
+        self.b.ins().jump(first, &[]);
+        let mut open = false; // the current block still needs a terminator
+        let mut skip_next = false;
+        for i in 0..p.code.len() {
+            if self.plan.flow.block_start[i] {
+                if open {
+                    let next = self.block(i as u32);
+                    self.b.ins().jump(next, &[]);
+                }
+                open = self.plan.bounds.live[i];
+                if open {
+                    let here = self.block(i as u32);
+                    self.b.switch_to_block(here);
+                }
+                skip_next = false;
+            }
+            if !open || !self.plan.bounds.live[i] {
+                open = false;
+                continue;
+            }
+            if std::mem::take(&mut skip_next) {
+                continue;
+            }
+            if let Some(pair) = self.plan.pairs[i] {
+                self.wide_compare(i, &pair);
+                open = false;
+                continue;
+            }
+            open = self.insn(i);
+        }
+        debug_assert!(!open, "verified programs end in ret");
+    }
+
+    /// Emits instruction `i`; returns whether the block continues after it.
+    fn insn(&mut self, i: usize) -> bool {
+        let plan = self.plan;
+        match plan.program.code[i] {
+            Insn::Mov { dst, src } => {
+                let v = self.operand(src);
+                self.b.def_var(self.var(dst), v);
+            }
+            Insn::WireLen { dst } => {
+                let v = self.packet.wire_len;
+                self.b.def_var(self.var(dst), v);
+            }
+            Insn::Neg { dst, src } => {
+                let v = self.b.use_var(self.var(src));
+                let v = self.b.ins().ineg(v);
+                self.b.def_var(self.var(dst), v);
+            }
+            Insn::LoadScratch { dst, slot } => {
+                let v = self.b.use_var(self.scratch[usize::from(slot)]);
+                self.b.def_var(self.var(dst), v);
+            }
+            Insn::StoreScratch { slot, src } => {
+                let v = self.b.use_var(self.var(src));
+                self.b.def_var(self.scratch[usize::from(slot)], v);
+            }
+            Insn::Load {
+                width,
+                dst,
+                base,
+                offset,
+            } => return self.load(i, width, dst, base, offset),
+            Insn::Alu { op, dst, lhs, rhs } => return self.alu(i, op, dst, lhs, rhs),
+            Insn::Jump { target } => {
+                let t = self.block(target);
+                self.b.ins().jump(t, &[]);
+                return false;
+            }
+            Insn::Branch {
+                cond,
+                lhs,
+                rhs,
+                then_,
+                else_,
+            } => {
+                self.branch(i, cond, lhs, rhs, then_, else_);
+                return false;
+            }
+            Insn::Switch {
+                key,
+                table,
+                default,
+            } => {
+                self.switch(key, table, default);
+                return false;
+            }
+            Insn::Return { value } => {
+                let v = self.operand(value);
+                self.exit(v);
+                return false;
+            }
+        }
+        true
+    }
+
+    fn operand(&mut self, o: Operand) -> Value {
+        match o {
+            Operand::Reg(r) => self.b.use_var(self.var(r)),
+            Operand::Imm(k) => self.b.ins().iconst(types::I32, i64::from(k)),
+        }
+    }
+
+    /// Emits the guard of a load and returns the address to load from with its displacement.
+    /// `None`: the guard rejects unconditionally (the block ends).
+    fn guarded_address(&mut self, i: usize, base: Option<Reg>, offset: u32) -> Option<Value> {
+        let (data, caplen) = (self.packet.data, self.packet.caplen);
+        let base64 = base.map(|r| {
+            let v = self.b.use_var(self.var(r));
+            self.b.ins().uextend(types::I64, v)
+        });
+        match self.plan.bounds.guard[i] {
+            Guard::Covered => {}
+            Guard::Reject => {
+                let zero = self.b.ins().iconst(types::I32, 0);
+                self.exit(zero);
+                return None;
+            }
+            Guard::Check(n) => {
+                // n <= 2^32 + 4: fits an i64 immediate.
+                let fails = match base64 {
+                    None => self
+                        .b
+                        .ins()
+                        .icmp_imm_u(IntCC::UnsignedLessThan, caplen, n as i64),
+                    Some(b64) => {
+                        let end = self.b.ins().iadd_imm_u(b64, n as i64);
+                        self.b.ins().icmp(IntCC::UnsignedGreaterThan, end, caplen)
+                    }
+                };
+                self.reject_if(fails);
+            }
+        }
+        let address = match base64 {
+            None => data,
+            Some(b64) => self.b.ins().iadd(data, b64),
+        };
+        Some(self.b.ins().iadd_imm_u(address, i64::from(offset)))
+    }
+
+    fn load(&mut self, i: usize, width: Width, dst: Reg, base: Option<Reg>, offset: u32) -> bool {
+        let Some(address) = self.guarded_address(i, base, offset) else {
+            return false;
+        };
+        let ty = match width {
+            Width::Byte => types::I8,
+            Width::Half => types::I16,
+            Width::Word => types::I32,
+        };
+        let mut v = self.b.ins().load(ty, packet_flags(), address, 0);
+        let native = self.plan.flow.native_order[i].is_some();
+        if width != Width::Byte && !native && cfg!(target_endian = "little") {
+            v = self.b.ins().bswap(v);
+        }
+        if ty != types::I32 {
+            v = self.b.ins().uextend(types::I32, v);
+        }
+        self.b.def_var(self.var(dst), v);
+        true
+    }
+
+    fn wide_compare(&mut self, i: usize, pair: &Pair) {
+        // The guard of the first load covers both (checked when the pair was formed).
+        let Some(address) = self.guarded_address(i, None, pair.offset) else {
+            return;
+        };
+        let ty = match pair.width {
+            Width::Word => types::I64,
+            _ => types::I32,
+        };
+        let v = self.b.ins().load(ty, packet_flags(), address, 0);
+        let equal = self
+            .b
+            .ins()
+            .icmp_imm_u(IntCC::Equal, v, pair.constant as i64);
+        let (t, f) = (self.block(pair.equal), self.block(pair.unequal));
+        self.b.ins().brif(equal, t, &[], f, &[]);
+    }
+
+    /// The native byte order width of the definition instruction `i` reads in slot 0, if any.
+    fn native_operand(&self, i: usize) -> Option<Width> {
+        let d = self.plan.flow.use_defs[i][0];
+        (d < MULTI)
+            .then(|| self.plan.flow.native_order[d as usize])
+            .flatten()
+    }
+
+    fn alu(&mut self, i: usize, op: AluOp, dst: Reg, lhs: Reg, rhs: Operand) -> bool {
+        let a = self.b.use_var(self.var(lhs));
+        let v = match rhs {
+            Operand::Imm(k) => {
+                let k64 = i64::from(k);
+                match op {
+                    AluOp::Add => self.b.ins().iadd_imm_u(a, k64),
+                    AluOp::Sub => {
+                        let kv = self.b.ins().iconst(types::I32, k64);
+                        self.b.ins().isub(a, kv)
+                    }
+                    AluOp::Mul => self.b.ins().imul_imm_u(a, k64),
+                    AluOp::Div | AluOp::Mod if k == 0 => {
+                        let zero = self.b.ins().iconst(types::I32, 0);
+                        self.exit(zero);
+                        return false;
+                    }
+                    AluOp::Div => self.b.ins().udiv_imm_u(a, k64),
+                    AluOp::Mod => self.b.ins().urem_imm_u(a, k64),
+                    AluOp::And => {
+                        // A native-order source: mask with the native-order constant.
+                        let k = match self.native_operand(i) {
+                            Some(w) if self.plan.flow.native_order[i].is_some() => {
+                                native_constant(k & width_mask(w), w)
+                            }
+                            _ => k,
+                        };
+                        self.b.ins().band_imm_u(a, i64::from(k))
+                    }
+                    AluOp::Or => self.b.ins().bor_imm_u(a, k64),
+                    AluOp::Xor => self.b.ins().bxor_imm_u(a, k64),
+                    AluOp::Shl | AluOp::Shr if k >= 32 => self.b.ins().iconst(types::I32, 0),
+                    AluOp::Shl => self.b.ins().ishl_imm_u(a, k64),
+                    AluOp::Shr => self.b.ins().ushr_imm_u(a, k64),
+                }
+            }
+            Operand::Reg(r) => {
+                let b = self.b.use_var(self.var(r));
+                match op {
+                    AluOp::Add => self.b.ins().iadd(a, b),
+                    AluOp::Sub => self.b.ins().isub(a, b),
+                    AluOp::Mul => self.b.ins().imul(a, b),
+                    AluOp::Div | AluOp::Mod => {
+                        let zero = self.b.ins().icmp_imm_u(IntCC::Equal, b, 0);
+                        self.reject_if(zero);
+                        match op {
+                            AluOp::Div => self.b.ins().udiv(a, b),
+                            _ => self.b.ins().urem(a, b),
+                        }
+                    }
+                    AluOp::And => self.b.ins().band(a, b),
+                    AluOp::Or => self.b.ins().bor(a, b),
+                    AluOp::Xor => self.b.ins().bxor(a, b),
+                    AluOp::Shl | AluOp::Shr => {
+                        // Cranelift masks the shift amount; the bytecode gives 0 from 32 on.
+                        let shifted = match op {
+                            AluOp::Shl => self.b.ins().ishl(a, b),
+                            _ => self.b.ins().ushr(a, b),
+                        };
+                        let big = self.b.ins().icmp_imm_u(IntCC::UnsignedGreaterThanOrEqual, b, 32);
+                        let zero = self.b.ins().iconst(types::I32, 0);
+                        self.b.ins().select(big, zero, shifted)
+                    }
+                }
+            }
+        };
+        self.b.def_var(self.var(dst), v);
+        true
+    }
+
+    fn branch(&mut self, i: usize, cond: Cond, lhs: Reg, rhs: Operand, then_: u32, else_: u32) {
+        let (t, f) = (self.block(then_), self.block(else_));
+        if then_ == else_ {
+            self.b.ins().jump(t, &[]);
+            return;
+        }
+        let a = self.b.use_var(self.var(lhs));
+        let holds = match rhs {
+            Operand::Imm(k) => {
+                let mut k = k;
+                if let Some(w) = self.native_operand(i) {
+                    // Only eq, ne and set read native-order values (see `flow`).
+                    if cond != Cond::Set && k > width_mask(w) {
+                        // A value of this width never equals k.
+                        let target = if cond == Cond::Eq { f } else { t };
+                        self.b.ins().jump(target, &[]);
+                        return;
+                    }
+                    k = native_constant(k & width_mask(w), w);
+                }
+                match cond {
+                    Cond::Set => {
+                        let m = self.b.ins().band_imm_u(a, i64::from(k));
+                        self.b.ins().icmp_imm_u(IntCC::NotEqual, m, 0)
+                    }
+                    _ => self.b.ins().icmp_imm_u(int_cc(cond), a, i64::from(k)),
+                }
+            }
+            Operand::Reg(r) => {
+                let b = self.b.use_var(self.var(r));
+                match cond {
+                    Cond::Set => {
+                        let m = self.b.ins().band(a, b);
+                        self.b.ins().icmp_imm_u(IntCC::NotEqual, m, 0)
+                    }
+                    _ => self.b.ins().icmp(int_cc(cond), a, b),
+                }
+            }
+        };
+        self.b.ins().brif(holds, t, &[], f, &[]);
+    }
+
+    fn switch(&mut self, key: Reg, table: u32, default: u32) {
+        let entries = &self.plan.program.tables[table as usize].entries;
+        let key = self.b.use_var(self.var(key));
+        let default = self.block(default);
+        let dense = match (entries.first(), entries.last()) {
+            (Some(lo), Some(hi)) => u64::from(hi.0 - lo.0) < 2 * entries.len() as u64,
+            _ => true,
+        };
+        if entries.len() >= self.plan.options.hash_min_keys && !dense {
+            let keys: Vec<u32> = entries.iter().map(|e| e.0).collect();
+            if let Some(hash) = PerfectHash::build(&keys) {
+                let targets: Vec<u32> = entries.iter().map(|e| e.1).collect();
+                self.hashed_switch(key, &hash, &targets, default);
+                return;
+            }
+        }
+        let mut switch = Switch::new();
+        for &(k, target) in entries {
+            let block = self.block(target);
+            switch.set_entry(u128::from(k), block);
+        }
+        switch.emit(self.b, key, default);
+    }
+
+    /// A lookup in a collision-free hash table laid out as
+    /// `[displacements | slot keys | slot target numbers]`.
+    fn hashed_switch(&mut self, key: Value, hash: &PerfectHash, targets: &[u32], default: Block) {
+        let mut distinct: Vec<u32> = targets.to_vec();
+        distinct.sort_unstable();
+        distinct.dedup();
+        let mut table: Vec<u32> = hash.displacement.clone();
+        let keys_at = table.len();
+        table.extend(&hash.keys);
+        let targets_at = table.len();
+        if distinct.len() > 1 {
+            table.extend(hash.entry.iter().map(|&e| {
+                let t = targets[e as usize];
+                distinct.binary_search(&t).unwrap_or(0) as u32
+            }));
+        }
+        let table: Box<[u32]> = table.into_boxed_slice();
+        let base_address = table.as_ptr() as usize as i64;
+        self.data.push(table);
+
+        let flags = MemFlags::trusted().with_readonly();
+        let base = self.b.ins().iconst(types::I64, base_address);
+        let h1 = self.b.ins().imul_imm_u(key, i64::from(hash.bucket_multiplier));
+        let bucket = self.b.ins().ushr_imm_u(h1, i64::from(32 - hash.bucket_bits));
+        let bucket = self.b.ins().uextend(types::I64, bucket);
+        let at = self.b.ins().ishl_imm_u(bucket, 2);
+        let at = self.b.ins().iadd(base, at);
+        let displacement = self.b.ins().load(types::I32, flags, at, 0);
+        let h2 = self.b.ins().imul_imm_u(key, i64::from(hash.slot_multiplier));
+        let h2 = self.b.ins().ushr_imm_u(h2, i64::from(32 - hash.slot_bits));
+        // The displacement is below 1 << slot_bits, so the slot is too.
+        let slot = self.b.ins().bxor(h2, displacement);
+        let slot = self.b.ins().uextend(types::I64, slot);
+        let slot_at = self.b.ins().ishl_imm_u(slot, 2);
+        let slot_at = self.b.ins().iadd(base, slot_at);
+        let stored = self.b.ins().load(types::I32, flags, slot_at, (keys_at * 4) as i32);
+        let found = self.b.ins().icmp(IntCC::Equal, stored, key);
+        if distinct.len() == 1 {
+            let t = self.block(distinct[0]);
+            self.b.ins().brif(found, t, &[], default, &[]);
+            return;
+        }
+        let dispatch = self.b.create_block();
+        self.b.ins().brif(found, dispatch, &[], default, &[]);
+        self.b.switch_to_block(dispatch);
+        let number = self
+            .b
+            .ins()
+            .load(types::I32, flags, slot_at, (targets_at * 4) as i32);
+        let mut switch = Switch::new();
+        for (n, &t) in distinct.iter().enumerate() {
+            let block = self.block(t);
+            switch.set_entry(n as u128, block);
+        }
+        switch.emit(self.b, number, default);
+    }
+}

@@ -1,0 +1,341 @@
+//! The code generator's state: the function being built, the link layer in force and the offsets
+//! that `vlan`, `mpls`, `pppoes` and `geneve` move, and the primitive builders (loads and
+//! comparisons) that every protocol module uses.
+
+use sift_ir::{BinOp, Block, CmpOp, Function, Inst, LoadSize, Terminator, Value};
+use sift_syntax::ast::Span;
+
+use crate::cond::{Cond, Edge, Exit, UNPATCHED};
+use crate::linktype::Dlt;
+
+/// A code-generation failure; the caller attaches the span of the primitive being lowered.
+pub(crate) type GenResult<T> = Result<T, String>;
+
+/// Where an offset is measured from (libpcap's `e_offrel`).
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub(crate) enum OffRel {
+    /// The current link-layer header.
+    LinkHdr,
+    /// The 802.2 LLC header (the start of the link-layer payload).
+    Llc,
+    /// The last MPLS label before the network-layer header.
+    PrevMplsHdr,
+    /// The network-layer header, assuming Ethernet II / SNAP framing.
+    LinkPl,
+    /// The network-layer header, assuming 802.2 framing without SNAP.
+    LinkPlNoSnap,
+    /// The link-layer type field.
+    LinkType,
+    /// The transport header after an IPv4 header of variable length.
+    TranIpv4,
+    /// The transport header after a fixed 40-byte IPv6 header.
+    TranIpv6,
+}
+
+/// The part of an offset that only the packet knows: a value computed by the code of a `geneve`
+/// primitive (libpcap keeps it in a scratch register), which exists only on the paths through
+/// that code.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub(crate) struct RuntimeOffset {
+    pub value: Value,
+    /// The block defining `value`; a use is defined only where this block dominates it.
+    pub defined_in: Block,
+}
+
+/// An offset from the start of the packet: a constant, plus a run-time part after `geneve`
+/// (libpcap's `bpf_abs_offset`).
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub(crate) struct AbsOffset {
+    pub runtime: Option<RuntimeOffset>,
+    pub constant: u32,
+}
+
+impl AbsOffset {
+    pub fn constant(constant: u32) -> AbsOffset {
+        AbsOffset {
+            runtime: None,
+            constant,
+        }
+    }
+
+    pub fn runtime(value: Value, defined_in: Block) -> AbsOffset {
+        AbsOffset {
+            runtime: Some(RuntimeOffset { value, defined_in }),
+            constant: 0,
+        }
+    }
+
+    /// The same offset moved by `k` bytes (only the constant part changes).
+    pub fn plus(self, k: u32) -> AbsOffset {
+        AbsOffset {
+            runtime: self.runtime,
+            constant: self.constant.wrapping_add(k),
+        }
+    }
+}
+
+/// The link-layer state, as libpcap's compiler state keeps it.
+#[derive(Clone, Debug)]
+pub(crate) struct LinkState {
+    pub linktype: Dlt,
+    pub prevlinktype: Dlt,
+    pub off_linkhdr: AbsOffset,
+    pub off_prevlinkhdr: AbsOffset,
+    pub off_linkpl: AbsOffset,
+    /// `None` where the link layer has no type field (raw IP).
+    pub off_linktype: Option<AbsOffset>,
+    pub off_nl: u32,
+    pub off_nl_nosnap: u32,
+    pub label_stack_depth: u32,
+    pub vlan_stack_depth: u32,
+    /// The link layer is the payload of the last `geneve` (Ethernet or bare network layer);
+    /// link-level address tests then first check that there is an Ethernet header.
+    pub is_geneve: bool,
+}
+
+/// A read of a run-time offset, checked once the filter's control flow is complete.
+#[derive(Clone, Copy, Debug)]
+pub(crate) struct OffsetUse {
+    pub defined_in: Block,
+    pub used_in: Block,
+    /// The primitive reading the offset (filled in when its lowering returns).
+    pub span: Option<Span>,
+}
+
+/// Compile-time facts about the capture the filter is for.
+#[derive(Clone, Copy, Debug)]
+pub(crate) struct Env {
+    /// The capture file is in the opposite byte order to this machine (affects the address
+    /// family field of BSD loopback headers, which is in the writer's byte order).
+    pub swapped: bool,
+}
+
+pub(crate) struct Gen {
+    pub f: Function,
+    pub link: LinkState,
+    pub env: Env,
+    /// The netmask `ip broadcast` uses.
+    pub netmask: u32,
+    /// Arithmetic values currently held in libpcap's 16 scratch registers.
+    pub live_registers: usize,
+    /// libpcap disables its optimizer for filters that use `protochain` or `geneve`.
+    pub no_optimize: bool,
+    /// Every read of a run-time offset, for the check that `geneve` ran on every path to it.
+    pub offset_uses: Vec<OffsetUse>,
+    /// An error libpcap's optimizer would report (constant division by zero).
+    pub optimizer_error: Option<String>,
+}
+
+fn branch_cond(f: &mut Function, block: Block, op: CmpOp, lhs: Value, rhs: Value) -> Cond {
+    f.set_term(
+        block,
+        Terminator::Branch {
+            op,
+            lhs,
+            rhs,
+            then_: UNPATCHED.into(),
+            else_: UNPATCHED.into(),
+        },
+    );
+    Cond {
+        entry: block,
+        when_true: vec![Exit {
+            block,
+            edge: Edge::Then,
+        }],
+        when_false: vec![Exit {
+            block,
+            edge: Edge::Else,
+        }],
+    }
+}
+
+impl Gen {
+    /// The absolute offset and optional index register for a load relative to `rel`.
+    fn address(&mut self, block: Block, rel: OffRel, offset: u32) -> (Option<Value>, u32) {
+        let l = &self.link;
+        let base = match rel {
+            OffRel::LinkHdr => l.off_linkhdr,
+            OffRel::Llc => l.off_linkpl,
+            OffRel::PrevMplsHdr => l.off_linkpl.plus(l.off_nl.wrapping_sub(4)),
+            OffRel::LinkPl => l.off_linkpl.plus(l.off_nl),
+            OffRel::LinkPlNoSnap => l.off_linkpl.plus(l.off_nl_nosnap),
+            OffRel::LinkType => l.off_linktype.unwrap_or(AbsOffset::constant(0)),
+            OffRel::TranIpv6 => l.off_linkpl.plus(l.off_nl.wrapping_add(40)),
+            OffRel::TranIpv4 => {
+                let x = self.ipv4_header_len(block);
+                let k = self.link.off_linkpl.constant.wrapping_add(self.link.off_nl);
+                return (Some(x), k.wrapping_add(offset));
+            }
+        };
+        let index = self.runtime_part(block, base);
+        (index, base.constant.wrapping_add(offset))
+    }
+
+    /// The run-time part of `off` for an instruction in `block`, recording the use.
+    pub fn runtime_part(&mut self, block: Block, off: AbsOffset) -> Option<Value> {
+        Some(self.runtime_use(block, off.runtime?))
+    }
+
+    /// The value of a run-time offset for an instruction in `block`, recording the use.
+    pub fn runtime_use(&mut self, block: Block, r: RuntimeOffset) -> Value {
+        self.offset_uses.push(OffsetUse {
+            defined_in: r.defined_in,
+            used_in: block,
+            span: None,
+        });
+        r.value
+    }
+
+    /// Emits a load of `size` bytes at `offset` relative to `rel` into `block`.
+    pub fn load(&mut self, block: Block, rel: OffRel, offset: u32, size: LoadSize) -> Value {
+        let (index, offset) = self.address(block, rel, offset);
+        self.f.push(
+            block,
+            Inst::Load {
+                index,
+                offset,
+                size,
+            },
+        )
+    }
+
+    /// The IPv4 header length in bytes, `4 * (ip[0] & 0xf)` (classic BPF's `ldx 4*([k]&0xf)`),
+    /// plus the run-time part of the network layer's offset when there is one (libpcap's
+    /// `gen_loadx_iphdrlen`): the index for loads relative to the transport header.
+    pub fn ipv4_header_len(&mut self, block: Block) -> Value {
+        let linkpl = self.link.off_linkpl;
+        let k = linkpl.constant.wrapping_add(self.link.off_nl);
+        let runtime = self.runtime_part(block, linkpl);
+        let b = self.f.push(
+            block,
+            Inst::Load {
+                index: runtime,
+                offset: k,
+                size: LoadSize::Byte,
+            },
+        );
+        let mask = self.f.iconst(block, 0xf);
+        let low = self.f.push(block, Inst::Binary(BinOp::And, b, mask));
+        let two = self.f.iconst(block, 2);
+        let len = self.f.push(block, Inst::Binary(BinOp::Shl, low, two));
+        match runtime {
+            Some(r) => self.f.push(block, Inst::Binary(BinOp::Add, len, r)),
+            None => len,
+        }
+    }
+
+    /// A branch on `op(value, k)` ending `block`.
+    pub fn branch_const(&mut self, block: Block, op: CmpOp, value: Value, k: u32) -> Cond {
+        let kv = self.f.iconst(block, k);
+        branch_cond(&mut self.f, block, op, value, kv)
+    }
+
+    /// A branch on `op(lhs, rhs)` ending `block`.
+    pub fn branch(&mut self, block: Block, op: CmpOp, lhs: Value, rhs: Value) -> Cond {
+        branch_cond(&mut self.f, block, op, lhs, rhs)
+    }
+
+    /// libpcap's `gen_ncmp`: `(load & mask) op v` in a new block.
+    pub fn ncmp(
+        &mut self,
+        rel: OffRel,
+        offset: u32,
+        size: LoadSize,
+        mask: u32,
+        op: CmpOp,
+        v: u32,
+    ) -> Cond {
+        let block = self.f.create_block();
+        let mut x = self.load(block, rel, offset, size);
+        if mask != 0xffff_ffff && op == CmpOp::Eq && v == 0 {
+            // libpcap's peephole turns `and #mask; jeq #0` into a negated `jset #mask` before
+            // it moves branches; with a zero mask the test then always holds.
+            return self.branch_const(block, CmpOp::Set, x, mask).not();
+        }
+        if mask != 0xffff_ffff {
+            let m = self.f.iconst(block, mask);
+            x = self.f.push(block, Inst::Binary(BinOp::And, x, m));
+        }
+        self.branch_const(block, op, x, v)
+    }
+
+    pub fn cmp(&mut self, rel: OffRel, offset: u32, size: LoadSize, v: u32) -> Cond {
+        self.ncmp(rel, offset, size, 0xffff_ffff, CmpOp::Eq, v)
+    }
+
+    pub fn cmp_gt(&mut self, rel: OffRel, offset: u32, size: LoadSize, v: u32) -> Cond {
+        self.ncmp(rel, offset, size, 0xffff_ffff, CmpOp::Gt, v)
+    }
+
+    pub fn mcmp(&mut self, rel: OffRel, offset: u32, size: LoadSize, v: u32, mask: u32) -> Cond {
+        self.ncmp(rel, offset, size, mask, CmpOp::Eq, v)
+    }
+
+    /// `(load & mask) != 0` as classic BPF's `jset` tests it.
+    pub fn jset(&mut self, rel: OffRel, offset: u32, size: LoadSize, mask: u32) -> Cond {
+        self.ncmp(rel, offset, size, 0xffff_ffff, CmpOp::Set, mask)
+    }
+
+    /// libpcap's `gen_bcmp`: compares `bytes` at `offset`, the last four bytes first.
+    pub fn bcmp(&mut self, rel: OffRel, offset: u32, bytes: &[u8]) -> Cond {
+        let mut size = bytes.len();
+        let mut acc: Option<Cond> = None;
+        let mut push = |g: &mut Gen, c: Cond| {
+            acc = Some(match acc.take() {
+                Some(prev) => g.and(prev, c),
+                None => c,
+            });
+        };
+        while size >= 4 {
+            let p = &bytes[size - 4..size];
+            let v = u32::from_be_bytes([p[0], p[1], p[2], p[3]]);
+            let c = self.cmp(rel, offset.wrapping_add(size as u32 - 4), LoadSize::Word, v);
+            push(self, c);
+            size -= 4;
+        }
+        while size >= 2 {
+            let p = &bytes[size - 2..size];
+            let v = u32::from(u16::from_be_bytes([p[0], p[1]]));
+            let c = self.cmp(rel, offset.wrapping_add(size as u32 - 2), LoadSize::Half, v);
+            push(self, c);
+            size -= 2;
+        }
+        if size > 0 {
+            let c = self.cmp(rel, offset, LoadSize::Byte, u32::from(bytes[0]));
+            push(self, c);
+        }
+        acc.expect("bcmp of no bytes")
+    }
+
+    /// A condition that is always true (`sense`) or always false.
+    pub fn uncond(&mut self, sense: bool) -> Cond {
+        let block = self.f.create_block();
+        self.f.set_term(block, Terminator::Jump(UNPATCHED.into()));
+        let exit = vec![Exit {
+            block,
+            edge: Edge::Jump,
+        }];
+        if sense {
+            Cond {
+                entry: block,
+                when_true: exit,
+                when_false: vec![],
+            }
+        } else {
+            Cond {
+                entry: block,
+                when_true: vec![],
+                when_false: exit,
+            }
+        }
+    }
+
+    pub fn and(&mut self, a: Cond, b: Cond) -> Cond {
+        crate::cond::and(&mut self.f, a, b)
+    }
+
+    pub fn or(&mut self, a: Cond, b: Cond) -> Cond {
+        crate::cond::or(&mut self.f, a, b)
+    }
+}

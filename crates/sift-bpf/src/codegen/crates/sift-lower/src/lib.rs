@@ -1,0 +1,275 @@
+//! Lowering: pcap-filter AST → predicate IR, with libpcap 1.10's semantics.
+//!
+//! This crate holds sift's protocol knowledge for the pcap-filter language: link-layer headers and
+//! the offsets they imply, what `host`, `port`, `proto`, `vlan` and the other primitives test, and
+//! the order in which tests run (which decides whether an out-of-bounds load rejects a packet).
+//! It mirrors the structure of libpcap's code generator so that the two can be compared function
+//! by function, but produces sift's IR ([`sift_ir::Function`]) instead of classic BPF.
+//!
+//! Primitives are lowered left to right, as libpcap's parser reduces them, because `vlan`, `mpls`,
+//! `pppoes` and `geneve` change the offsets of everything after them. After `geneve` some offsets
+//! are computed at run time; a filter that could read them where `geneve` did not match (where
+//! libpcap's result is undefined) is refused (see the `geneve` module).
+
+#![forbid(unsafe_code)]
+
+mod arith;
+mod cond;
+mod encap;
+mod gen;
+mod geneve;
+mod host;
+mod libpcap_opt;
+mod linktype;
+mod misc;
+mod names;
+mod netdb;
+mod port;
+mod proto;
+
+use std::fmt;
+
+use sift_ir::{Block, CmpOp, Function, Inst, Terminator};
+use sift_syntax::ast::{Expr, Primitive, PrimitiveKind, Span};
+
+use crate::cond::{patch, Cond};
+use crate::gen::{Env, Gen, LinkState};
+pub use crate::linktype::supported_linktypes;
+use crate::linktype::Dlt;
+
+/// What the filter is compiled for.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct Options {
+    /// The capture's link type (`LINKTYPE_*` value as in pcap files).
+    pub linktype: u32,
+    /// Bytes an accepting filter returns (the capture's snapshot length).
+    pub snaplen: u32,
+    /// The network mask `ip broadcast` uses; `tcpdump -r` uses 0.
+    pub netmask: u32,
+    /// The capture file's byte order is the opposite of this machine's (BSD loopback headers
+    /// store the address family in the writer's byte order).
+    pub swapped: bool,
+    /// Give the filter the meaning libpcap's optimizer gives it, as tcpdump does by default
+    /// (`false` is `tcpdump -O`: libpcap's optimizer changes which truncated packets match).
+    pub optimize: bool,
+}
+
+impl Options {
+    pub fn new(linktype: u32, snaplen: u32) -> Options {
+        Options {
+            linktype,
+            snaplen,
+            netmask: 0,
+            swapped: false,
+            optimize: true,
+        }
+    }
+}
+
+/// Why an expression could not be compiled, with the part of the expression responsible.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct LowerError {
+    /// The primitive that failed, or `None` for errors about the whole filter.
+    pub span: Option<Span>,
+    pub message: String,
+}
+
+impl fmt::Display for LowerError {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.write_str(&self.message)
+    }
+}
+
+impl std::error::Error for LowerError {}
+
+/// Lowers a parsed expression (`None`: the empty expression, which accepts everything).
+pub fn lower(expr: Option<&Expr>, opts: &Options) -> Result<Function, LowerError> {
+    let dlt = Dlt::from_linktype(opts.linktype).ok_or_else(|| LowerError {
+        span: None,
+        message: format!(
+            "link type {} is not supported (sift supports {})",
+            opts.linktype,
+            supported_linktypes()
+        ),
+    })?;
+    let mut g = Gen {
+        f: Function::new(),
+        link: LinkState::new(dlt),
+        env: Env {
+            swapped: opts.swapped,
+        },
+        netmask: opts.netmask,
+        live_registers: 0,
+        no_optimize: !opts.optimize,
+        offset_uses: Vec::new(),
+        optimizer_error: None,
+    };
+    let Some(expr) = expr else {
+        let b = g.f.create_block();
+        g.f.set_term(b, Terminator::Return(opts.snaplen));
+        return Ok(g.f);
+    };
+    let body = g.expr(expr)?;
+    if let Some(message) = g.optimizer_error.take() {
+        if !g.no_optimize {
+            return Err(LowerError {
+                span: None,
+                message,
+            });
+        }
+    }
+    g.finish(body, opts.snaplen)
+}
+
+impl Gen {
+    fn expr(&mut self, e: &Expr) -> Result<Cond, LowerError> {
+        Ok(match e {
+            Expr::And(a, b) => {
+                let a = self.expr(a)?;
+                let b = self.expr(b)?;
+                self.and(a, b)
+            }
+            Expr::Or(a, b) => {
+                let a = self.expr(a)?;
+                let b = self.expr(b)?;
+                self.or(a, b)
+            }
+            Expr::Not(a) => self.expr(a)?.not(),
+            Expr::Primitive(p) => {
+                let first_use = self.offset_uses.len();
+                let c = self.primitive(p).map_err(|message| LowerError {
+                    span: Some(p.span),
+                    message,
+                })?;
+                for u in &mut self.offset_uses[first_use..] {
+                    u.span = Some(p.span);
+                }
+                c
+            }
+        })
+    }
+
+    fn primitive(&mut self, p: &Primitive) -> gen::GenResult<Cond> {
+        use PrimitiveKind as K;
+        match &p.kind {
+            K::Name { q, name } => self.scode(name, *q),
+            K::Number { q, value } => self.ncode(None, *value, *q),
+            K::Ipv4 { q, text } => self.ncode(Some(text), 0, *q),
+            K::Ipv4Cidr {
+                q,
+                text,
+                prefix_len,
+            } => self.mcode(text, None, *prefix_len, *q),
+            K::Ipv4Masked { q, text, mask } => self.mcode(text, Some(mask), 0, *q),
+            K::Ipv6 {
+                q,
+                text,
+                prefix_len,
+            } => self.mcode6(text, *prefix_len, *q),
+            K::Ether { q, text } => self.ecode(text, *q),
+            K::Arcnet { .. } => Err("aid supported only on ARCnet".into()),
+            K::ProtoAbbrev(proto) => self.proto_abbrev(*proto),
+            K::Relation {
+                op,
+                negated,
+                lhs,
+                rhs,
+            } => self.relation(*op, *negated, lhs, rhs),
+            K::Broadcast(proto) => self.broadcast(*proto),
+            K::Multicast(proto) => self.multicast(*proto),
+            K::Less(n) => Ok(self.length(CmpOp::Le, *n)),
+            K::Greater(n) => Ok(self.length(CmpOp::Ge, *n)),
+            K::Byte { index, op, value } => self.byte_op(*index, *op, *value),
+            K::Inbound => self.inbound(false),
+            K::Outbound => self.inbound(true),
+            K::Ifindex(i) => self.ifindex(*i),
+            K::Vlan(id) => self.vlan(*id),
+            K::Mpls(label) => self.mpls(*label),
+            K::Pppoed => self.pppoed(),
+            K::Pppoes(s) => self.pppoes(*s),
+            K::Geneve(vni) => self.geneve(*vni),
+            K::Llc(kind) => self.llc(kind.as_deref()),
+            K::Unsupported(what) => Err(format!(
+                "'{what}' is not supported for {}",
+                self.link.linktype.description()
+            )),
+        }
+    }
+
+    /// Points the filter's exits at "accept" and "reject", checks that `geneve`'s offsets are
+    /// read only where they are defined, applies what libpcap's optimizer does to the filter's
+    /// meaning (unless libpcap would not optimize it), and drops blocks no path reaches.
+    fn finish(mut self, body: Cond, snaplen: u32) -> Result<Function, LowerError> {
+        let accept = self.f.create_block();
+        self.f.set_term(accept, Terminator::Return(snaplen));
+        let reject = self.f.create_block();
+        self.f.set_term(reject, Terminator::Return(0));
+        patch(&mut self.f, &body.when_true, accept);
+        patch(&mut self.f, &body.when_false, reject);
+        let (mut f, renumber) = reachable_from(&self.f, body.entry);
+        geneve::check_offset_uses(&f, &renumber, &self.offset_uses)?;
+        if self.no_optimize {
+            return Ok(f);
+        }
+        libpcap_opt::apply(&mut f).map_err(|message| LowerError {
+            span: None,
+            message,
+        })?;
+        Ok(reachable_from(&f, Function::ENTRY).0)
+    }
+}
+
+/// A copy of `f` holding only the blocks reachable from `entry`, in reverse postorder (so the
+/// entry becomes block 0 and every edge goes forward), and where each block of `f` went.
+fn reachable_from(f: &Function, entry: Block) -> (Function, Vec<Option<Block>>) {
+    let mut shifted = f.clone();
+    // Make `entry` block 0 by swapping, so reverse_postorder starts there.
+    shifted.blocks.swap(0, entry.index());
+    let swap = |b: Block| {
+        if b == entry {
+            Block(0)
+        } else if b == Block(0) {
+            entry
+        } else {
+            b
+        }
+    };
+    for data in &mut shifted.blocks {
+        for t in data.term.targets_mut() {
+            t.block = swap(t.block);
+        }
+    }
+    for inst in &mut shifted.values {
+        if let Inst::Param(b) = inst {
+            *b = swap(*b);
+        }
+    }
+    let order = shifted.reverse_postorder();
+    let mut renumber = vec![None; shifted.blocks.len()];
+    for (new, old) in order.iter().enumerate() {
+        renumber[old.index()] = Some(Block(new as u32));
+    }
+    let mut out = Function {
+        blocks: Vec::with_capacity(order.len()),
+        values: shifted.values.clone(),
+    };
+    for old in &order {
+        let mut data = shifted.blocks[old.index()].clone();
+        for t in data.term.targets_mut() {
+            t.block =
+                renumber[t.block.index()].expect("successors of reachable blocks are reachable");
+        }
+        out.blocks.push(data);
+    }
+    for inst in &mut out.values {
+        if let Inst::Param(b) = inst {
+            if let Some(n) = renumber.get(b.index()).copied().flatten() {
+                *b = n;
+            }
+        }
+    }
+    // `renumber` is indexed by the swapped numbering; undo the swap for the caller.
+    let mut moved = renumber.clone();
+    moved.swap(0, entry.index());
+    (out, moved)
+}

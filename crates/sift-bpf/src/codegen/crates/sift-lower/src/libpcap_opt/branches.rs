@@ -1,0 +1,128 @@
+//! Branches in libpcap's form, its `jset` peephole, and branches decided whatever the packet.
+
+use sift_ir::{BinOp, CmpOp, Function, Inst, Terminator};
+
+use super::numbering::Numbering;
+
+/// A branch in libpcap's form: `jeq`, `jgt`, `jge` or `jset`, with the edges possibly swapped
+/// (`x != y` is `jeq` with the targets exchanged).
+#[derive(Clone, Copy, PartialEq, Eq, Hash)]
+pub(super) enum Code {
+    Eq,
+    Gt,
+    Ge,
+    Set,
+}
+
+pub(super) fn libpcap_form(op: CmpOp) -> (Code, bool) {
+    match op {
+        CmpOp::Eq => (Code::Eq, false),
+        CmpOp::Ne => (Code::Eq, true),
+        CmpOp::Gt => (Code::Gt, false),
+        CmpOp::Le => (Code::Gt, true),
+        CmpOp::Ge => (Code::Ge, false),
+        CmpOp::Lt => (Code::Ge, true),
+        CmpOp::Set => (Code::Set, false),
+    }
+}
+
+/// `(x & k) == 0` (and `!=`) becomes `jset #k` when the `and` is the block's last computation
+/// and nothing else uses it — libpcap's peephole, after which `jset #0xffffffff` always holds.
+pub(super) fn jset_peephole(f: &mut Function, numbers: &Numbering) -> bool {
+    let uses = use_counts(f);
+    let mut changed = false;
+    for b in f.reverse_postorder() {
+        let Terminator::Branch {
+            op: op @ (CmpOp::Eq | CmpOp::Ne),
+            lhs,
+            rhs,
+            ..
+        } = f.block(b).term
+        else {
+            continue;
+        };
+        let Inst::Binary(BinOp::And, x, mask) = *f.inst(lhs) else {
+            continue;
+        };
+        let last_computation = f
+            .block(b)
+            .insts
+            .iter()
+            .rev()
+            .find(|&&v| !matches!(f.inst(v), Inst::Const(_)));
+        if numbers.konst(rhs) != Some(0)
+            || numbers.konst(mask).is_none()
+            || numbers.konst(x).is_some()
+            || last_computation != Some(&lhs)
+            || uses[lhs.index()] != 1
+        {
+            continue;
+        }
+        if let Terminator::Branch {
+            op: new_op,
+            lhs: new_lhs,
+            rhs: new_rhs,
+            then_,
+            else_,
+        } = &mut f.block_mut(b).term
+        {
+            *new_op = CmpOp::Set;
+            *new_lhs = x;
+            *new_rhs = mask;
+            if op == CmpOp::Eq {
+                std::mem::swap(then_, else_);
+            }
+            changed = true;
+        }
+    }
+    changed
+}
+
+/// The branches decided whatever the packet: constant operands, `jset #0` and
+/// `jset #0xffffffff`. Like libpcap, a decided branch keeps its operands (and so its loads) and
+/// sends both edges to the decided successor; edges into it are threaded past it later, and an
+/// entry block is handled by `skip_undecided_root` (libpcap's `opt_root`).
+pub(super) fn decide_branches(f: &mut Function, numbers: &Numbering) -> bool {
+    let mut changed = false;
+    for b in f.reverse_postorder() {
+        let Terminator::Branch {
+            op,
+            lhs,
+            rhs,
+            ref mut then_,
+            ref mut else_,
+        } = f.block_mut(b).term
+        else {
+            continue;
+        };
+        if then_ == else_ {
+            continue;
+        }
+        let outcome = match (op, numbers.konst(lhs), numbers.konst(rhs)) {
+            (CmpOp::Set, _, Some(0)) => Some(false),
+            (CmpOp::Set, _, Some(0xffff_ffff)) => Some(true),
+            (_, Some(x), Some(y)) => Some(op.eval(x, y)),
+            _ => None,
+        };
+        match outcome {
+            Some(true) => *else_ = then_.clone(),
+            Some(false) => *then_ = else_.clone(),
+            None => continue,
+        }
+        changed = true;
+    }
+    changed
+}
+
+fn use_counts(f: &Function) -> Vec<u32> {
+    let mut uses = vec![0; f.values.len()];
+    for data in &f.blocks {
+        for v in data.insts.iter().flat_map(|&v| f.inst(v).operands()) {
+            uses[v.index()] += 1;
+        }
+        for v in data.term.operands() {
+            uses[v.index()] += 1;
+        }
+    }
+    uses
+}

@@ -1,0 +1,27 @@
+//! libpcap's dead-store elimination: unused instructions go, loads included.
+
+use sift_ir::{Function, Value};
+
+/// Deletes every instruction whose value no reachable block uses, loads included (libpcap's
+/// dead-store elimination). Returns whether anything was deleted.
+pub(super) fn remove_dead_code(f: &mut Function) -> bool {
+    let reachable = f.reverse_postorder();
+    let mut live = vec![false; f.values.len()];
+    let mut work: Vec<Value> = Vec::new();
+    for &b in &reachable {
+        work.extend(f.block(b).term.operands());
+    }
+    while let Some(v) = work.pop() {
+        if !std::mem::replace(&mut live[v.index()], true) {
+            work.extend(f.inst(v).operands());
+        }
+    }
+    let mut changed = false;
+    for b in reachable {
+        let insts = &mut f.block_mut(b).insts;
+        let before = insts.len();
+        insts.retain(|v| live[v.index()]);
+        changed |= insts.len() != before;
+    }
+    changed
+}

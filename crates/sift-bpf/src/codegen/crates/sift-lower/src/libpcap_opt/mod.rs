@@ -1,0 +1,241 @@
+//! The part of libpcap's optimizer that changes what a filter means.
+//!
+//! tcpdump always runs libpcap's optimizer (unless `-O`), and that optimizer is not meaning-
+//! preserving: it deletes packet loads whose values it no longer needs, so a filter that would
+//! reject a truncated packet (a load past the captured bytes rejects) accepts it once optimized.
+//! `ip[0] & 0 = 0` matches an empty packet; `ip6 net fe80::/10` loads only the first word of
+//! each address; `not ip6 host A or not arp net N` needs no load at all. To be exact, sift
+//! reproduces those decisions here, on the IR, before anything else sees it; everything after
+//! this module preserves meaning exactly.
+//!
+//! The rules mirror libpcap 1.10's `optimize.c`:
+//!
+//! * value numbering: equal loads, constants and operations get the same number, wherever
+//!   they are (libpcap hashes `(opcode, operands)` over the whole program);
+//! * constant folding with libpcap's identities: `x op 0` for `+ - << >> | ^` is `x`, `x * 0`
+//!   and `x & 0` are 0, `0 op x` for `+ | ^` is `x` and for `* / % & << >>` is 0 (even when
+//!   `x` is 0: libpcap folds `0 / x` to 0); shifts of constants by 32 or more give 0; a
+//!   constant zero divisor and a shift of an unknown value by more than 31 bits are errors;
+//! * branches: both sides constant decide the branch; `(x & k) == 0` becomes `jset #k`
+//!   (negated), and `jset #0` never holds while `jset #0xffffffff` always holds — even for
+//!   `x == 0`, a libpcap quirk reproduced on purpose; a decided branch keeps its operands and
+//!   sends both edges to one successor;
+//! * edge facts: an edge that went through `x op y` knows its outcome; an edge into a block
+//!   testing the same comparison again (same value numbers, same opcode; or an equality with
+//!   another constant after an equality held), or into a block whose two edges lead to one
+//!   place, is sent straight to the successor, provided the skipped block computes nothing
+//!   used elsewhere (libpcap's `use_conflict`);
+//! * or/and pullups: a later test of the value a chain of `or`s (`and`s) started with moves up
+//!   next to the first (`pullup.rs`);
+//! * dead code: every instruction whose value is unused is deleted, loads included;
+//! * the root: undecided blocks at the entry are skipped, and nothing runs when they lead to a
+//!   return (libpcap's `opt_root`).
+//!
+//! Which rule runs in which of libpcap's two loops matters; see [`apply`]. libpcap disables its
+//! optimizer for `protochain` and `geneve`; so does the caller of this module.
+
+mod branches;
+mod dead_code;
+mod numbering;
+mod pullup;
+mod threading;
+
+use sift_ir::{Function, Terminator};
+
+use branches::{decide_branches, jset_peephole};
+use dead_code::remove_dead_code;
+use numbering::Numbering;
+use pullup::pullups;
+use threading::thread_edges;
+
+/// Rounds of the whole pipeline; libpcap iterates to a fixed point too. Each round that changes
+/// something removes a branch or an instruction, so this bound is never reached in practice.
+const MAX_ROUNDS: usize = 64;
+
+/// Applies libpcap's meaning-changing optimizations to `f` (entry block 0). Errors are the
+/// ones libpcap's optimizer reports.
+///
+/// libpcap optimizes in two loops, and which rule runs in which loop matters: the first moves
+/// branches but does not rewrite statements (so `ether[6:2]`, an indexed load with a constant
+/// index, is not yet the same value as the absolute load `[6]`, and `x & 0` is not yet 0); the
+/// second folds statements but no longer moves branches (a branch it decides keeps its
+/// operands, and with them its loads).
+pub(crate) fn apply(f: &mut Function) -> Result<(), String> {
+    for _ in 0..MAX_ROUNDS {
+        let (numbers, _) = Numbering::compute(f, Phase::MoveBranches)?;
+        let mut changed = decide_branches(f, &numbers);
+        changed |= remove_dead_code(f);
+        changed |= thread_edges(f, &numbers);
+        changed |= pullups(f, &numbers);
+        if !changed {
+            break;
+        }
+    }
+    for _ in 0..MAX_ROUNDS {
+        let (numbers, mut changed) = Numbering::compute(f, Phase::FoldStatements)?;
+        changed |= jset_peephole(f, &numbers);
+        changed |= decide_branches(f, &numbers);
+        changed |= remove_dead_code(f);
+        if !changed {
+            break;
+        }
+    }
+    skip_undecided_root(f);
+    remove_dead_code(f);
+    Ok(())
+}
+
+/// libpcap's `opt_root`: the entry block and the blocks after it that branch to one place
+/// whatever the outcome are skipped; the entry's own statements move to the first real block,
+/// those of the skipped blocks after it are lost, and if the first real block returns, no
+/// statement runs at all (a filter has no side effects).
+fn skip_undecided_root(f: &mut Function) {
+    let mut target = match &f.block(Function::ENTRY).term {
+        Terminator::Branch { then_, else_, .. } if then_ == else_ => then_.clone(),
+        Terminator::Jump(t) => t.clone(),
+        _ => return,
+    };
+    // Bounded by the number of blocks: every step goes forward in an acyclic graph.
+    for _ in 0..f.blocks.len() {
+        match &f.block(target.block).term {
+            Terminator::Branch { then_, else_, .. } if then_ == else_ => target = then_.clone(),
+            Terminator::Jump(t) if f.block(target.block).params.is_empty() => target = t.clone(),
+            _ => break,
+        }
+    }
+    let final_term = f.block(target.block).term.clone();
+    let term = &mut f.block_mut(Function::ENTRY).term;
+    match final_term {
+        ret @ (Terminator::Return(_) | Terminator::ReturnValue(_)) => *term = ret,
+        _ => {
+            for t in term.targets_mut() {
+                *t = target.clone();
+            }
+        }
+    }
+}
+
+/// libpcap's two optimizer loops.
+#[derive(Clone, Copy, PartialEq, Eq)]
+enum Phase {
+    /// Value numbering without folding; branches are decided and edges threaded.
+    MoveBranches,
+    /// Constants folded into the statements; branches decided in place.
+    FoldStatements,
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use sift_ir::parse_function;
+
+    fn run(text: &str) -> String {
+        let mut f = parse_function(text).unwrap();
+        apply(&mut f).unwrap();
+        crate::reachable_from(&f, Function::ENTRY).0.to_string()
+    }
+
+    /// The guard of `ip[1] & K != 0`: an IPv4 ethertype test that must stay.
+    const GUARD: &str = "\
+block0:
+    v0 = load.h [12]
+    v1 = const 0x800
+    br eq v0, v1, block1, block2
+block2:
+    ret 0
+";
+
+    #[test]
+    fn and_zero_drops_the_load() {
+        let out = run(&format!(
+            "{GUARD}\
+block1:
+    v2 = load.b [15]
+    v3 = const 0
+    v4 = and v2, v3
+    br eq v4, v3, block3, block2
+block3:
+    ret 1
+"
+        ));
+        assert!(!out.contains("[15]"), "{out}");
+    }
+
+    /// The `and` is folded into a `jset` only after branches stopped moving, so the branch
+    /// stays (deciding nothing) and keeps its load: a packet too short for it is rejected.
+    #[test]
+    fn jset_all_ones_always_holds_but_keeps_its_load() {
+        let out = run(&format!(
+            "{GUARD}\
+block1:
+    v2 = load.b [15]
+    v3 = const 0xffffffff
+    v4 = and v2, v3
+    v5 = const 0
+    br ne v4, v5, block3, block2
+block3:
+    ret 1
+"
+        ));
+        assert!(out.contains("load.b [15]"), "{out}");
+        assert!(out.contains("br set v2, v3, block3, block3"), "{out}");
+    }
+
+    /// When the entry block decides nothing and leads to a return, nothing runs.
+    #[test]
+    fn undecided_root_leading_to_a_return_runs_nothing() {
+        let out = run("\
+block0:
+    v0 = load.b [14]
+    v1 = const 0xffffffff
+    br set v0, v1, block1, block2
+block1:
+    ret 1
+block2:
+    ret 0
+");
+        assert_eq!(out, "block0:\n    ret 1\n");
+    }
+
+    #[test]
+    fn repeated_test_is_threaded_and_dead_branch_drops_its_load() {
+        // ether[12:2] == 0x800 tested twice: the second test is decided on both edges, and the
+        // block testing ether[20] leads to the same place either way.
+        let out = run("\
+block0:
+    v0 = load.h [12]
+    v1 = const 0x800
+    br eq v0, v1, block1, block3
+block1:
+    v2 = load.b [20]
+    v3 = const 6
+    br eq v2, v3, block2, block2
+block2:
+    v4 = load.h [12]
+    v5 = const 0x800
+    br eq v4, v5, block4, block3
+block3:
+    ret 0
+block4:
+    ret 1
+");
+        assert_eq!(out.matches("load").count(), 1, "{out}");
+    }
+
+    #[test]
+    fn errors_match_libpcap() {
+        let mut f = parse_function(
+            "\
+block0:
+    v0 = load.b [14]
+    v1 = const 40
+    v2 = shl v0, v1
+    br eq v2, v1, block1, block1
+block1:
+    ret 0
+",
+        )
+        .unwrap();
+        assert_eq!(apply(&mut f).unwrap_err(), "shift by more than 31 bits");
+    }
+}

@@ -1,0 +1,141 @@
+//! Value numbering and libpcap's constant folding.
+
+use std::collections::HashMap;
+
+use sift_ir::{BinOp, Function, Inst, LoadSize, Value};
+
+use super::Phase;
+
+/// A value number: equal numbers mean equal values on every packet.
+pub(super) type Vn = u32;
+
+#[derive(Clone, Copy, PartialEq, Eq, Hash)]
+enum Key {
+    Const(u32),
+    Len,
+    Load(Option<Vn>, u32, LoadSize),
+    Binary(BinOp, Vn, Vn),
+    Neg(Vn),
+    /// Block parameters are opaque (they arise only in code libpcap does not optimize).
+    Param(Value),
+}
+
+/// Value numbers and known constants of every value reachable in the function.
+pub(super) struct Numbering {
+    vn: Vec<Vn>,
+    konst: Vec<Option<u32>>,
+}
+
+impl Numbering {
+    pub(super) fn vn(&self, v: Value) -> Vn {
+        self.vn[v.index()]
+    }
+
+    pub(super) fn konst(&self, v: Value) -> Option<u32> {
+        self.konst[v.index()]
+    }
+
+    /// Numbers the values in reverse postorder (operands before uses), folding constants into
+    /// the instructions as it goes when `phase` allows. Returns whether an instruction was
+    /// rewritten.
+    pub(super) fn compute(f: &mut Function, phase: Phase) -> Result<(Numbering, bool), String> {
+        let n = f.values.len();
+        let mut this = Numbering {
+            vn: vec![Vn::MAX; n],
+            konst: vec![None; n],
+        };
+        let mut table: HashMap<Key, Vn> = HashMap::new();
+        let mut changed = false;
+        for b in f.reverse_postorder() {
+            let data = f.block(b);
+            let values: Vec<Value> = data.params.iter().chain(&data.insts).copied().collect();
+            for v in values {
+                let (inst, alias) = match phase {
+                    Phase::MoveBranches => (f.values[v.index()].clone(), None),
+                    Phase::FoldStatements => this.fold(&f.values[v.index()])?,
+                };
+                if inst != f.values[v.index()] {
+                    f.values[v.index()] = inst.clone();
+                    changed = true;
+                }
+                if let Some(a) = alias {
+                    this.vn[v.index()] = this.vn(a);
+                    this.konst[v.index()] = this.konst(a);
+                    continue;
+                }
+                let key = match inst {
+                    Inst::Const(k) => {
+                        this.konst[v.index()] = Some(k);
+                        Key::Const(k)
+                    }
+                    Inst::WireLen => Key::Len,
+                    Inst::Load {
+                        index,
+                        offset,
+                        size,
+                    } => Key::Load(index.map(|x| this.vn(x)), offset, size),
+                    Inst::Binary(op, a, b) => Key::Binary(op, this.vn(a), this.vn(b)),
+                    Inst::Neg(a) => Key::Neg(this.vn(a)),
+                    Inst::Param(_) => Key::Param(v),
+                };
+                let next = table.len() as Vn;
+                this.vn[v.index()] = *table.entry(key).or_insert(next);
+            }
+        }
+        Ok((this, changed))
+    }
+
+    /// libpcap's folding of one instruction: the instruction to keep, and the operand it is
+    /// equal to when it is an identity (`x + 0`).
+    fn fold(&self, inst: &Inst) -> Result<(Inst, Option<Value>), String> {
+        let folded = match *inst {
+            Inst::Load {
+                index: Some(x),
+                offset,
+                size,
+            } => match self.konst(x) {
+                // `ld [x + k]` with a known `x` becomes `ld [x + k]` computed modulo 2^32.
+                Some(k) => Inst::Load {
+                    index: None,
+                    offset: k.wrapping_add(offset),
+                    size,
+                },
+                None => inst.clone(),
+            },
+            Inst::Neg(a) => match self.konst(a) {
+                Some(k) => Inst::Const(k.wrapping_neg()),
+                None => inst.clone(),
+            },
+            Inst::Binary(op, a, b) => return self.fold_binary(op, a, b),
+            _ => inst.clone(),
+        };
+        Ok((folded, None))
+    }
+
+    fn fold_binary(&self, op: BinOp, a: Value, b: Value) -> Result<(Inst, Option<Value>), String> {
+        use BinOp::*;
+        let unchanged = Ok((Inst::Binary(op, a, b), None));
+        match (self.konst(a), self.konst(b)) {
+            (Some(x), Some(y)) => match op.apply(x, y) {
+                Some(k) => Ok((Inst::Const(k), None)),
+                None if op == Div => Err("division by zero".into()),
+                None => Err("modulus by zero".into()),
+            },
+            (None, Some(0)) => match op {
+                Add | Sub | Shl | Shr | Or | Xor => Ok((Inst::Binary(op, a, b), Some(a))),
+                Mul | And => Ok((Inst::Const(0), None)),
+                Div => Err("division by zero".into()),
+                Mod => Err("modulus by zero".into()),
+            },
+            (None, Some(k)) if matches!(op, Shl | Shr) && k > 31 => {
+                Err("shift by more than 31 bits".into())
+            }
+            (Some(0), None) => match op {
+                Add | Or | Xor => Ok((Inst::Binary(op, a, b), Some(b))),
+                Mul | Div | Mod | And | Shl | Shr => Ok((Inst::Const(0), None)),
+                Sub => unchanged,
+            },
+            _ => unchanged,
+        }
+    }
+}

@@ -1,0 +1,395 @@
+//! Protocol tests: bare protocol names (`tcp`, `ip6`, `stp`, ...), `proto N`, `protochain N` and
+//! the IPv4 fragment test that port and transport-layer primitives include.
+
+use sift_ir::LoadSize::{Byte, Half};
+use sift_ir::{BinOp, CmpOp, Function, Inst, LoadSize, Target, Terminator, Value};
+use sift_syntax::ast::{Dir, Proto};
+
+use crate::cond::{Cond, Edge, Exit, UNPATCHED};
+use crate::gen::{Gen, GenResult, OffRel};
+use crate::linktype::*;
+
+pub(crate) const IPPROTO_HOPOPTS: u32 = 0;
+pub(crate) const IPPROTO_ICMP: u32 = 1;
+pub(crate) const IPPROTO_IGMP: u32 = 2;
+pub(crate) const IPPROTO_TCP: u32 = 6;
+pub(crate) const IPPROTO_IGRP: u32 = 9;
+pub(crate) const IPPROTO_UDP: u32 = 17;
+pub(crate) const IPPROTO_ROUTING: u32 = 43;
+pub(crate) const IPPROTO_FRAGMENT: u32 = 44;
+pub(crate) const IPPROTO_ESP: u32 = 50;
+pub(crate) const IPPROTO_AH: u32 = 51;
+pub(crate) const IPPROTO_ICMPV6: u32 = 58;
+pub(crate) const IPPROTO_NONE: u32 = 59;
+pub(crate) const IPPROTO_DSTOPTS: u32 = 60;
+pub(crate) const IPPROTO_PIM: u32 = 103;
+pub(crate) const IPPROTO_VRRP: u32 = 112;
+pub(crate) const IPPROTO_CARP: u32 = 112;
+pub(crate) const IPPROTO_SCTP: u32 = 132;
+pub(crate) const ISO8473_CLNP: u32 = 0x81;
+pub(crate) const ISO9542_ESIS: u32 = 0x82;
+pub(crate) const ISO10589_ISIS: u32 = 0x83;
+const ISIS_L1_LAN_IIH: u32 = 15;
+const ISIS_L2_LAN_IIH: u32 = 16;
+const ISIS_PTP_IIH: u32 = 17;
+const ISIS_L1_LSP: u32 = 18;
+const ISIS_L2_LSP: u32 = 20;
+const ISIS_L1_CSNP: u32 = 24;
+const ISIS_L2_CSNP: u32 = 25;
+const ISIS_L1_PSNP: u32 = 26;
+const ISIS_L2_PSNP: u32 = 27;
+
+/// How many headers `protochain` walks before giving up (libpcap loops without bound; sift's IR is
+/// acyclic, so the walk is unrolled and a longer chain rejects the packet).
+pub(crate) const PROTOCHAIN_MAX_HEADERS: usize = 32;
+
+impl Gen {
+    /// A bare protocol name (`gen_proto_abbrev`).
+    pub fn proto_abbrev(&mut self, proto: Proto) -> GenResult<Cond> {
+        let d = Proto::Default;
+        Ok(match proto {
+            Proto::Sctp => self.proto(IPPROTO_SCTP, d, Dir::Default)?,
+            Proto::Tcp => self.proto(IPPROTO_TCP, d, Dir::Default)?,
+            Proto::Udp => self.proto(IPPROTO_UDP, d, Dir::Default)?,
+            Proto::Icmp => self.proto(IPPROTO_ICMP, Proto::Ip, Dir::Default)?,
+            Proto::Igmp => self.proto(IPPROTO_IGMP, Proto::Ip, Dir::Default)?,
+            Proto::Igrp => self.proto(IPPROTO_IGRP, Proto::Ip, Dir::Default)?,
+            Proto::Pim => self.proto(IPPROTO_PIM, d, Dir::Default)?,
+            Proto::Vrrp => self.proto(IPPROTO_VRRP, Proto::Ip, Dir::Default)?,
+            Proto::Carp => self.proto(IPPROTO_CARP, Proto::Ip, Dir::Default)?,
+            Proto::Ip => self.linktype(ETHERTYPE_IP)?,
+            Proto::Arp => self.linktype(ETHERTYPE_ARP)?,
+            Proto::Rarp => self.linktype(ETHERTYPE_REVARP)?,
+            Proto::Link => return Err("link layer applied in wrong context".into()),
+            Proto::Atalk => self.linktype(ETHERTYPE_ATALK)?,
+            Proto::Aarp => self.linktype(ETHERTYPE_AARP)?,
+            Proto::Decnet => self.linktype(ETHERTYPE_DN)?,
+            Proto::Sca => self.linktype(ETHERTYPE_SCA)?,
+            Proto::Lat => self.linktype(ETHERTYPE_LAT)?,
+            Proto::Mopdl => self.linktype(ETHERTYPE_MOPDL)?,
+            Proto::Moprc => self.linktype(ETHERTYPE_MOPRC)?,
+            Proto::Ipv6 => self.linktype(ETHERTYPE_IPV6)?,
+            Proto::Icmpv6 => self.proto(IPPROTO_ICMPV6, Proto::Ipv6, Dir::Default)?,
+            Proto::Ah => self.proto(IPPROTO_AH, d, Dir::Default)?,
+            Proto::Esp => self.proto(IPPROTO_ESP, d, Dir::Default)?,
+            Proto::Iso => self.linktype(LLCSAP_ISONS)?,
+            Proto::Esis => self.proto(ISO9542_ESIS, Proto::Iso, Dir::Default)?,
+            Proto::Isis => self.proto(ISO10589_ISIS, Proto::Iso, Dir::Default)?,
+            Proto::IsisL1 => self.isis_any(&[
+                ISIS_L1_LAN_IIH,
+                ISIS_PTP_IIH,
+                ISIS_L1_LSP,
+                ISIS_L1_CSNP,
+                ISIS_L1_PSNP,
+            ])?,
+            Proto::IsisL2 => self.isis_any(&[
+                ISIS_L2_LAN_IIH,
+                ISIS_PTP_IIH,
+                ISIS_L2_LSP,
+                ISIS_L2_CSNP,
+                ISIS_L2_PSNP,
+            ])?,
+            Proto::IsisIih => self.isis_any(&[ISIS_L1_LAN_IIH, ISIS_L2_LAN_IIH, ISIS_PTP_IIH])?,
+            Proto::IsisLsp => self.isis_any(&[ISIS_L1_LSP, ISIS_L2_LSP])?,
+            Proto::IsisSnp => {
+                self.isis_any(&[ISIS_L1_CSNP, ISIS_L2_CSNP, ISIS_L1_PSNP, ISIS_L2_PSNP])?
+            }
+            Proto::IsisCsnp => self.isis_any(&[ISIS_L1_CSNP, ISIS_L2_CSNP])?,
+            Proto::IsisPsnp => self.isis_any(&[ISIS_L1_PSNP, ISIS_L2_PSNP])?,
+            Proto::Clnp => self.proto(ISO8473_CLNP, Proto::Iso, Dir::Default)?,
+            Proto::Stp => self.linktype(LLCSAP_8021D)?,
+            Proto::Ipx => self.linktype(LLCSAP_IPX)?,
+            Proto::Netbeui => self.linktype(LLCSAP_NETBEUI)?,
+            Proto::Radio => return Err("'radio' is not a valid protocol type".into()),
+            Proto::Default | Proto::Undef => return Err("syntax error".into()),
+        })
+    }
+
+    /// IS-IS PDUs of any of `types`. libpcap builds `(t0 or t1) or t2 ...` with the first two
+    /// tested first.
+    fn isis_any(&mut self, types: &[u32]) -> GenResult<Cond> {
+        let b0 = self.proto(types[0], Proto::Isis, Dir::Default)?;
+        let b1 = self.proto(types[1], Proto::Isis, Dir::Default)?;
+        let mut acc = self.or(b0, b1);
+        for &t in &types[2..] {
+            let b0 = self.proto(t, Proto::Isis, Dir::Default)?;
+            acc = self.or(b0, acc);
+        }
+        Ok(acc)
+    }
+
+    /// Not a fragment after the first: `(ip[6:2] & 0x1fff) == 0`.
+    pub fn ipfrag(&mut self) -> Cond {
+        self.jset(OffRel::LinkPl, 6, Half, 0x1fff).not()
+    }
+
+    /// `proto v` under a protocol qualifier (`gen_proto`).
+    pub fn proto(&mut self, v: u32, proto: Proto, dir: Dir) -> GenResult<Cond> {
+        if dir != Dir::Default {
+            return Err("direction applied to 'proto'".into());
+        }
+        Ok(match proto {
+            Proto::Default => {
+                let b0 = self.proto(v, Proto::Ip, dir)?;
+                let b1 = self.proto(v, Proto::Ipv6, dir)?;
+                self.or(b0, b1)
+            }
+            Proto::Link => self.linktype(v)?,
+            Proto::Ip => {
+                let b0 = self.linktype(ETHERTYPE_IP)?;
+                let b1 = self.cmp(OffRel::LinkPl, 9, Byte, v);
+                self.and(b0, b1)
+            }
+            Proto::Ipv6 => {
+                let b0 = self.linktype(ETHERTYPE_IPV6)?;
+                let b2 = self.cmp(OffRel::LinkPl, 6, Byte, IPPROTO_FRAGMENT);
+                let b1 = self.cmp(OffRel::LinkPl, 40, Byte, v);
+                let b1 = self.and(b2, b1);
+                let b2 = self.cmp(OffRel::LinkPl, 6, Byte, v);
+                let b1 = self.or(b2, b1);
+                self.and(b0, b1)
+            }
+            Proto::Iso => {
+                let b0 = self.linktype(LLCSAP_ISONS)?;
+                let b1 = self.cmp(OffRel::LinkPlNoSnap, 0, Byte, v);
+                self.and(b0, b1)
+            }
+            Proto::Isis => {
+                let b0 = self.proto(ISO10589_ISIS, Proto::Iso, Dir::Default)?;
+                let b1 = self.cmp(OffRel::LinkPlNoSnap, 4, Byte, v);
+                self.and(b0, b1)
+            }
+            Proto::Arp | Proto::Rarp | Proto::Lat | Proto::Sca | Proto::Moprc | Proto::Mopdl => {
+                return Err(format!(
+                    "{} does not encapsulate another protocol",
+                    proto.keyword()
+                ))
+            }
+            Proto::Atalk => return Err("AppleTalk encapsulation is not specifiable".into()),
+            Proto::Decnet => return Err("DECNET encapsulation is not specifiable".into()),
+            Proto::Clnp => return Err("'clnp proto' is not supported".into()),
+            Proto::Undef => return Err("syntax error".into()),
+            other => return Err(format!("'{} proto' is bogus", other.keyword())),
+        })
+    }
+
+    /// `protochain v`: walks the IPv6 extension-header chain (and IPv4/IPv6 AH headers) looking
+    /// for a header of type `v`, as libpcap's loop does, including its handling of AH lengths.
+    ///
+    /// libpcap takes a scratch register on entry and gives it back at the end, except for the
+    /// unqualified form, which keeps it for the rest of the filter (so many `protochain`s can run
+    /// out of registers).
+    pub fn protochain(&mut self, v: u32, proto: Proto) -> GenResult<Cond> {
+        self.alloc_register()?;
+        let v6 = match proto {
+            Proto::Ip => false,
+            Proto::Ipv6 => true,
+            Proto::Default => {
+                let b0 = self.protochain(v, Proto::Ip)?;
+                let b = self.protochain(v, Proto::Ipv6)?;
+                return Ok(self.or(b0, b));
+            }
+            _ => return Err("bad protocol applied for 'protochain'".into()),
+        };
+        if self.link.off_linkpl.runtime.is_some() {
+            return Err("'protochain' not supported with variable length headers".into());
+        }
+        self.no_optimize = true;
+        let b0 = self.linktype(if v6 { ETHERTYPE_IPV6 } else { ETHERTYPE_IP })?;
+        self.live_registers -= 1;
+        let nl = self.link.off_linkpl.constant.wrapping_add(self.link.off_nl);
+        let f = &mut self.f;
+        // Entry: A = next-header field, X = offset of the first header after the IP header.
+        let entry = f.create_block();
+        let (a0, x0) = if v6 {
+            let a = load(f, entry, None, nl.wrapping_add(6));
+            (a, f.iconst(entry, 40))
+        } else {
+            let a = load(f, entry, None, nl.wrapping_add(9));
+            let x = self.ipv4_header_len(entry);
+            (a, x)
+        };
+        let f = &mut self.f;
+        // The final test `A == v` runs in `end`, reached with A as its parameter.
+        let end = f.create_block();
+        let a_end = f.add_param(end);
+        let kv = f.iconst(end, v);
+        f.set_term(
+            end,
+            Terminator::Branch {
+                op: CmpOp::Eq,
+                lhs: a_end,
+                rhs: kv,
+                then_: UNPATCHED.into(),
+                else_: UNPATCHED.into(),
+            },
+        );
+        let reject = f.create_block();
+        f.set_term(reject, Terminator::Return(0));
+        let (mut a, mut x) = (a0, x0);
+        let jump_to = |f: &mut Function, from, to: Target| f.set_term(from, Terminator::Jump(to));
+        let mut prev = entry;
+        for _ in 0..PROTOCHAIN_MAX_HEADERS {
+            // again: A == v -> end; A == NONE -> end; (v6: ext header -> advance); AH -> ah.
+            let again = f.create_block();
+            let pa = f.add_param(again);
+            let px = f.add_param(again);
+            jump_to(
+                f,
+                prev,
+                Target {
+                    block: again,
+                    args: vec![a, x],
+                },
+            );
+            let is_v = branch(f, again, CmpOp::Eq, pa, v);
+            let none = f.create_block();
+            set_edge(f, is_v, true, end, vec![pa]);
+            set_edge(f, is_v, false, none, vec![]);
+            let is_none = branch(f, none, CmpOp::Eq, pa, IPPROTO_NONE);
+            set_edge(f, is_none, true, end, vec![pa]);
+            let ahcheck = f.create_block();
+            if v6 {
+                let advance = f.create_block();
+                let mut test = is_none;
+                for ext in [
+                    IPPROTO_HOPOPTS,
+                    IPPROTO_DSTOPTS,
+                    IPPROTO_ROUTING,
+                    IPPROTO_FRAGMENT,
+                ] {
+                    let b = f.create_block();
+                    set_edge(f, test, false, b, vec![]);
+                    test = branch(f, b, CmpOp::Eq, pa, ext);
+                    set_edge(f, test, true, advance, vec![]);
+                }
+                set_edge(f, test, false, ahcheck, vec![]);
+                // advance: A = next header at X; X += (len + 1) * 8.
+                let nh = load(f, advance, Some(px), nl);
+                let len = load(f, advance, Some(px), nl.wrapping_add(1));
+                let one = f.iconst(advance, 1);
+                let eight = f.iconst(advance, 8);
+                let t = f.push(advance, Inst::Binary(BinOp::Add, len, one));
+                let t = f.push(advance, Inst::Binary(BinOp::Mul, t, eight));
+                let nx = f.push(advance, Inst::Binary(BinOp::Add, t, px));
+                // The advance and the AH step both continue at the next `again`.
+                let join = f.create_block();
+                let ja = f.add_param(join);
+                let jx = f.add_param(join);
+                jump_to(
+                    f,
+                    advance,
+                    Target {
+                        block: join,
+                        args: vec![nh, nx],
+                    },
+                );
+                let (ah_a, ah_x) = ah_step(f, ahcheck, pa, px, nl, end);
+                jump_to(
+                    f,
+                    ah_x.1,
+                    Target {
+                        block: join,
+                        args: vec![ah_a, ah_x.0],
+                    },
+                );
+                prev = join;
+                a = ja;
+                x = jx;
+            } else {
+                set_edge(f, is_none, false, ahcheck, vec![]);
+                let (ah_a, ah_x) = ah_step(f, ahcheck, pa, px, nl, end);
+                prev = ah_x.1;
+                a = ah_a;
+                x = ah_x.0;
+            }
+        }
+        // The chain is longer than sift walks: reject.
+        f.set_term(prev, Terminator::Jump(reject.into()));
+        let b = Cond {
+            entry,
+            when_true: vec![Exit {
+                block: end,
+                edge: Edge::Then,
+            }],
+            when_false: vec![Exit {
+                block: end,
+                edge: Edge::Else,
+            }],
+        };
+        Ok(self.and(b0, b))
+    }
+}
+
+fn load(f: &mut Function, block: sift_ir::Block, index: Option<Value>, offset: u32) -> Value {
+    f.push(
+        block,
+        Inst::Load {
+            index,
+            offset,
+            size: LoadSize::Byte,
+        },
+    )
+}
+
+/// Ends `block` with `value == k`, targets unset; returns the block.
+fn branch(
+    f: &mut Function,
+    block: sift_ir::Block,
+    op: CmpOp,
+    value: Value,
+    k: u32,
+) -> sift_ir::Block {
+    let kv = f.iconst(block, k);
+    f.set_term(
+        block,
+        Terminator::Branch {
+            op,
+            lhs: value,
+            rhs: kv,
+            then_: UNPATCHED.into(),
+            else_: UNPATCHED.into(),
+        },
+    );
+    block
+}
+
+fn set_edge(
+    f: &mut Function,
+    block: sift_ir::Block,
+    then: bool,
+    to: sift_ir::Block,
+    args: Vec<Value>,
+) {
+    if let Terminator::Branch { then_, else_, .. } = &mut f.block_mut(block).term {
+        let t = if then { then_ } else { else_ };
+        *t = Target { block: to, args };
+    }
+}
+
+/// The AH step of libpcap's protochain loop, starting in `ahcheck` with A = `pa`, X = `px`:
+/// if A is not AH, go to `end`; otherwise A becomes the AH next-header field and X becomes
+/// `(ah_len + 2) * 4` (libpcap does not add the old offset). Returns the new (A, (X, block that
+/// must jump to the next iteration)).
+fn ah_step(
+    f: &mut Function,
+    ahcheck: sift_ir::Block,
+    pa: Value,
+    px: Value,
+    nl: u32,
+    end: sift_ir::Block,
+) -> (Value, (Value, sift_ir::Block)) {
+    let is_ah = branch(f, ahcheck, CmpOp::Eq, pa, IPPROTO_AH);
+    set_edge(f, is_ah, false, end, vec![pa]);
+    let step = f.create_block();
+    set_edge(f, is_ah, true, step, vec![]);
+    let nh = load(f, step, Some(px), nl);
+    let one = f.iconst(step, 1);
+    let x1 = f.push(step, Inst::Binary(BinOp::Add, px, one));
+    let len = load(f, step, Some(x1), nl);
+    let two = f.iconst(step, 2);
+    let four = f.iconst(step, 4);
+    let t = f.push(step, Inst::Binary(BinOp::Add, len, two));
+    let nx = f.push(step, Inst::Binary(BinOp::Mul, t, four));
+    (nh, (nx, step))
+}

@@ -1,0 +1,252 @@
+//! Global value numbering over the dominator tree, copy propagation of block parameters, and
+//! constant hoisting.
+//!
+//! * A block parameter that receives the same value on every incoming edge is that value (its
+//!   definition dominates every predecessor, hence the block); the parameter and its arguments go.
+//! * Every constant moves to the entry block, one value per distinct constant. Constants read
+//!   nothing and cannot reject, so the entry (which dominates every block) may define them; this
+//!   empties blocks that only compared a value with a constant, which is what lets redundant
+//!   predicate elimination and lookup-table formation move edges past them. (A final pass sinks
+//!   constants used in one block back into it.)
+//! * Walking the dominator tree with a scoped table, an instruction identical to one already
+//!   computed in a dominating position (same operation, same operand values; commutative
+//!   operands in a fixed order) is replaced by it. This includes packet loads: the packet does not
+//!   change while a filter runs, and the dominating load has already rejected every packet for
+//!   which this one would be out of bounds, so the second load can neither differ nor reject.
+//!   The replaced instruction is removed.
+
+use std::collections::HashMap;
+
+use sift_ir::{BinOp, Block, Function, Inst, LoadSize, Value};
+
+use crate::cfg::{Cfg, Visit};
+use crate::rewrite::{remove_unreachable, Replacements};
+
+/// The identity of a computation, operands already replaced by their representatives.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
+enum Key {
+    WireLen,
+    Load(Option<Value>, u32, LoadSize),
+    Binary(BinOp, Value, Value),
+    Neg(Value),
+}
+
+fn key_of(inst: &Inst) -> Option<Key> {
+    Some(match *inst {
+        Inst::WireLen => Key::WireLen,
+        Inst::Load {
+            index,
+            offset,
+            size,
+        } => Key::Load(index, offset, size),
+        Inst::Binary(op, a, b) => {
+            let commutative = matches!(
+                op,
+                BinOp::Add | BinOp::Mul | BinOp::And | BinOp::Or | BinOp::Xor
+            );
+            if commutative && b < a {
+                Key::Binary(op, b, a)
+            } else {
+                Key::Binary(op, a, b)
+            }
+        }
+        Inst::Neg(a) => Key::Neg(a),
+        Inst::Const(_) | Inst::Param(_) => return None,
+    })
+}
+
+/// Runs the pass; returns the number of values replaced.
+pub fn run(f: &mut Function) -> usize {
+    remove_unreachable(f);
+    let mut repl = Replacements::new(f);
+    propagate_params(f, &mut repl);
+    hoist_constants(f, &mut repl);
+    number_values(f, &mut repl);
+    let n = repl.len();
+    repl.apply(f);
+    n
+}
+
+/// Replaces each parameter whose incoming arguments are all one value.
+fn propagate_params(f: &mut Function, repl: &mut Replacements) {
+    let rpo = crate::cfg::rpo(f);
+    // Incoming edges of each block, as (predecessor, index among its targets).
+    let mut incoming: Vec<Vec<(Block, usize)>> = vec![Vec::new(); f.blocks.len()];
+    // The arguments of each incoming edge, copied once (a switch's target list is long).
+    let mut incoming_args: Vec<Vec<Vec<Value>>> = vec![Vec::new(); f.blocks.len()];
+    for &b in &rpo {
+        for (i, t) in f.block(b).term.targets().into_iter().enumerate() {
+            if !f.block(t.block).params.is_empty() {
+                incoming[t.block.index()].push((b, i));
+                incoming_args[t.block.index()].push(t.args.clone());
+            }
+        }
+    }
+    for &b in &rpo {
+        let nparams = f.block(b).params.len();
+        if nparams == 0 || incoming[b.index()].is_empty() {
+            continue;
+        }
+        let mut dead = vec![false; nparams];
+        for (i, d) in dead.iter_mut().enumerate() {
+            let mut same: Option<Value> = None;
+            let mut uniform = true;
+            for args in &incoming_args[b.index()] {
+                let a = repl.resolve(args[i]);
+                match same {
+                    None => same = Some(a),
+                    Some(s) if s == a => {}
+                    Some(_) => uniform = false,
+                }
+            }
+            if let (true, Some(v)) = (uniform, same) {
+                repl.replace(f.block(b).params[i], v);
+                *d = true;
+            }
+        }
+        if !dead.iter().any(|&d| d) {
+            continue;
+        }
+        let keep = |i: usize| !dead[i];
+        let params = std::mem::take(&mut f.block_mut(b).params);
+        f.block_mut(b).params = params
+            .into_iter()
+            .enumerate()
+            .filter(|&(i, _)| keep(i))
+            .map(|(_, v)| v)
+            .collect();
+        for &(p, e) in &incoming[b.index()] {
+            if let Some(t) = f.block_mut(p).term.targets_mut().into_iter().nth(e) {
+                t.args = std::mem::take(&mut t.args)
+                    .into_iter()
+                    .enumerate()
+                    .filter(|&(i, _)| keep(i))
+                    .map(|(_, v)| v)
+                    .collect();
+            }
+        }
+    }
+}
+
+/// Moves every constant to the start of the entry block, one value per distinct constant.
+fn hoist_constants(f: &mut Function, repl: &mut Replacements) {
+    let mut first: HashMap<u32, Value> = HashMap::new();
+    let mut hoisted = Vec::new();
+    for bi in 0..f.blocks.len() {
+        let insts = std::mem::take(&mut f.blocks[bi].insts);
+        let mut rest = Vec::with_capacity(insts.len());
+        for v in insts {
+            if let Inst::Const(k) = f.values[v.index()] {
+                match first.get(&k) {
+                    Some(&w) => repl.replace(v, w),
+                    None => {
+                        first.insert(k, v);
+                        hoisted.push(v);
+                    }
+                }
+            } else {
+                rest.push(v);
+            }
+        }
+        f.blocks[bi].insts = rest;
+    }
+    let entry = &mut f.blocks[Function::ENTRY.index()].insts;
+    hoisted.append(entry);
+    *entry = hoisted;
+}
+
+/// Dominator-based value numbering.
+fn number_values(f: &mut Function, repl: &mut Replacements) {
+    let cfg = Cfg::new(f);
+    let mut table: HashMap<Key, Value> = HashMap::new();
+    // Keys added per block, to forget when the walk leaves the block's subtree.
+    let mut scopes: Vec<Vec<Key>> = Vec::new();
+    for visit in cfg.dom_walk() {
+        match visit {
+            Visit::Enter(b) => {
+                let mut added = Vec::new();
+                let insts = std::mem::take(&mut f.block_mut(b).insts);
+                let mut kept = Vec::with_capacity(insts.len());
+                for v in insts {
+                    let mut inst = f.values[v.index()].clone();
+                    crate::rewrite::map_inst_operands(&mut inst, |x| repl.resolve(x));
+                    f.values[v.index()] = inst.clone();
+                    match key_of(&inst) {
+                        Some(k) => match table.get(&k) {
+                            Some(&w) => repl.replace(v, w),
+                            None => {
+                                table.insert(k, v);
+                                added.push(k);
+                                kept.push(v);
+                            }
+                        },
+                        None => kept.push(v),
+                    }
+                }
+                f.block_mut(b).insts = kept;
+                scopes.push(added);
+            }
+            Visit::Exit(_) => {
+                for k in scopes.pop().unwrap_or_default() {
+                    table.remove(&k);
+                }
+            }
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::testutil::{assert_same_semantics, canonical};
+    use sift_ir::parse_function;
+
+    fn numbered(text: &str) -> Function {
+        let mut f = parse_function(text).unwrap();
+        let orig = f.clone();
+        run(&mut f);
+        sift_ir::verify(&f).unwrap_or_else(|e| panic!("{e}\n{f}"));
+        assert_same_semantics(&orig, &f);
+        f
+    }
+
+    #[test]
+    fn dominated_loads_are_reused() {
+        let f = numbered(
+            "block0:\n v0 = load.h [12]\n v1 = const 0x800\n br eq v0, v1, block1, block2\nblock1:\n v2 = load.h [12]\n v3 = const 0x800\n br eq v2, v3, block3, block2\nblock2:\n ret 0\nblock3:\n ret 1\n",
+        );
+        assert_eq!(
+            canonical(&f),
+            canonical(
+                &parse_function(
+                    "block0:\n v0 = const 0x800\n v1 = load.h [12]\n br eq v1, v0, block1, block2\nblock1:\n br eq v1, v0, block3, block2\nblock2:\n ret 0\nblock3:\n ret 1\n"
+                )
+                .unwrap()
+            )
+        );
+    }
+
+    #[test]
+    fn loads_on_sibling_paths_stay() {
+        let f = numbered(
+            "block0:\n v0 = load.b [0]\n v1 = const 1\n br eq v0, v1, block1, block2\nblock1:\n v2 = load.b [5]\n ret v2\nblock2:\n v3 = load.b [5]\n ret v3\n",
+        );
+        assert_eq!(f.to_string().matches("load.b [5]").count(), 2);
+    }
+
+    #[test]
+    fn uniform_parameters_become_their_argument() {
+        let f = numbered(
+            "block0:\n v0 = load.b [0]\n v1 = const 1\n br eq v0, v1, block1(v0), block1(v0)\nblock1(v2):\n ret v2\n",
+        );
+        assert!(f.block(Block(1)).params.is_empty(), "{f}");
+    }
+
+    #[test]
+    fn commutative_operands_match() {
+        let f = numbered(
+            "block0:\n v0 = load.b [0]\n v1 = load.b [1]\n v2 = add v0, v1\n v3 = add v1, v0\n v4 = sub v2, v3\n ret v4\n",
+        );
+        assert_eq!(f.to_string().matches("add").count(), 1, "{f}");
+    }
+}

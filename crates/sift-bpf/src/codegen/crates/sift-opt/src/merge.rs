@@ -1,0 +1,382 @@
+//! Merging of equivalent subgraphs (tail merging over the DAG).
+//!
+//! Lowering copies code per path: `port 22 or port 80` tests the ports once after `ip proto tcp`,
+//! once after `udp`, once after `sctp`, each copy with its own (identical) loads. Value numbering
+//! cannot share those loads (no copy dominates another) and redundant predicate elimination
+//! cannot remove the tests (each copy is needed on its path). But the copies are the same
+//! computation: block `b` may be replaced by block `a` when, pairing `a` with `b` and then
+//! successors with successors, every paired block has the same instructions on corresponding
+//! operands and the same terminator, ending in the same blocks with corresponding arguments.
+//! Loads that correspond read the same bytes, so they reject the same packets; tests that
+//! correspond decide the same way; so each path through `b` is matched step for step by one
+//! through `a` that returns the same value. Every edge into `b` then goes to `a`.
+//!
+//! Operands are "corresponding" when they are the values defined at paired positions, or the
+//! very same value defined outside both subgraphs in a block dominating both `a` and `b` (so it
+//! is still available on the redirected edges). Values defined inside `a`'s subgraph keep their
+//! dominance: the new edges enter the subgraph at its root.
+//!
+//! Candidates are blocks with the same shallow shape; each is compared with the first block of
+//! its shape. The comparison is bounded by a work budget linear in the function, and the
+//! control-flow analysis is recomputed after each merge (at most [`MAX_MERGES`] per run; the
+//! pipeline repeats the pass).
+
+use std::collections::{HashMap, HashSet};
+
+use sift_ir::{Block, Function, Inst, Target, Terminator, Value};
+
+use crate::cfg::{Cfg, Visit};
+use crate::rewrite::remove_unreachable;
+
+/// Merges per run (each recomputes the dominator tree).
+pub const MAX_MERGES: usize = 32;
+
+/// Dominator-tree intervals for constant-time dominance queries.
+struct Dominance {
+    pre: Vec<u32>,
+    post: Vec<u32>,
+}
+
+impl Dominance {
+    fn new(cfg: &Cfg, nblocks: usize) -> Dominance {
+        let mut pre = vec![u32::MAX; nblocks];
+        let mut post = vec![0; nblocks];
+        let mut clock = 0;
+        for v in cfg.dom_walk() {
+            clock += 1;
+            match v {
+                Visit::Enter(b) => pre[b.index()] = clock,
+                Visit::Exit(b) => post[b.index()] = clock,
+            }
+        }
+        Dominance { pre, post }
+    }
+
+    fn dominates(&self, a: Block, b: Block) -> bool {
+        self.pre[a.index()] <= self.pre[b.index()] && self.post[b.index()] <= self.post[a.index()]
+    }
+}
+
+/// Runs the pass; returns the number of blocks merged away.
+pub fn run(f: &mut Function) -> usize {
+    let mut merged = 0;
+    let mut budget = 8 * f.blocks.len() + 4096;
+    while merged < MAX_MERGES {
+        remove_unreachable(f);
+        let cfg = Cfg::new(f);
+        let dom = Dominance::new(&cfg, f.blocks.len());
+        let mut def_block = vec![Function::ENTRY; f.values.len()];
+        for &b in &cfg.rpo {
+            let data = f.block(b);
+            for &v in data.params.iter().chain(&data.insts) {
+                def_block[v.index()] = b;
+            }
+        }
+        let mut first_of_shape: HashMap<Vec<u64>, Block> = HashMap::new();
+        let mut found = None;
+        for &b in &cfg.rpo {
+            let key = shape(f, b);
+            match first_of_shape.get(&key) {
+                None => {
+                    first_of_shape.insert(key, b);
+                }
+                Some(&a) => {
+                    let mut cmp = Comparison {
+                        f,
+                        dom: &dom,
+                        def_block: &def_block,
+                        roots: (a, b),
+                        rho: HashMap::new(),
+                        paired: HashSet::new(),
+                        budget: &mut budget,
+                    };
+                    if cmp.equivalent() {
+                        found = Some((a, b));
+                        break;
+                    }
+                    if budget == 0 {
+                        return merged;
+                    }
+                }
+            }
+        }
+        let Some((a, b)) = found else { break };
+        for &p in &cfg.rpo {
+            for t in f.block_mut(p).term.targets_mut() {
+                if t.block == b {
+                    t.block = a;
+                }
+            }
+        }
+        merged += 1;
+    }
+    remove_unreachable(f);
+    merged
+}
+
+/// A hash-free summary of a block's shape: instruction kinds and immediates, terminator kind,
+/// comparison and constants, number of targets.
+fn shape(f: &Function, b: Block) -> Vec<u64> {
+    let data = f.block(b);
+    let mut out = vec![data.params.len() as u64, data.insts.len() as u64];
+    for &v in &data.insts {
+        out.push(match *f.inst(v) {
+            Inst::Const(k) => 1 << 40 | u64::from(k),
+            Inst::WireLen => 2 << 40,
+            Inst::Load {
+                offset,
+                size,
+                index,
+            } => {
+                3 << 40
+                    | u64::from(size.bytes()) << 36
+                    | u64::from(index.is_some()) << 35
+                    | u64::from(offset)
+            }
+            Inst::Binary(op, _, _) => 4 << 40 | op as u64,
+            Inst::Neg(_) => 5 << 40,
+            Inst::Param(_) => 6 << 40,
+        });
+    }
+    match &data.term {
+        Terminator::Branch { op, .. } => out.push(7 << 40 | *op as u64),
+        Terminator::Switch { cases, .. } => {
+            out.push(8 << 40 | cases.len() as u64);
+            out.extend(cases.iter().map(|(k, _)| u64::from(*k)));
+        }
+        Terminator::Jump(_) => out.push(9 << 40),
+        Terminator::Return(k) => out.push(10 << 40 | u64::from(*k)),
+        Terminator::ReturnValue(_) => out.push(11 << 40),
+        Terminator::Unset => out.push(12 << 40),
+    }
+    out
+}
+
+struct Comparison<'a> {
+    f: &'a Function,
+    dom: &'a Dominance,
+    def_block: &'a [Block],
+    roots: (Block, Block),
+    /// Values of `b`'s subgraph and the values of `a`'s they correspond to.
+    rho: HashMap<Value, Value>,
+    paired: HashSet<(Block, Block)>,
+    budget: &'a mut usize,
+}
+
+impl Comparison<'_> {
+    fn equivalent(&mut self) -> bool {
+        let mut work = vec![self.roots];
+        while let Some((a, b)) = work.pop() {
+            if a == b || !self.paired.insert((a, b)) {
+                continue;
+            }
+            if *self.budget == 0 {
+                return false;
+            }
+            *self.budget -= 1;
+            if !self.blocks(a, b, &mut work) {
+                return false;
+            }
+        }
+        true
+    }
+
+    /// Whether operand `y` of `b`'s subgraph corresponds to operand `x` of `a`'s.
+    fn same(&self, x: Value, y: Value) -> bool {
+        match self.rho.get(&y) {
+            Some(&m) => m == x,
+            None => {
+                x == y && {
+                    let d = self.def_block[x.index()];
+                    self.dom.dominates(d, self.roots.0)
+                        && self.dom.dominates(d, self.roots.1)
+                        && d != self.roots.0
+                        && d != self.roots.1
+                }
+            }
+        }
+    }
+
+    fn targets(&self, x: &Target, y: &Target, work: &mut Vec<(Block, Block)>) -> bool {
+        if x.args.len() != y.args.len()
+            || !x.args.iter().zip(&y.args).all(|(&p, &q)| self.same(p, q))
+        {
+            return false;
+        }
+        work.push((x.block, y.block));
+        true
+    }
+
+    fn blocks(&mut self, a: Block, b: Block, work: &mut Vec<(Block, Block)>) -> bool {
+        let (da, db) = (self.f.block(a), self.f.block(b));
+        if da.params.len() != db.params.len() || da.insts.len() != db.insts.len() {
+            return false;
+        }
+        if (a, b) != self.roots && (a == self.roots.0 || b == self.roots.1) {
+            return false;
+        }
+        for (&p, &q) in da.params.iter().zip(&db.params) {
+            if self.rho.insert(q, p).is_some() {
+                return false;
+            }
+        }
+        for (&x, &y) in da.insts.iter().zip(&db.insts) {
+            let ok = match (self.f.inst(x), self.f.inst(y)) {
+                (Inst::Const(k), Inst::Const(l)) => k == l,
+                (Inst::WireLen, Inst::WireLen) => true,
+                (
+                    Inst::Load {
+                        index: i,
+                        offset: o,
+                        size: s,
+                    },
+                    Inst::Load {
+                        index: j,
+                        offset: p,
+                        size: t,
+                    },
+                ) => {
+                    o == p
+                        && s == t
+                        && match (i, j) {
+                            (None, None) => true,
+                            (Some(i), Some(j)) => self.same(*i, *j),
+                            _ => false,
+                        }
+                }
+                (Inst::Binary(op, p, q), Inst::Binary(op2, r, s)) => {
+                    op == op2 && self.same(*p, *r) && self.same(*q, *s)
+                }
+                (Inst::Neg(p), Inst::Neg(q)) => self.same(*p, *q),
+                _ => false,
+            };
+            if !ok || self.rho.insert(y, x).is_some() {
+                return false;
+            }
+        }
+        match (&da.term, &db.term) {
+            (Terminator::Return(k), Terminator::Return(l)) => k == l,
+            (Terminator::ReturnValue(x), Terminator::ReturnValue(y)) => self.same(*x, *y),
+            (Terminator::Jump(x), Terminator::Jump(y)) => self.targets(x, y, work),
+            (
+                Terminator::Branch {
+                    op,
+                    lhs,
+                    rhs,
+                    then_,
+                    else_,
+                },
+                Terminator::Branch {
+                    op: op2,
+                    lhs: l2,
+                    rhs: r2,
+                    then_: t2,
+                    else_: e2,
+                },
+            ) => {
+                op == op2
+                    && self.same(*lhs, *l2)
+                    && self.same(*rhs, *r2)
+                    && self.targets(then_, t2, work)
+                    && self.targets(else_, e2, work)
+            }
+            (
+                Terminator::Switch {
+                    value,
+                    cases,
+                    default,
+                },
+                Terminator::Switch {
+                    value: v2,
+                    cases: c2,
+                    default: d2,
+                },
+            ) => {
+                self.same(*value, *v2)
+                    && cases.len() == c2.len()
+                    && self.targets(default, d2, work)
+                    && cases
+                        .iter()
+                        .zip(c2)
+                        .all(|((k, x), (l, y))| k == l && self.targets(x, y, work))
+            }
+            _ => false,
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::testutil::assert_same_semantics;
+    use sift_ir::parse_function;
+
+    fn merged(text: &str) -> Function {
+        let mut f = parse_function(text).unwrap();
+        let orig = f.clone();
+        run(&mut f);
+        sift_ir::verify(&f).unwrap_or_else(|e| panic!("{e}\n{f}"));
+        assert_same_semantics(&orig, &f);
+        f
+    }
+
+    /// Per-protocol copies of a port test collapse into one.
+    #[test]
+    fn copies_of_a_subgraph_merge() {
+        let f = merged(
+            "block0:
+    v0 = const 6
+    v1 = const 17
+    v2 = const 80
+    v3 = const 15
+    v4 = load.b [23]
+    br eq v4, v0, block1, block3
+block1:
+    v5 = load.b [14]
+    v6 = and v5, v3
+    v7 = load.h [v6+14]
+    br eq v7, v2, block6, block2
+block2:
+    v8 = load.h [v6+16]
+    br eq v8, v2, block6, block5
+block3:
+    br eq v4, v1, block4, block5
+block4:
+    v9 = load.b [14]
+    v10 = and v9, v3
+    v11 = load.h [v10+14]
+    br eq v11, v2, block6, block7
+block7:
+    v12 = load.h [v10+16]
+    br eq v12, v2, block6, block5
+block5:
+    ret 0
+block6:
+    ret 1
+",
+        );
+        assert_eq!(f.to_string().matches("load.h").count(), 2, "{f}");
+    }
+
+    /// Copies that read different outside values stay apart.
+    #[test]
+    fn different_operands_do_not_merge() {
+        let f = merged(
+            "block0:
+    v0 = const 1
+    v1 = load.b [0]
+    v2 = load.b [1]
+    br eq v1, v0, block1, block2
+block1:
+    br eq v1, v0, block3, block4
+block2:
+    br eq v2, v0, block3, block4
+block3:
+    ret 1
+block4:
+    ret 0
+",
+        );
+        assert_eq!(f.blocks.len(), 5, "{f}");
+    }
+}

@@ -1,0 +1,311 @@
+//! Redundant predicate elimination (BPF+ §6.1): predicate assertion propagation over edge
+//! dominators and static predicate prediction.
+//!
+//! Every edge leaving a comparison asserts its outcome (`x == 5` on the true edge, `x != 5` on
+//! the false edge; `switch` edges assert `x == key` or `x` is none of the keys). An edge
+//! dominates a block when every path to the block takes it. In an acyclic graph the edges that
+//! dominate block `B` are those dominating its immediate dominator, plus `B`'s incoming edge when
+//! it has exactly one. So walking the dominator tree, pushing the single incoming edge's
+//! assertion on entry and popping it on exit, keeps exactly the assertions that hold on every path
+//! to the current block (the `assertion(E)` sets of the paper) in a scoped [`Facts`] base.
+//!
+//! With those facts, for each block `P`:
+//!
+//! * if they decide `P`'s own test, the test becomes a jump;
+//! * for each edge `P -> S` (facts of `P` plus the edge's assertion), while `S` is a block with
+//!   no instructions and no parameters whose test (or jump) the facts decide, the edge is moved to
+//!   `S`'s chosen successor ("static predicate prediction"). Skipping `S` is safe because it
+//!   computes nothing (no load can reject there, no value defined there is used later) and the
+//!   values its test and outgoing arguments read are defined in blocks dominating `S`, hence
+//!   dominating `P` or in `P` itself.
+//!
+//! Moving edges never changes which packets reach a block that stays reachable (it only removes
+//! skipped blocks from some paths), so facts computed before a move stay true after it and the
+//! pass can finish its walk on the original dominator tree. It does not duplicate blocks, so a
+//! test inside a block that also loads is only decided for all paths at once.
+//!
+//! The work is bounded: at most [`hop_budget`] block skips per run, each a constant-time query,
+//! so a run is linear in the function. The pipeline repeats it with value numbering to a fixed
+//! point under a round limit.
+
+use sift_ir::{CmpOp, Function, Target, Terminator, Value};
+
+use crate::cfg::{Cfg, Visit};
+use crate::facts::Facts;
+use crate::range;
+use crate::rewrite::remove_unreachable;
+
+/// An edge's assertion.
+#[derive(Clone, Debug)]
+enum Assertion {
+    Const(Value, CmpOp, u32, bool),
+    Pair(Value, CmpOp, Value, bool),
+    /// A switch default edge: the value is none of these keys.
+    NoneOf(Value, Vec<u32>),
+}
+
+/// Block skips allowed per run: a multiple of the function size.
+pub fn hop_budget(f: &Function) -> usize {
+    16 * f.blocks.len() + 1024
+}
+
+/// Runs the pass; returns the number of edges moved or tests removed.
+pub fn run(f: &mut Function) -> usize {
+    remove_unreachable(f);
+    let cfg = Cfg::new(f);
+    let ranges = range::compute(f);
+    // The assertion entering each block through its only incoming edge, from the terminators
+    // as they are before this run changes any of them.
+    let mut entry: Vec<Option<Assertion>> = vec![None; f.blocks.len()];
+    for &p in &cfg.rpo {
+        let term = &f.block(p).term;
+        for (i, t) in term.targets().into_iter().enumerate() {
+            if cfg.incoming[t.block.index()] == 1 {
+                entry[t.block.index()] = edge_assertion(f, term, i);
+            }
+        }
+    }
+    let mut facts = Facts::new(&ranges);
+    let mut marks: Vec<usize> = Vec::new();
+    let mut budget = hop_budget(f);
+    let mut changes = 0;
+    for visit in cfg.dom_walk() {
+        let b = match visit {
+            Visit::Enter(b) => b,
+            Visit::Exit(_) => {
+                if let Some(m) = marks.pop() {
+                    facts.undo_to(m);
+                }
+                continue;
+            }
+        };
+        marks.push(facts.mark());
+        if let Some(a) = &entry[b.index()] {
+            assume(&mut facts, a);
+        }
+        if let Some(t) = decide(f, &facts, &f.block(b).term) {
+            f.set_term(b, Terminator::Jump(t));
+            changes += 1;
+        }
+        let term = f.block(b).term.clone();
+        let targets: Vec<Target> = term.targets().into_iter().cloned().collect();
+        let mut moved: Vec<Option<Target>> = vec![None; targets.len()];
+        for (i, start) in targets.into_iter().enumerate() {
+            let m = facts.mark();
+            if let Some(a) = edge_assertion(f, &term, i) {
+                assume(&mut facts, &a);
+            }
+            let mut t = start.clone();
+            while budget > 0 {
+                let s = f.block(t.block);
+                if !s.insts.is_empty() || !s.params.is_empty() || t.block == b {
+                    break;
+                }
+                let next = match &s.term {
+                    Terminator::Jump(n) => n.clone(),
+                    other => match decide(f, &facts, other) {
+                        Some(n) => n,
+                        None => break,
+                    },
+                };
+                budget -= 1;
+                t = next;
+            }
+            facts.undo_to(m);
+            if t != start {
+                moved[i] = Some(t);
+                changes += 1;
+            }
+        }
+        if moved.iter().any(Option::is_some) {
+            for (slot, new) in f.block_mut(b).term.targets_mut().into_iter().zip(moved) {
+                if let Some(t) = new {
+                    *slot = t;
+                }
+            }
+        }
+    }
+    remove_unreachable(f);
+    changes
+}
+
+/// The assertion that holds on the `i`th edge of `term`.
+fn edge_assertion(f: &Function, term: &Terminator, i: usize) -> Option<Assertion> {
+    match term {
+        Terminator::Branch { op, lhs, rhs, .. } => {
+            let outcome = i == 0;
+            Some(match (f.const_value(*lhs), f.const_value(*rhs)) {
+                (_, Some(k)) => Assertion::Const(*lhs, *op, k, outcome),
+                (Some(k), None) => Assertion::Const(*rhs, crate::facts::mirror_op(*op), k, outcome),
+                (None, None) => Assertion::Pair(*lhs, *op, *rhs, outcome),
+            })
+        }
+        Terminator::Switch { value, cases, .. } => Some(match cases.get(i) {
+            Some((k, _)) => Assertion::Const(*value, CmpOp::Eq, *k, true),
+            None => Assertion::NoneOf(*value, cases.iter().map(|(k, _)| *k).collect()),
+        }),
+        _ => None,
+    }
+}
+
+fn assume(facts: &mut Facts, a: &Assertion) {
+    match a {
+        Assertion::Const(x, op, k, outcome) => facts.assume_const(*x, *op, *k, *outcome),
+        Assertion::Pair(a, op, b, outcome) => facts.assume_pair(*a, *op, *b, *outcome),
+        Assertion::NoneOf(x, keys) => {
+            for &k in keys {
+                facts.assume_const(*x, CmpOp::Eq, k, false);
+            }
+        }
+    }
+}
+
+/// Switches with more keys than this are only decided on a known-constant value (checking every
+/// key against the facts would make long chains quadratic).
+const SWITCH_SCAN_LIMIT: usize = 64;
+
+/// The target `term` must take given `facts`, if they decide it.
+fn decide(f: &Function, facts: &Facts, term: &Terminator) -> Option<Target> {
+    match term {
+        Terminator::Branch {
+            op,
+            lhs,
+            rhs,
+            then_,
+            else_,
+        } => {
+            let outcome = match (f.const_value(*lhs), f.const_value(*rhs)) {
+                (_, Some(k)) => facts.decide_const(*lhs, *op, k),
+                (Some(k), None) => facts.decide_const(*rhs, crate::facts::mirror_op(*op), k),
+                (None, None) => facts.decide_pair(*lhs, *op, *rhs),
+            }?;
+            Some(if outcome { then_ } else { else_ }.clone())
+        }
+        Terminator::Switch {
+            value,
+            cases,
+            default,
+        } => {
+            for (k, t) in cases.iter() {
+                if facts.decide_const(*value, CmpOp::Eq, *k) == Some(true) {
+                    return Some(t.clone());
+                }
+                if cases.len() > SWITCH_SCAN_LIMIT {
+                    break;
+                }
+            }
+            if cases.len() <= SWITCH_SCAN_LIMIT
+                && cases
+                    .iter()
+                    .all(|(k, _)| facts.decide_const(*value, CmpOp::Eq, *k) == Some(false))
+            {
+                return Some(default.clone());
+            }
+            None
+        }
+        _ => None,
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::testutil::assert_same_semantics;
+    use sift_ir::parse_function;
+
+    fn eliminated(text: &str) -> Function {
+        let mut f = parse_function(text).unwrap();
+        let orig = f.clone();
+        crate::gvn::run(&mut f);
+        run(&mut f);
+        sift_ir::verify(&f).unwrap_or_else(|e| panic!("{e}\n{f}"));
+        assert_same_semantics(&orig, &f);
+        f
+    }
+
+    /// BPF+ Figure 2: `(src host X and dst host Y) or (src host Y and dst host X)`. After
+    /// `dst host Y` fails, the source is known to be X, so `src host Y` is skipped.
+    #[test]
+    fn paper_figure_two() {
+        let f = eliminated(
+            "block0:
+    v0 = load.w [26]
+    v1 = const 10
+    br eq v0, v1, block1, block2
+block1:
+    v2 = load.w [30]
+    v3 = const 20
+    br eq v2, v3, block5, block2
+block2:
+    v4 = load.w [26]
+    v5 = const 20
+    br eq v4, v5, block3, block4
+block3:
+    v6 = load.w [30]
+    v7 = const 10
+    br eq v6, v7, block5, block4
+block4:
+    ret 0
+block5:
+    ret 1
+",
+        );
+        // block1's false edge now goes straight to the reject.
+        let b1 = f.block(sift_ir::Block(1));
+        if let Terminator::Branch { else_, .. } = &b1.term {
+            assert_eq!(f.block(else_.block).term, Terminator::Return(0), "{f}");
+        } else {
+            panic!("{f}");
+        }
+    }
+
+    /// `tcp port 80`-style redundancy: the ethertype test repeated after a disjunction.
+    #[test]
+    fn repeated_ethertype_tests_are_skipped() {
+        let f = eliminated(
+            "block0:
+    v0 = load.h [12]
+    v1 = const 0x800
+    br eq v0, v1, block1, block2
+block1:
+    v2 = load.b [23]
+    v3 = const 6
+    br eq v2, v3, block5, block2
+block2:
+    v4 = load.h [12]
+    v5 = const 0x800
+    br eq v4, v5, block3, block4
+block3:
+    v6 = load.b [23]
+    v7 = const 17
+    br eq v6, v7, block5, block4
+block4:
+    ret 0
+block5:
+    ret 1
+",
+        );
+        // Only one ethertype test remains; the non-IPv4 path rejects at once.
+        assert_eq!(f.to_string().matches("0x800").count(), 1, "{f}");
+        assert_eq!(f.to_string().matches("br ").count(), 3, "{f}");
+    }
+
+    #[test]
+    fn ranges_and_masks_decide() {
+        let f = eliminated(
+            "block0:
+    v0 = load.h [20]
+    v1 = const 0x1fff
+    br set v0, v1, block3, block1
+block1:
+    v2 = const 0x100
+    br set v0, v2, block3, block2
+block2:
+    ret 1
+block3:
+    ret 0
+",
+        );
+        assert_eq!(f.to_string().matches("br ").count(), 1, "{f}");
+    }
+}

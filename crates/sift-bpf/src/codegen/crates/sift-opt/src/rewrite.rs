@@ -1,0 +1,251 @@
+//! Rewriting helpers every pass shares: value replacement, removal of unreachable blocks, and the
+//! final renumbering of blocks and values.
+//!
+//! Passes never edit uses one by one. They record "`v` is now `w`" in [`Replacements`] and apply
+//! the map to the whole function once, which keeps every pass linear.
+
+use sift_ir::{Block, Function, Inst, Target, Terminator, Value};
+
+/// A map from values to the values that replace them (identity for values not replaced).
+#[derive(Debug)]
+pub struct Replacements {
+    map: Vec<Value>,
+    count: usize,
+}
+
+impl Replacements {
+    pub fn new(f: &Function) -> Replacements {
+        Replacements {
+            map: (0..f.values.len() as u32).map(Value).collect(),
+            count: 0,
+        }
+    }
+
+    /// Records that every use of `v` must read `with` instead.
+    pub fn replace(&mut self, v: Value, with: Value) {
+        let with = self.resolve(with);
+        if with != v {
+            self.grow(v.index().max(with.index()));
+            self.map[v.index()] = with;
+            self.count += 1;
+        }
+    }
+
+    /// The value that stands for `v` after all replacements recorded so far.
+    pub fn resolve(&mut self, v: Value) -> Value {
+        let mut r = v;
+        while let Some(&next) = self.map.get(r.index()) {
+            if next == r {
+                break;
+            }
+            r = next;
+        }
+        // Path compression keeps later lookups O(1).
+        let mut c = v;
+        while c != r {
+            let next = self.map[c.index()];
+            self.map[c.index()] = r;
+            c = next;
+        }
+        r
+    }
+
+    /// Number of replacements recorded.
+    pub fn len(&self) -> usize {
+        self.count
+    }
+
+    pub fn is_empty(&self) -> bool {
+        self.count == 0
+    }
+
+    fn grow(&mut self, index: usize) {
+        while self.map.len() <= index {
+            let v = Value(self.map.len() as u32);
+            self.map.push(v);
+        }
+    }
+
+    /// Rewrites every operand of every instruction and terminator in `f`.
+    pub fn apply(&mut self, f: &mut Function) {
+        if self.count == 0 {
+            return;
+        }
+        for bi in 0..f.blocks.len() {
+            for k in 0..f.blocks[bi].insts.len() {
+                let v = f.blocks[bi].insts[k];
+                let mut inst = f.values[v.index()].clone();
+                map_inst_operands(&mut inst, |x| self.resolve(x));
+                f.values[v.index()] = inst;
+            }
+            let mut term = std::mem::take(&mut f.blocks[bi].term);
+            map_term_operands(&mut term, |x| self.resolve(x));
+            f.blocks[bi].term = term;
+        }
+    }
+}
+
+/// Applies `map` to each operand of `inst`.
+pub fn map_inst_operands(inst: &mut Inst, mut map: impl FnMut(Value) -> Value) {
+    match inst {
+        Inst::Const(_) | Inst::WireLen | Inst::Param(_) => {}
+        Inst::Load { index, .. } => {
+            if let Some(x) = index {
+                *x = map(*x);
+            }
+        }
+        Inst::Binary(_, a, b) => {
+            *a = map(*a);
+            *b = map(*b);
+        }
+        Inst::Neg(a) => *a = map(*a),
+    }
+}
+
+/// Applies `map` to each operand of `term`, edge arguments included.
+pub fn map_term_operands(term: &mut Terminator, mut map: impl FnMut(Value) -> Value) {
+    match term {
+        Terminator::Branch { lhs, rhs, .. } => {
+            *lhs = map(*lhs);
+            *rhs = map(*rhs);
+        }
+        Terminator::Switch { value, .. } | Terminator::ReturnValue(value) => *value = map(*value),
+        Terminator::Unset | Terminator::Jump(_) | Terminator::Return(_) => {}
+    }
+    for t in term.targets_mut() {
+        for a in &mut t.args {
+            *a = map(*a);
+        }
+    }
+}
+
+/// Whether the block of `b` is reachable from the entry, for every block.
+pub fn reachable(f: &Function) -> Vec<bool> {
+    let mut r = vec![false; f.blocks.len()];
+    for b in crate::cfg::rpo(f) {
+        r[b.index()] = true;
+    }
+    r
+}
+
+/// Deletes the blocks the entry cannot reach, renumbering the rest (the entry stays `block0`).
+/// Returns how many blocks were removed. The verifier requires this after any pass that removes
+/// edges: an unreachable block may use values whose definitions no longer dominate it.
+pub fn remove_unreachable(f: &mut Function) -> usize {
+    let live = reachable(f);
+    let removed = live.iter().filter(|&&l| !l).count();
+    if removed == 0 {
+        return 0;
+    }
+    let mut new_index = vec![u32::MAX; f.blocks.len()];
+    let mut next = 0;
+    for (i, &l) in live.iter().enumerate() {
+        if l {
+            new_index[i] = next;
+            next += 1;
+        }
+    }
+    let old = std::mem::take(&mut f.blocks);
+    for (i, mut data) in old.into_iter().enumerate() {
+        if !live[i] {
+            continue;
+        }
+        for t in data.term.targets_mut() {
+            t.block = Block(new_index[t.block.index()]);
+        }
+        let nb = Block(new_index[i]);
+        for &p in &data.params {
+            f.values[p.index()] = Inst::Param(nb);
+        }
+        f.blocks.push(data);
+    }
+    removed
+}
+
+/// Renumbers blocks in reverse postorder and values in order of definition, dropping unreachable
+/// blocks and values no block defines. The result prints the way a reader expects (and the way
+/// `parse_function` numbers a text written in that order).
+pub fn canonicalize(f: &mut Function) {
+    let rpo = crate::cfg::rpo(f);
+    let mut block_map = vec![u32::MAX; f.blocks.len()];
+    for (i, b) in rpo.iter().enumerate() {
+        block_map[b.index()] = i as u32;
+    }
+    let mut value_map = vec![u32::MAX; f.values.len()];
+    let mut values = Vec::with_capacity(f.values.len());
+    for &b in &rpo {
+        let data = f.block(b);
+        for &v in data.params.iter().chain(&data.insts) {
+            value_map[v.index()] = values.len() as u32;
+            values.push(f.values[v.index()].clone());
+        }
+    }
+    let remap = |v: Value| Value(value_map[v.index()]);
+    for inst in &mut values {
+        match inst {
+            Inst::Param(b) => *b = Block(block_map[b.index()]),
+            other => map_inst_operands(other, remap),
+        }
+    }
+    let mut blocks = Vec::with_capacity(rpo.len());
+    for &b in &rpo {
+        let mut data = std::mem::take(&mut f.blocks[b.index()]);
+        data.params = data.params.iter().map(|&v| remap(v)).collect();
+        data.insts = data.insts.iter().map(|&v| remap(v)).collect();
+        map_term_operands(&mut data.term, remap);
+        for t in data.term.targets_mut() {
+            t.block = Block(block_map[t.block.index()]);
+        }
+        blocks.push(data);
+    }
+    f.blocks = blocks;
+    f.values = values;
+}
+
+/// The number of edges entering each block from reachable blocks (a branch with both arms to
+/// the same block counts twice).
+pub fn incoming_edges(f: &Function, live: &[bool]) -> Vec<u32> {
+    let mut n = vec![0u32; f.blocks.len()];
+    for (i, data) in f.blocks.iter().enumerate() {
+        if live[i] {
+            for t in data.term.targets() {
+                n[t.block.index()] += 1;
+            }
+        }
+    }
+    n
+}
+
+/// A jump target without arguments.
+pub fn plain(block: Block) -> Target {
+    Target::from(block)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use sift_ir::parse_function;
+
+    #[test]
+    fn replacements_resolve_chains() {
+        let f = parse_function("block0:\n v0 = const 1\n v1 = const 2\n v2 = const 3\n ret 0\n")
+            .unwrap();
+        let mut r = Replacements::new(&f);
+        r.replace(Value(2), Value(1));
+        r.replace(Value(1), Value(0));
+        assert_eq!(r.resolve(Value(2)), Value(0));
+        assert_eq!(r.len(), 2);
+    }
+
+    #[test]
+    fn unreachable_blocks_go_and_params_follow() {
+        let mut f = parse_function(
+            "block0:\n v0 = const 1\n jump block2(v0)\nblock1:\n ret 1\nblock2(v1):\n ret v1\n",
+        )
+        .unwrap();
+        assert_eq!(remove_unreachable(&mut f), 1);
+        assert_eq!(f.blocks.len(), 2);
+        assert_eq!(f.values[1], Inst::Param(Block(1)));
+        sift_ir::verify(&f).unwrap();
+    }
+}

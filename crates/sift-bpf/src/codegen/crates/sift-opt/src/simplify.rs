@@ -1,0 +1,433 @@
+//! Constant folding and propagation, algebraic simplification, offset reassociation and branch
+//! canonicalization: one forward pass in reverse postorder.
+//!
+//! Rules (each preserves the interpreter's result for every packet):
+//!
+//! * operations on constants fold; a division or remainder by the constant 0 always rejects, so
+//!   the rest of its block becomes `ret 0`;
+//! * identities: `x+0`, `x-0`, `x*1`, `x/1`, `x|0`, `x^0`, `x<<0`, `x>>0`, `x&~0`, `x&x`, `x|x`
+//!   give `x`; `x*0`, `x&0`, `x%1`, `x-x`, `x^x`, shifts by 32 or more, and `x>>k` of a value
+//!   below `2^k` give 0; `x & m` gives `x` when `m` keeps every bit `x`'s range allows;
+//!   `(x & a) & b` is `x & (a & b)`; `x - c` is written `x + (-c)`;
+//! * reassociation (NetVM §5): `(x + a) + b` is `x + (a + b)` (both wrap modulo 2^32, so this
+//!   always holds);
+//! * load/index folding: the IR adds a load's index and offset *without* wrapping, while `add`
+//!   wraps. So `load [(x + c) + off]` becomes `load [x + (off + c)]` only when `x + c` provably
+//!   does not wrap (`x`'s range ends at most `2^32 - 1 - c`) and `off + c` fits the offset field,
+//!   or `load [x + (off - d)]` when `x + c` provably always wraps (it is `x - d`, `d = 2^32 - c`)
+//!   and `off >= d`. A constant index folds into the offset when the sum fits;
+//! * comparisons: constants move to the right (`eq 5, x` is `eq x, 5`), and `ne`, `lt`, `le`
+//!   become `eq`, `ge`, `gt` with the targets swapped, so later passes see one form; a comparison
+//!   decided by the operands' ranges (or equal operands) becomes a jump; a `switch` drops keys its
+//!   value's range excludes, and on a constant becomes a jump; `ret v` of a constant is `ret k`.
+
+use sift_ir::{BinOp, Block, CmpOp, Function, Inst, Terminator, Value};
+
+use crate::facts::{decide_range, mirror_op};
+use crate::range::{self, low_mask, Range};
+use crate::rewrite::{remove_unreachable, Replacements};
+
+/// What a rewrite rule concluded about one instruction.
+enum Outcome {
+    Keep,
+    /// The instruction now reads differently (same value).
+    Changed(Inst),
+    /// Every use reads this value instead.
+    Same(Value),
+    /// The instruction always rejects the packet.
+    Rejects,
+}
+
+struct Simplifier<'f> {
+    f: &'f mut Function,
+    ranges: Vec<Range>,
+    repl: Replacements,
+    /// Constants created by rules, to be placed before the instruction being rewritten.
+    fresh: Vec<Value>,
+    changes: usize,
+}
+
+/// Runs the pass; returns the number of rewrites.
+pub fn run(f: &mut Function) -> usize {
+    let ranges = range::compute(f);
+    let repl = Replacements::new(f);
+    let mut s = Simplifier {
+        f,
+        ranges,
+        repl,
+        fresh: Vec::new(),
+        changes: 0,
+    };
+    for b in crate::cfg::rpo(s.f) {
+        s.block(b);
+    }
+    let mut repl = s.repl;
+    let changes = s.changes;
+    repl.apply(f);
+    remove_unreachable(f);
+    changes
+}
+
+impl Simplifier<'_> {
+    fn konst(&self, v: Value) -> Option<u32> {
+        self.f.const_value(v)
+    }
+
+    fn range(&self, v: Value) -> Range {
+        self.ranges.get(v.index()).copied().unwrap_or(Range::FULL)
+    }
+
+    fn new_const(&mut self, k: u32) -> Value {
+        let v = Value(self.f.values.len() as u32);
+        self.f.values.push(Inst::Const(k));
+        self.ranges.push(Range::exact(k));
+        self.fresh.push(v);
+        v
+    }
+
+    fn block(&mut self, b: Block) {
+        let insts = std::mem::take(&mut self.f.block_mut(b).insts);
+        let mut kept = Vec::with_capacity(insts.len());
+        let mut rejected = false;
+        for v in insts {
+            let mut inst = self.f.values[v.index()].clone();
+            crate::rewrite::map_inst_operands(&mut inst, |x| self.repl.resolve(x));
+            self.f.values[v.index()] = inst.clone();
+            // Rules may chain (a fold exposes an identity), so apply them until none fires.
+            let mut outcome = self.inst(&inst);
+            let mut guard = 0;
+            while let Outcome::Changed(new) = outcome {
+                self.changes += 1;
+                self.f.values[v.index()] = new.clone();
+                guard += 1;
+                outcome = if guard < 8 {
+                    self.inst(&new)
+                } else {
+                    Outcome::Keep
+                };
+            }
+            kept.append(&mut self.fresh);
+            match outcome {
+                Outcome::Keep | Outcome::Changed(_) => {
+                    let r = range::of_inst(self.f.inst(v), |o| self.range(o));
+                    self.ranges[v.index()] = r;
+                    kept.push(v);
+                }
+                Outcome::Same(w) => {
+                    self.changes += 1;
+                    self.repl.replace(v, w);
+                    kept.push(v); // left for dead-code elimination
+                }
+                Outcome::Rejects => {
+                    self.changes += 1;
+                    kept.push(v);
+                    rejected = true;
+                    break;
+                }
+            }
+        }
+        self.f.block_mut(b).insts = kept;
+        if rejected {
+            self.f.set_term(b, Terminator::Return(0));
+            return;
+        }
+        let mut term = std::mem::take(&mut self.f.block_mut(b).term);
+        crate::rewrite::map_term_operands(&mut term, |x| self.repl.resolve(x));
+        let term = self.terminator(b, term);
+        let mut fresh = std::mem::take(&mut self.fresh);
+        self.f.block_mut(b).insts.append(&mut fresh);
+        self.f.set_term(b, term);
+    }
+
+    fn inst(&mut self, inst: &Inst) -> Outcome {
+        match *inst {
+            Inst::Binary(op, a, b) => self.binary(op, a, b),
+            Inst::Neg(a) => match self.konst(a) {
+                Some(k) => Outcome::Changed(Inst::Const(k.wrapping_neg())),
+                None => match *self.f.inst(a) {
+                    Inst::Neg(x) => Outcome::Same(x),
+                    _ => Outcome::Keep,
+                },
+            },
+            Inst::Load {
+                index: Some(x),
+                offset,
+                size,
+            } => self.load(x, offset, size),
+            _ => Outcome::Keep,
+        }
+    }
+
+    fn load(&mut self, x: Value, offset: u32, size: sift_ir::LoadSize) -> Outcome {
+        if let Some(c) = self.konst(x) {
+            if let Some(off) = offset.checked_add(c) {
+                return Outcome::Changed(Inst::Load {
+                    index: None,
+                    offset: off,
+                    size,
+                });
+            }
+            return Outcome::Keep;
+        }
+        if let Inst::Binary(BinOp::Add, y, c) = *self.f.inst(x) {
+            let Some(c) = self.konst(c) else {
+                return Outcome::Keep;
+            };
+            let ry = self.range(y);
+            let never_wraps = ry.hi.checked_add(c).is_some();
+            let always_wraps = c != 0 && u64::from(ry.lo) + u64::from(c) > u64::from(u32::MAX);
+            let new_offset = if never_wraps {
+                offset.checked_add(c)
+            } else if always_wraps {
+                // x + c wraps to x - d, d = 2^32 - c.
+                offset.checked_sub(c.wrapping_neg())
+            } else {
+                None
+            };
+            if let Some(offset) = new_offset {
+                return Outcome::Changed(Inst::Load {
+                    index: Some(y),
+                    offset,
+                    size,
+                });
+            }
+        }
+        Outcome::Keep
+    }
+
+    fn binary(&mut self, op: BinOp, a: Value, b: Value) -> Outcome {
+        use BinOp::*;
+        let (ka, kb) = (self.konst(a), self.konst(b));
+        if let (Some(x), Some(y)) = (ka, kb) {
+            return match op.apply(x, y) {
+                Some(k) => Outcome::Changed(Inst::Const(k)),
+                None => Outcome::Rejects,
+            };
+        }
+        let commutative = matches!(op, Add | Mul | And | Or | Xor);
+        if commutative && ka.is_some() {
+            return Outcome::Changed(Inst::Binary(op, b, a));
+        }
+        if a == b {
+            match op {
+                Sub | Xor => return Outcome::Changed(Inst::Const(0)),
+                And | Or => return Outcome::Same(a),
+                _ => {}
+            }
+        }
+        if let Some(k) = ka {
+            // Only shifts of zero are decided by a constant left operand (`0 / x` still rejects
+            // when x is 0).
+            if k == 0 && matches!(op, Shl | Shr) {
+                return Outcome::Changed(Inst::Const(0));
+            }
+            return Outcome::Keep;
+        }
+        let Some(k) = kb else {
+            return Outcome::Keep;
+        };
+        let ra = self.range(a);
+        let zero = Outcome::Changed(Inst::Const(0));
+        match op {
+            Add if k == 0 => Outcome::Same(a),
+            Add => match *self.f.inst(a) {
+                Inst::Binary(Add, x, c) => match self.konst(c) {
+                    Some(c) => {
+                        let sum = self.new_const(c.wrapping_add(k));
+                        Outcome::Changed(Inst::Binary(Add, x, sum))
+                    }
+                    None => Outcome::Keep,
+                },
+                _ => Outcome::Keep,
+            },
+            Sub if k == 0 => Outcome::Same(a),
+            Sub => {
+                let neg = self.new_const(k.wrapping_neg());
+                Outcome::Changed(Inst::Binary(Add, a, neg))
+            }
+            Mul if k == 0 => zero,
+            Mul if k == 1 => Outcome::Same(a),
+            Div | Mod if k == 0 => Outcome::Rejects,
+            Div if k == 1 => Outcome::Same(a),
+            Mod if k == 1 => zero,
+            And if k == 0 => zero,
+            And if low_mask(ra.hi) & !k == 0 => Outcome::Same(a),
+            And => match *self.f.inst(a) {
+                Inst::Binary(And, x, c) => match self.konst(c) {
+                    Some(c) => {
+                        let both = self.new_const(c & k);
+                        Outcome::Changed(Inst::Binary(And, x, both))
+                    }
+                    None => Outcome::Keep,
+                },
+                _ => Outcome::Keep,
+            },
+            Or if k == 0 => Outcome::Same(a),
+            Or if k == u32::MAX => Outcome::Changed(Inst::Const(u32::MAX)),
+            Xor if k == 0 => Outcome::Same(a),
+            Shl | Shr if k == 0 => Outcome::Same(a),
+            Shl | Shr if k >= 32 => zero,
+            Shr if ra.hi >> k == 0 => zero,
+            _ => Outcome::Keep,
+        }
+    }
+
+    fn terminator(&mut self, _b: Block, term: Terminator) -> Terminator {
+        match term {
+            Terminator::Branch {
+                op,
+                lhs,
+                rhs,
+                then_,
+                else_,
+            } => {
+                // Constants to the right.
+                let (op, lhs, rhs) = if self.konst(lhs).is_some() && self.konst(rhs).is_none() {
+                    self.changes += 1;
+                    (mirror_op(op), rhs, lhs)
+                } else {
+                    (op, lhs, rhs)
+                };
+                let decided = if lhs == rhs && op != CmpOp::Set {
+                    Some(matches!(op, CmpOp::Eq | CmpOp::Le | CmpOp::Ge))
+                } else if let Some(k) = self.konst(rhs) {
+                    decide_range(self.range(lhs), op, k)
+                } else {
+                    None
+                };
+                if let Some(outcome) = decided {
+                    self.changes += 1;
+                    return Terminator::Jump(if outcome { then_ } else { else_ });
+                }
+                // One form per test: eq, gt, ge, set.
+                let (op, then_, else_) = match op {
+                    CmpOp::Ne => (CmpOp::Eq, else_, then_),
+                    CmpOp::Lt => (CmpOp::Ge, else_, then_),
+                    CmpOp::Le => (CmpOp::Gt, else_, then_),
+                    other => (other, then_, else_),
+                };
+                if then_ == else_ {
+                    self.changes += 1;
+                    return Terminator::Jump(then_);
+                }
+                Terminator::Branch {
+                    op,
+                    lhs,
+                    rhs,
+                    then_,
+                    else_,
+                }
+            }
+            Terminator::Switch {
+                value,
+                mut cases,
+                default,
+            } => {
+                let r = self.range(value);
+                if let Some(k) = self.konst(value) {
+                    self.changes += 1;
+                    let t = cases.into_iter().find(|(key, _)| *key == k);
+                    return Terminator::Jump(t.map_or(default, |(_, t)| t));
+                }
+                let before = cases.len();
+                cases.retain(|(key, _)| *key >= r.lo && *key <= r.hi);
+                if cases.len() != before {
+                    self.changes += 1;
+                }
+                if cases.is_empty() {
+                    return Terminator::Jump(default);
+                }
+                Terminator::Switch {
+                    value,
+                    cases,
+                    default,
+                }
+            }
+            Terminator::ReturnValue(v) => match self.konst(v) {
+                Some(k) => {
+                    self.changes += 1;
+                    Terminator::Return(k)
+                }
+                None => Terminator::ReturnValue(v),
+            },
+            other => other,
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::testutil::{assert_same_semantics, canonical};
+    use sift_ir::parse_function;
+
+    fn simplified(text: &str) -> Function {
+        let mut f = parse_function(text).unwrap();
+        let orig = f.clone();
+        run(&mut f);
+        sift_ir::verify(&f).unwrap();
+        crate::dce::run(&mut f);
+        assert_same_semantics(&orig, &f);
+        f
+    }
+
+    #[test]
+    fn folds_constants_and_decides_branches() {
+        let f = simplified(
+            "block0:\n v0 = const 6\n v1 = const 7\n v2 = mul v0, v1\n v3 = const 42\n br eq v2, v3, block1, block2\nblock1:\n ret 1\nblock2:\n ret 0\n",
+        );
+        assert_eq!(
+            canonical(&f),
+            canonical(&parse_function("block0:\n jump block1\nblock1:\n ret 1\n").unwrap())
+        );
+    }
+
+    #[test]
+    fn identities_vanish() {
+        let f = simplified(
+            "block0:\n v0 = load.b [0]\n v1 = const 0\n v2 = add v0, v1\n v3 = const 1\n v4 = mul v2, v3\n v5 = const 255\n v6 = and v4, v5\n ret v6\n",
+        );
+        assert_eq!(
+            canonical(&f),
+            canonical(&parse_function("block0:\n v0 = load.b [0]\n ret v0\n").unwrap())
+        );
+    }
+
+    #[test]
+    fn offsets_reassociate_only_without_wrapping() {
+        // (hl + 4) + 2 with hl <= 60 never wraps: one load at hl + 6 + 14.
+        let f = simplified(
+            "block0:\n v0 = load.b [14]\n v1 = const 15\n v2 = and v0, v1\n v3 = const 2\n v4 = shl v2, v3\n v5 = const 4\n v6 = add v4, v5\n v7 = const 2\n v8 = add v6, v7\n v9 = load.h [v8+14]\n ret v9\n",
+        );
+        let text = f.to_string();
+        assert!(
+            text.contains("load.h [v4+20]") || text.contains("+20]"),
+            "{text}"
+        );
+        // A full 32-bit index may wrap: the add must stay.
+        let g = simplified(
+            "block0:\n v0 = load.w [0]\n v1 = const 4\n v2 = add v0, v1\n v3 = load.b [v2+2]\n ret v3\n",
+        );
+        assert!(g.to_string().contains("add"), "{g}");
+    }
+
+    #[test]
+    fn division_by_constant_zero_rejects() {
+        let f = simplified(
+            "block0:\n v0 = load.b [0]\n v1 = const 0\n v2 = div v0, v1\n v3 = load.b [1]\n ret v3\n",
+        );
+        assert!(f.to_string().contains("ret 0"), "{f}");
+        assert!(
+            f.to_string().contains("load.b [0]"),
+            "the first load may still reject: {f}"
+        );
+    }
+
+    #[test]
+    fn comparisons_take_one_form() {
+        let f = simplified(
+            "block0:\n v0 = load.b [0]\n v1 = const 3\n br lt v1, v0, block1, block2\nblock1:\n ret 1\nblock2:\n ret 0\n",
+        );
+        assert!(f.to_string().contains("br gt v0, v1"), "{f}");
+    }
+}

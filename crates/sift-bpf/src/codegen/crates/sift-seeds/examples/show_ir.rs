@@ -1,0 +1,42 @@
+//! Prints the IR lifted from a CSPF (`.cspf`) or DPF (`.dpf`) file, or explains why it does not
+//! parse: `cargo run -p sift-seeds --example show_ir -- tests/programs/figure11.cspf`.
+
+use std::process::ExitCode;
+
+use sift_seeds::{cspf, dpf};
+
+fn main() -> ExitCode {
+    let Some(path) = std::env::args().nth(1) else {
+        eprintln!("usage: show_ir FILE.cspf|FILE.dpf");
+        return ExitCode::FAILURE;
+    };
+    let text = match std::fs::read_to_string(&path) {
+        Ok(t) => t,
+        Err(e) => {
+            eprintln!("{path}: {e}");
+            return ExitCode::FAILURE;
+        }
+    };
+    let result = if path.ends_with(".cspf") {
+        cspf::parse(&text)
+            .map(|p| format!("{p}\n\n{}", cspf::lift(&p)))
+            .map_err(|e| e.render(&text))
+    } else {
+        dpf::parse(&text)
+            .map(|f| {
+                let atoms: Vec<String> = f.atoms().iter().map(|a| a.to_string()).collect();
+                format!("{}\n\n{}", atoms.join("\n"), dpf::lift(&f))
+            })
+            .map_err(|e| e.render(&text))
+    };
+    match result {
+        Ok(out) => {
+            println!("{out}");
+            ExitCode::SUCCESS
+        }
+        Err(msg) => {
+            eprintln!("{path}:{msg}");
+            ExitCode::FAILURE
+        }
+    }
+}

@@ -1,0 +1,28 @@
+//! Generated test traffic and random pcap-filter expressions for sift's tests and benchmarks.
+//!
+//! Everything is deterministic from a seed ([`Rng`] is a small SplitMix64 generator; no external
+//! dependency, no libpcap, nothing written to disk), so the project's tests do not depend on any
+//! external capture corpus:
+//!
+//! * [`generate_packets`] builds packets for a link type (Ethernet, raw IP, IPv4, IPv6, BSD NULL,
+//!   LOOP, Linux SLL and SLL2), covering what the pcap-filter language can test: VLAN/QinQ, MPLS,
+//!   PPPoE, 802.3/LLC/SNAP, ARP/RARP, DECnet, AppleTalk, IPX, ISO, STP, IPv4 with options and
+//!   fragments, IPv6 extension-header chains, TCP/UDP/SCTP/ICMP/ICMPv6/IGMP/PIM/VRRP/GRE/AH/ESP,
+//!   Geneve, plus truncated and mutated packets;
+//! * [`random_expression`] produces expressions from the whole filter language, about a fifth of
+//!   them invalid in ways libpcap rejects;
+//! * [`pools`] holds the addresses, ports and numbers both generators draw from, so random filters
+//!   actually match random packets.
+
+#![warn(missing_docs)]
+
+pub mod expr;
+pub mod packet;
+pub mod pools;
+mod rng;
+
+pub use expr::{random_expression, random_expression_with, random_expressions, ExprConfig};
+pub use packet::{
+    generate_packet, generate_packets, mutate_packet, supported_linktypes, truncate_packet, Packet,
+};
+pub use rng::Rng;

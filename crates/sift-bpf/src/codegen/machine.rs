@@ -1,0 +1,297 @@
+//! Clean-up and layout of the machine code, on basic blocks of classic BPF ("pieces": straight
+//! instructions and one exit) after scratch allocation:
+//!
+//! 1. **jump threading**: an edge to an empty piece that only jumps goes to that jump's target;
+//!    a `ja` to a lone `ret` becomes the `ret`; a conditional jump whose two targets are the
+//!    same piece becomes a `ja`;
+//! 2. **tail merging**: pieces with the same instructions and the same exit (after their
+//!    successors were merged) become one, whatever registers they were reached with: the same
+//!    code does the same thing from the same state, so no path's effect changes (this is where
+//!    `port 21 or 80` shares the IPv6 and IPv4 tests of the second port);
+//! 3. **layout**: a topological order (classic BPF only jumps forward) that puts the target of
+//!    an unconditional jump right behind it whenever its other predecessors are placed, so the
+//!    `ja` disappears; otherwise depth first, to keep conditional jumps short.
+//!
+//! The pieces come back as items, for [`super::layout::resolve`] to turn labels into offsets.
+
+use std::collections::HashMap;
+
+use super::select::{Item, Label};
+use crate::insn::{Insn, Op};
+
+/// How a piece ends.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
+enum Exit {
+    /// The last instruction is a `ret`.
+    Return,
+    /// `ja` to a piece.
+    Jump(usize),
+    /// A conditional jump to two pieces.
+    Cond { code: u16, k: u32, t: usize, f: usize },
+}
+
+impl Exit {
+    fn successors(self) -> impl Iterator<Item = usize> {
+        let (a, b) = match self {
+            Exit::Return => (None, None),
+            Exit::Jump(t) => (Some(t), None),
+            Exit::Cond { t, f, .. } => (Some(t), Some(f)),
+        };
+        a.into_iter().chain(b)
+    }
+
+    fn map(self, m: impl Fn(usize) -> usize) -> Exit {
+        match self {
+            Exit::Return => Exit::Return,
+            Exit::Jump(t) => Exit::Jump(m(t)),
+            Exit::Cond { code, k, t, f } => Exit::Cond {
+                code,
+                k,
+                t: m(t),
+                f: m(f),
+            },
+        }
+    }
+}
+
+#[derive(Clone, Debug)]
+struct Piece {
+    insns: Vec<Insn>,
+    exit: Exit,
+}
+
+/// Splits allocated items into pieces (piece 0 is the entry). Code after a `ret` or a jump
+/// that no label reaches is dropped; a piece running into a label jumps to it.
+fn pieces(items: &[Item]) -> Vec<Piece> {
+    let max_label = items
+        .iter()
+        .filter_map(|i| match i {
+            Item::Label(l) | Item::Jump(l) => Some(*l),
+            Item::Cond { t, f, .. } => Some((*t).max(*f)),
+            _ => None,
+        })
+        .max()
+        .unwrap_or(0);
+    let mut out: Vec<Piece> = Vec::new();
+    let mut current: Option<(Vec<Insn>, Vec<Label>)> = Some((Vec::new(), Vec::new()));
+    let mut finished: Vec<(Vec<Insn>, Vec<Label>, Exit)> = Vec::new();
+    for it in items {
+        match it {
+            Item::Label(l) => match &mut current {
+                Some((insns, labels)) if insns.is_empty() => labels.push(*l),
+                Some((insns, labels)) => {
+                    let done = (std::mem::take(insns), std::mem::take(labels));
+                    finished.push((done.0, done.1, Exit::Jump(*l)));
+                    current = Some((Vec::new(), vec![*l]));
+                }
+                None => current = Some((Vec::new(), vec![*l])),
+            },
+            Item::Insn(insn) => {
+                if let Some((insns, labels)) = &mut current {
+                    insns.push(*insn);
+                    if matches!(insn.decode(), Some(Op::RetK | Op::RetA)) {
+                        finished.push((std::mem::take(insns), std::mem::take(labels), Exit::Return));
+                        current = None;
+                    }
+                }
+            }
+            Item::Jump(l) => {
+                if let Some((insns, labels)) = current.take() {
+                    finished.push((insns, labels, Exit::Jump(*l)));
+                }
+            }
+            Item::Cond { code, k, t, f } => {
+                if let Some((insns, labels)) = current.take() {
+                    let exit = Exit::Cond {
+                        code: *code,
+                        k: *k,
+                        t: *t,
+                        f: *f,
+                    };
+                    finished.push((insns, labels, exit));
+                }
+            }
+            // Allocation replaced these; a leftover is a bug that validation will report.
+            Item::Store(_) | Item::StoreX(_) | Item::LoadA(_) | Item::LoadX(_) => {
+                debug_assert!(false, "unallocated slot access");
+            }
+        }
+    }
+    // A program that runs off its end: make it invalid rather than wrong (cannot happen: every
+    // block ends in a terminator).
+    if let Some((insns, labels)) = current {
+        if !insns.is_empty() || !labels.is_empty() {
+            finished.push((insns, labels, Exit::Jump(usize::MAX)));
+        }
+    }
+    let mut piece_of = vec![usize::MAX; max_label + 1];
+    for (i, (_, labels, _)) in finished.iter().enumerate() {
+        for &l in labels {
+            piece_of[l] = i;
+        }
+    }
+    for (insns, _, exit) in finished {
+        let exit = exit.map(|l| piece_of.get(l).copied().unwrap_or(usize::MAX));
+        out.push(Piece { insns, exit });
+    }
+    out
+}
+
+/// Jump threading and tail merging, successors first. Returns the representative of each piece
+/// (`usize::MAX` for a dangling target, which validation then refuses).
+fn merge(pieces: &mut [Piece]) -> Vec<usize> {
+    const NONE: usize = usize::MAX;
+    let n = pieces.len();
+    let mut rep = vec![NONE; n];
+    let mut seen: HashMap<(Vec<Insn>, Exit), usize> = HashMap::new();
+    for p in postorder(pieces) {
+        let mut exit = pieces[p].exit.map(|s| rep.get(s).copied().unwrap_or(NONE));
+        if let Exit::Cond { t, f, .. } = exit {
+            if t == f {
+                exit = Exit::Jump(t);
+            }
+        }
+        if let Exit::Jump(t) = exit {
+            if t != NONE && is_lone_return(&pieces[t]) {
+                let ret = pieces[t].insns[0];
+                pieces[p].insns.push(ret);
+                exit = Exit::Return;
+            }
+        }
+        pieces[p].exit = exit;
+        rep[p] = match exit {
+            Exit::Jump(t) if pieces[p].insns.is_empty() => t,
+            _ => *seen
+                .entry((pieces[p].insns.clone(), exit))
+                .or_insert(p),
+        };
+    }
+    rep
+}
+
+fn is_lone_return(p: &Piece) -> bool {
+    p.exit == Exit::Return && p.insns.len() == 1
+}
+
+/// Pieces reachable from the entry, every piece after all its successors.
+fn postorder(pieces: &[Piece]) -> Vec<usize> {
+    let mut visited = vec![false; pieces.len()];
+    let mut out = Vec::with_capacity(pieces.len());
+    let mut stack: Vec<(usize, usize)> = Vec::new();
+    if !pieces.is_empty() {
+        visited[0] = true;
+        stack.push((0, 0));
+    }
+    while let Some((p, i)) = stack.last_mut() {
+        let next = pieces[*p].exit.successors().nth(*i);
+        *i += 1;
+        match next {
+            Some(s) if s < pieces.len() && !visited[s] => {
+                visited[s] = true;
+                stack.push((s, 0));
+            }
+            Some(_) => {}
+            None => {
+                out.push(*p);
+                stack.pop();
+            }
+        }
+    }
+    out
+}
+
+/// A topological order of the pieces reachable from `entry` that lets unconditional jumps fall
+/// through when it can.
+fn order(pieces: &[Piece], entry: usize) -> Vec<usize> {
+    let reachable = postorder_from(pieces, entry);
+    let mut preds = vec![0usize; pieces.len()];
+    for &p in &reachable {
+        for s in pieces[p].exit.successors() {
+            if s < pieces.len() {
+                preds[s] += 1;
+            }
+        }
+    }
+    let mut placed = vec![false; pieces.len()];
+    let mut out = Vec::with_capacity(reachable.len());
+    let mut ready = vec![entry];
+    let mut next: Option<usize> = None;
+    loop {
+        let p = match next.take() {
+            Some(p) => p,
+            None => match ready.pop() {
+                Some(p) if placed[p] => continue,
+                Some(p) => p,
+                None => break,
+            },
+        };
+        placed[p] = true;
+        out.push(p);
+        let exit = pieces[p].exit;
+        // Conditional successors are pushed not-taken last, so it tends to follow directly.
+        let succ: Vec<usize> = match exit {
+            Exit::Cond { t, f, .. } => vec![t, f],
+            other => other.successors().collect(),
+        };
+        for s in succ {
+            if s >= pieces.len() {
+                continue;
+            }
+            preds[s] -= 1;
+            if preds[s] == 0 {
+                match exit {
+                    Exit::Jump(_) => next = Some(s),
+                    _ => ready.push(s),
+                }
+            }
+        }
+    }
+    out
+}
+
+fn postorder_from(pieces: &[Piece], entry: usize) -> Vec<usize> {
+    let mut visited = vec![false; pieces.len()];
+    let mut out = Vec::new();
+    let mut stack = vec![(entry, 0usize)];
+    if entry >= pieces.len() {
+        return out;
+    }
+    visited[entry] = true;
+    while let Some((p, i)) = stack.last_mut() {
+        let next = pieces[*p].exit.successors().nth(*i);
+        *i += 1;
+        match next {
+            Some(s) if s < pieces.len() && !visited[s] => {
+                visited[s] = true;
+                stack.push((s, 0));
+            }
+            Some(_) => {}
+            None => {
+                out.push(*p);
+                stack.pop();
+            }
+        }
+    }
+    out
+}
+
+/// Threads, merges and lays out allocated items; labels of the result are piece numbers.
+pub(super) fn optimize(items: &[Item]) -> Vec<Item> {
+    let mut pieces = pieces(items);
+    if pieces.is_empty() {
+        return Vec::new();
+    }
+    let rep = merge(&mut pieces);
+    let entry = rep[0];
+    let mut out = Vec::new();
+    for p in order(&pieces, entry) {
+        out.push(Item::Label(p));
+        out.extend(pieces[p].insns.iter().map(|&i| Item::Insn(i)));
+        match pieces[p].exit {
+            Exit::Return => {}
+            Exit::Jump(t) => out.push(Item::Jump(t)),
+            Exit::Cond { code, k, t, f } => out.push(Item::Cond { code, k, t, f }),
+        }
+    }
+    out
+}
