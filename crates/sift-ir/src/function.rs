@@ -314,22 +314,33 @@ impl Function {
     /// Blocks in reverse postorder from the entry (a topological order of the acyclic graph);
     /// unreachable blocks are not listed.
     pub fn reverse_postorder(&self) -> Vec<Block> {
-        let mut visited = vec![false; self.blocks.len()];
-        let mut post = Vec::with_capacity(self.blocks.len());
-        // Iterative DFS: (block, next successor index).
-        let mut stack: Vec<(Block, usize)> = Vec::new();
-        if !self.blocks.is_empty() {
-            visited[0] = true;
-            stack.push((Self::ENTRY, 0));
+        let n = self.blocks.len();
+        let mut visited = vec![false; n];
+        let mut post = Vec::with_capacity(n);
+        if n == 0 {
+            return post;
         }
-        while let Some((b, i)) = stack.last_mut() {
-            let targets = self.blocks[b.index()].term.targets();
-            if let Some(t) = targets.get(*i) {
+        // Each block's successors are listed once, when it is entered, so a block with many
+        // successors (a large `switch`) costs time linear in them.
+        let successors = |b: Block| -> Vec<Block> {
+            self.blocks[b.index()]
+                .term
+                .targets()
+                .into_iter()
+                .map(|t| t.block)
+                .filter(|t| t.index() < n)
+                .collect()
+        };
+        // Iterative DFS: (block, its successors, next successor to visit).
+        let mut stack = vec![(Self::ENTRY, successors(Self::ENTRY), 0)];
+        visited[0] = true;
+        while let Some((b, succs, i)) = stack.last_mut() {
+            if let Some(&s) = succs.get(*i) {
                 *i += 1;
-                let n = t.block;
-                if n.index() < visited.len() && !visited[n.index()] {
-                    visited[n.index()] = true;
-                    stack.push((n, 0));
+                if !visited[s.index()] {
+                    visited[s.index()] = true;
+                    let next = successors(s);
+                    stack.push((s, next, 0));
                 }
             } else {
                 post.push(*b);

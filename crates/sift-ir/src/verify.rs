@@ -43,45 +43,70 @@ impl std::error::Error for VerifyError {}
 
 /// Immediate dominators of the reachable blocks (`None` for the entry and unreachable blocks),
 /// and the reverse postorder they were computed over.
+///
+/// `O(E log N)` whatever the shape: long `or` chains make the dominator tree as deep as the
+/// chain, and their reject block has as many predecessors, so the textbook walk up the tree
+/// once per predecessor is quadratic there. The meet of two blocks is found by binary lifting.
 pub fn dominators(f: &Function) -> (Vec<Option<Block>>, Vec<Block>) {
     let rpo = f.reverse_postorder();
-    let mut order = vec![usize::MAX; f.blocks.len()];
+    let n = f.blocks.len();
+    let mut order = vec![usize::MAX; n];
     for (i, b) in rpo.iter().enumerate() {
         order[b.index()] = i;
     }
-    let mut preds: Vec<Vec<Block>> = vec![Vec::new(); f.blocks.len()];
+    let mut preds: Vec<Vec<Block>> = vec![Vec::new(); n];
     for &b in &rpo {
         for t in f.block(b).term.targets() {
-            if t.block.index() < preds.len() {
+            if t.block.index() < n {
                 preds[t.block.index()].push(b);
             }
         }
     }
-    // The graph is acyclic, so one pass in reverse postorder is a fixed point.
-    let mut idom: Vec<Option<Block>> = vec![None; f.blocks.len()];
+    // up[k][b]: the 2^k-th dominator of b (the entry is its own).
+    let levels = (usize::BITS - rpo.len().leading_zeros()).max(1) as usize;
+    let mut up: Vec<Vec<u32>> = vec![vec![0; n]; levels];
+    let mut depth = vec![0u32; n];
+    let mut idom: Vec<Option<Block>> = vec![None; n];
+    let meet = |up: &[Vec<u32>], depth: &[u32], mut a: usize, mut b: usize| -> usize {
+        if depth[a] < depth[b] {
+            std::mem::swap(&mut a, &mut b);
+        }
+        let diff = depth[a] - depth[b];
+        for (k, row) in up.iter().enumerate() {
+            if diff >> k & 1 == 1 {
+                a = row[a] as usize;
+            }
+        }
+        if a == b {
+            return a;
+        }
+        for row in up.iter().rev() {
+            if row[a] != row[b] {
+                a = row[a] as usize;
+                b = row[b] as usize;
+            }
+        }
+        up[0][a] as usize
+    };
     for &b in rpo.iter().skip(1) {
-        let mut new: Option<Block> = None;
+        let mut d: Option<usize> = None;
         for &p in &preds[b.index()] {
             if order[p.index()] >= order[b.index()] {
                 continue; // a back edge: reported by the cycle check
             }
-            new = Some(match new {
-                None => p,
-                Some(mut a) => {
-                    let mut c = p;
-                    while a != c {
-                        while order[a.index()] > order[c.index()] {
-                            a = idom[a.index()].unwrap_or(Function::ENTRY);
-                        }
-                        while order[c.index()] > order[a.index()] {
-                            c = idom[c.index()].unwrap_or(Function::ENTRY);
-                        }
-                    }
-                    a
-                }
+            d = Some(match d {
+                None => p.index(),
+                Some(x) => meet(&up, &depth, x, p.index()),
             });
         }
-        idom[b.index()] = new;
+        let Some(d) = d else { continue };
+        idom[b.index()] = Some(Block(d as u32));
+        depth[b.index()] = depth[d] + 1;
+        up[0][b.index()] = d as u32;
+        for k in 1..levels {
+            let mid = up[k - 1][b.index()] as usize;
+            up[k][b.index()] = up[k - 1][mid];
+        }
     }
     (idom, rpo)
 }
@@ -246,6 +271,21 @@ pub fn verify(f: &Function) -> Result<(), VerifyError> {
 mod tests {
     use super::*;
     use crate::parse_function;
+
+    /// Immediate dominators on a graph with joins, including a join of blocks at different
+    /// depths (block4's predecessors are block1 and block2).
+    #[test]
+    fn dominators_of_joins() {
+        let f = crate::parse_function(
+            "block0:\n v0 = load.b [0]\n br eq v0, v0, block1, block2\nblock1:\n br eq v0, v0, block3, block4\nblock2:\n br eq v0, v0, block4, block5\nblock3:\n jump block5\nblock4:\n jump block5\nblock5:\n br eq v0, v0, block6, block7\nblock6:\n ret 1\nblock7:\n ret 0\n",
+        )
+        .unwrap();
+        let (idom, rpo) = dominators(&f);
+        let b = |i: u32| Some(Block(i));
+        assert_eq!(idom, vec![None, b(0), b(0), b(1), b(0), b(0), b(5), b(5)]);
+        assert_eq!(rpo.len(), 8);
+        assert_eq!(rpo[0], Block(0));
+    }
 
     #[test]
     fn accepts_well_formed() {

@@ -124,16 +124,8 @@ pub fn lower(expr: Option<&Expr>, opts: &Options) -> Result<Function, LowerError
 impl Gen {
     fn expr(&mut self, e: &Expr) -> Result<Cond, LowerError> {
         Ok(match e {
-            Expr::And(a, b) => {
-                let a = self.expr(a)?;
-                let b = self.expr(b)?;
-                self.and(a, b)
-            }
-            Expr::Or(a, b) => {
-                let a = self.expr(a)?;
-                let b = self.expr(b)?;
-                self.or(a, b)
-            }
+            Expr::And(operands) => self.chain(operands, Gen::and)?,
+            Expr::Or(operands) => self.chain(operands, Gen::or)?,
             Expr::Not(a) => self.expr(a)?.not(),
             Expr::Primitive(p) => {
                 let first_use = self.offset_uses.len();
@@ -147,6 +139,26 @@ impl Gen {
                 c
             }
         })
+    }
+
+    /// `a op b op c ...`, left to right, as the binary tree `(a op b) op c` it stands for.
+    fn chain(
+        &mut self,
+        operands: &[Expr],
+        op: fn(&mut Gen, Cond, Cond) -> Cond,
+    ) -> Result<Cond, LowerError> {
+        let Some((first, rest)) = operands.split_first() else {
+            return Err(LowerError {
+                span: None,
+                message: "an `and`/`or` without operands".into(),
+            });
+        };
+        let mut acc = self.expr(first)?;
+        for e in rest {
+            let next = self.expr(e)?;
+            acc = op(self, acc, next);
+        }
+        Ok(acc)
     }
 
     fn primitive(&mut self, p: &Primitive) -> gen::GenResult<Cond> {

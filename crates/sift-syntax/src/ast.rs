@@ -25,10 +25,15 @@ impl Span {
 }
 
 /// A boolean filter expression.
+///
+/// `and` and `or` are left-associative at the same precedence, so `a or b or c` is
+/// `(a or b) or c`; a run of the same operator is kept as one node with its operands in order
+/// (at least two), so a chain of 10^5 `or host` terms is a shallow tree that no tree walk
+/// (including `Drop`) recurses down.
 #[derive(Clone, Debug, PartialEq, Eq)]
 pub enum Expr {
-    And(Box<Expr>, Box<Expr>),
-    Or(Box<Expr>, Box<Expr>),
+    And(Vec<Expr>),
+    Or(Vec<Expr>),
     Not(Box<Expr>),
     Primitive(Primitive),
 }

@@ -172,11 +172,25 @@ impl fmt::Display for Primitive {
     }
 }
 
+fn chain(f: &mut fmt::Formatter<'_>, operands: &[Expr], op: &str) -> fmt::Result {
+    for _ in 1..operands.len() {
+        f.write_str("(")?;
+    }
+    for (i, e) in operands.iter().enumerate() {
+        match i {
+            0 => write!(f, "{e}")?,
+            _ => write!(f, " {op} {e})")?,
+        }
+    }
+    Ok(())
+}
+
 impl fmt::Display for Expr {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
         match self {
-            Expr::And(a, b) => write!(f, "({a} and {b})"),
-            Expr::Or(a, b) => write!(f, "({a} or {b})"),
+            // As the binary tree it stands for: `a or b or c` is `((a or b) or c)`.
+            Expr::And(v) => chain(f, v, "and"),
+            Expr::Or(v) => chain(f, v, "or"),
             Expr::Not(a) => write!(f, "(not {a})"),
             Expr::Primitive(p) => p.fmt(f),
         }

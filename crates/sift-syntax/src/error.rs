@@ -136,8 +136,10 @@ impl fmt::Display for ParseError {
             ParseErrorKind::Semantic(m) => f.write_str(m),
             ParseErrorKind::TooDeep => write!(
                 f,
-                "expression nested too deeply (more than {} levels)",
-                crate::MAX_DEPTH
+                "expression nested too deeply (sift allows {} levels of parentheses, `not` and \
+                 unary minus, and {} levels in all, counting each switch between `and` and `or`)",
+                crate::MAX_DEPTH,
+                crate::MAX_TREE_DEPTH
             ),
         }
     }

@@ -240,6 +240,37 @@ impl Parser<'_> {
         self.depth -= 1;
     }
 
+    /// `e and rhs` (or `e or rhs`) with their tree depths; extends `e` when it is already a
+    /// run of the same operator.
+    fn chain(
+        &self,
+        is_and: bool,
+        e: Expr,
+        d: usize,
+        rhs: Expr,
+        rd: usize,
+        op_span: Span,
+    ) -> PResult<(Expr, usize)> {
+        Ok(match (is_and, e) {
+            (true, Expr::And(mut v)) => {
+                v.push(rhs);
+                (Expr::And(v), self.check_tree(d.max(rd + 1), op_span)?)
+            }
+            (false, Expr::Or(mut v)) => {
+                v.push(rhs);
+                (Expr::Or(v), self.check_tree(d.max(rd + 1), op_span)?)
+            }
+            (true, e) => (
+                Expr::And(vec![e, rhs]),
+                self.check_tree(d.max(rd) + 1, op_span)?,
+            ),
+            (false, e) => (
+                Expr::Or(vec![e, rhs]),
+                self.check_tree(d.max(rd) + 1, op_span)?,
+            ),
+        })
+    }
+
     fn check_tree(&self, depth: usize, span: Span) -> PResult<usize> {
         if depth > MAX_TREE_DEPTH {
             Err(ParseError::new(ParseErrorKind::TooDeep, span))
@@ -300,12 +331,7 @@ impl Parser<'_> {
                     return Err(self.unexpected("a comparison operator or an arithmetic operator"))
                 }
             };
-            d = self.check_tree(d.max(rd) + 1, op_span)?;
-            e = if is_and {
-                Expr::And(Box::new(e), Box::new(rhs))
-            } else {
-                Expr::Or(Box::new(e), Box::new(rhs))
-            };
+            (e, d) = self.chain(is_and, e, d, rhs, rd, op_span)?;
             q = rq;
         }
     }
@@ -493,12 +519,7 @@ impl Parser<'_> {
             };
             let op_span = self.bump().span;
             let (rhs, rq, rd) = self.parse_id(q)?;
-            d = self.check_tree(d.max(rd) + 1, op_span)?;
-            e = if is_and {
-                Expr::And(Box::new(e), Box::new(rhs))
-            } else {
-                Expr::Or(Box::new(e), Box::new(rhs))
-            };
+            (e, d) = self.chain(is_and, e, d, rhs, rd, op_span)?;
             q = rq;
         }
     }

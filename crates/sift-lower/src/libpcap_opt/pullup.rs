@@ -33,7 +33,7 @@ pub(super) fn pullups(f: &mut Function, numbers: &Numbering) -> bool {
     let preds = predecessors(f, &levels);
     let sweep = Sweep {
         numbers,
-        idom: &idom,
+        dom: DomIntervals::new(&idom),
         preds: &preds,
     };
     let mut changed = false;
@@ -98,9 +98,57 @@ fn predecessors(f: &Function, levels: &[Vec<Block>]) -> Vec<Vec<Block>> {
     preds
 }
 
+/// The dominator tree numbered in depth-first order, so that "a dominates b" is an interval
+/// test (`a`'s subtree spans `b`'s entry time) instead of a walk up the tree: long `or`
+/// chains have dominator trees as deep as the chain.
+struct DomIntervals {
+    enter: Vec<u32>,
+    exit: Vec<u32>,
+}
+
+impl DomIntervals {
+    fn new(idom: &[Option<Block>]) -> DomIntervals {
+        let n = idom.len();
+        let mut children = vec![Vec::new(); n];
+        let mut roots = Vec::new();
+        for (b, d) in idom.iter().enumerate() {
+            match d {
+                Some(d) if d.index() != b => children[d.index()].push(b),
+                _ => roots.push(b),
+            }
+        }
+        let (mut enter, mut exit) = (vec![u32::MAX; n], vec![0; n]);
+        let mut clock = 0u32;
+        let mut stack: Vec<(usize, usize)> = roots.into_iter().rev().map(|r| (r, 0)).collect();
+        while let Some((b, i)) = stack.pop() {
+            if i == 0 {
+                enter[b] = clock;
+                clock += 1;
+            }
+            if let Some(&c) = children[b].get(i) {
+                stack.push((b, i + 1));
+                stack.push((c, 0));
+            } else {
+                exit[b] = clock;
+            }
+        }
+        DomIntervals { enter, exit }
+    }
+
+    fn dominates(&self, a: Block, b: Block) -> bool {
+        let (a, b) = (a.index(), b.index());
+        match (self.enter.get(a), self.enter.get(b)) {
+            (Some(&ea), Some(&eb)) if ea != u32::MAX && eb != u32::MAX => {
+                ea <= eb && eb < self.exit[a]
+            }
+            _ => a == b,
+        }
+    }
+}
+
 struct Sweep<'a> {
     numbers: &'a Numbering,
-    idom: &'a [Option<Block>],
+    dom: DomIntervals,
     preds: &'a [Vec<Block>],
 }
 
@@ -113,16 +161,8 @@ impl Sweep<'_> {
         }
     }
 
-    fn dominates(&self, a: Block, mut b: Block) -> bool {
-        loop {
-            if a == b {
-                return true;
-            }
-            match self.idom.get(b.index()).copied().flatten() {
-                Some(d) => b = d,
-                None => return false,
-            }
-        }
+    fn dominates(&self, a: Block, b: Block) -> bool {
+        self.dom.dominates(a, b)
     }
 
     /// The successor a chain shares (`Or`: the true one) and the one it continues along.

@@ -19,36 +19,66 @@ struct Fact {
 type FactKey = (Code, Vn);
 
 /// Facts in force along a walk of the dominator tree, with an undo log.
+///
+/// libpcap's `fold_edge` takes the earliest fact (nearest the root) that decides a
+/// comparison; a long `or` chain piles up thousands of facts about one value (`ethertype !=
+/// 0x800` on every false edge), so the facts are indexed by what they can decide rather than
+/// scanned: by `(comparison, lhs, rhs)` for an exact match, and per `(comparison, lhs)` for
+/// the equalities with a constant that held (which decide every other constant). Each entry
+/// carries its position in the log, so the earliest of the two candidates wins as in a scan.
 #[derive(Default)]
 struct Facts {
-    map: HashMap<FactKey, Vec<Fact>>,
-    log: Vec<FactKey>,
+    exact: HashMap<(FactKey, Vn), Vec<(usize, bool)>>,
+    const_equalities: HashMap<FactKey, Vec<(usize, Vn)>>,
+    log: Vec<(FactKey, Fact)>,
 }
 
 impl Facts {
     fn push(&mut self, key: FactKey, fact: Fact) {
-        self.map.entry(key).or_default().push(fact);
-        self.log.push(key);
+        let seq = self.log.len();
+        self.exact
+            .entry((key, fact.rhs))
+            .or_default()
+            .push((seq, fact.holds));
+        if fact.holds && key.0 == Code::Eq && fact.rhs_is_const {
+            self.const_equalities
+                .entry(key)
+                .or_default()
+                .push((seq, fact.rhs));
+        }
+        self.log.push((key, fact));
     }
 
     fn pop_to(&mut self, len: usize) {
         while self.log.len() > len {
-            let key = self.log.pop().expect("log entry");
-            self.map.get_mut(&key).and_then(Vec::pop);
+            let (key, fact) = self.log.pop().expect("log entry");
+            self.exact.get_mut(&(key, fact.rhs)).and_then(Vec::pop);
+            if fact.holds && key.0 == Code::Eq && fact.rhs_is_const {
+                self.const_equalities.get_mut(&key).and_then(Vec::pop);
+            }
         }
     }
 
-    /// libpcap's `fold_edge`: the outcome of `code(lhs, rhs)` if a fact decides it.
+    /// libpcap's `fold_edge`: the outcome of `code(lhs, rhs)` if a fact decides it. A fact
+    /// about the same operands gives its outcome; an equality with a constant that held
+    /// decides an equality with another constant as false.
     fn decide(&self, code: Code, lhs: Vn, rhs: Vn, rhs_is_const: bool) -> Option<bool> {
-        self.map.get(&(code, lhs))?.iter().find_map(|fact| {
-            if fact.rhs == rhs {
-                Some(fact.holds)
-            } else if fact.holds && code == Code::Eq && fact.rhs_is_const && rhs_is_const {
-                Some(false)
-            } else {
-                None
-            }
-        })
+        let key = (code, lhs);
+        let exact = self.exact.get(&(key, rhs)).and_then(|v| v.first()).copied();
+        let equality = if code == Code::Eq && rhs_is_const {
+            self.const_equalities
+                .get(&key)
+                .and_then(|v| v.first())
+                .map(|&(seq, fact_rhs)| (seq, fact_rhs == rhs))
+        } else {
+            None
+        };
+        match (exact, equality) {
+            (Some((a, holds)), Some((b, _))) if a <= b => Some(holds),
+            (_, Some((_, holds))) => Some(holds),
+            (Some((_, holds)), None) => Some(holds),
+            (None, None) => None,
+        }
     }
 }
 

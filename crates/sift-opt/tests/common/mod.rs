@@ -13,18 +13,14 @@ pub fn address(i: usize) -> String {
     format!("10.{}.{}.{}", (i >> 16) & 0xff, (i >> 8) & 0xff, i & 0xff)
 }
 
-/// `term(0) or term(1) or ... or term(n-1)`, left-deep as the parser builds it.
+/// `term(0) or term(1) or ... or term(n-1)`, as the parser builds it.
 pub fn or_chain(n: usize, term: impl Fn(usize) -> String) -> Expr {
     let one = |i: usize| {
         sift_syntax::parse(&term(i))
             .expect("term parses")
             .expect("term is not empty")
     };
-    let mut e = one(0);
-    for i in 1..n {
-        e = Expr::Or(Box::new(e), Box::new(one(i)));
-    }
-    e
+    Expr::Or((0..n).map(one).collect())
 }
 
 /// Lowers a (possibly very deep) chain on a thread with a large stack, returning the IR.
