@@ -96,7 +96,9 @@ pub(crate) fn pair_at(p: &Program, flow: &Flow, bounds: &Bounds, i: usize) -> Op
     }
     let (k2, width2, c2, equal, z2) = test_at(p, flow, y)?;
     let w = width.bytes();
-    if width2 != width || z2 != z || (k2.checked_sub(k1) != Some(w) && k1.checked_sub(k2) != Some(w))
+    if width2 != width
+        || z2 != z
+        || (k2.checked_sub(k1) != Some(w) && k1.checked_sub(k2) != Some(w))
     {
         return None;
     }

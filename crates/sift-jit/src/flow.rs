@@ -217,7 +217,11 @@ impl Flow {
                 }
                 _ => true,
             };
-            if width[i].is_some() && source_native && !bad[i] && !self.escaped[i] && self.reachable[i]
+            if width[i].is_some()
+                && source_native
+                && !bad[i]
+                && !self.escaped[i]
+                && self.reachable[i]
             {
                 self.native_order[i] = width[i];
             }
@@ -275,8 +279,8 @@ mod tests {
         );
         assert_eq!(f.native_order[0], None);
         assert_eq!(f.native_order[1], None);
-        assert!(f.escaped[5] && f.escaped[7]);
-        assert_eq!(f.native_order[5], None);
+        assert!(f.escaped[4] && f.escaped[6]);
+        assert_eq!(f.native_order[4], None);
     }
 
     #[test]

@@ -162,7 +162,10 @@ impl JitFilter {
         JitFilter::compile_with(program, &Options::default())
     }
 
-    pub fn compile_with(program: &VerifiedProgram, options: &Options) -> Result<JitFilter, JitError> {
+    pub fn compile_with(
+        program: &VerifiedProgram,
+        options: &Options,
+    ) -> Result<JitFilter, JitError> {
         let plan = translate::Plan::new(program.program(), options);
         Ok(JitFilter {
             code: native::Code::compile(&plan)?,
@@ -221,7 +224,10 @@ mod tests {
     fn packet_ref_layout_matches_the_generated_loop() {
         use translate::{PACKET_REF_LEN, PACKET_REF_SIZE, PACKET_REF_WIRE_LEN};
         assert_eq!(std::mem::size_of::<PacketRef>() as i64, PACKET_REF_SIZE);
-        assert_eq!(std::mem::offset_of!(PacketRef, caplen) as i32, PACKET_REF_LEN);
+        assert_eq!(
+            std::mem::offset_of!(PacketRef, caplen) as i32,
+            PACKET_REF_LEN
+        );
         assert_eq!(
             std::mem::offset_of!(PacketRef, wire_len) as i32,
             PACKET_REF_WIRE_LEN

@@ -38,7 +38,11 @@ pub(crate) fn host_isa() -> Result<OwnedTargetIsa, JitError> {
         set(&mut flags, "opt_level", "speed")?;
         set(&mut flags, "is_pic", "false")?;
         set(&mut flags, "use_colocated_libcalls", "false")?;
-        let verify = if cfg!(debug_assertions) { "true" } else { "false" };
+        let verify = if cfg!(debug_assertions) {
+            "true"
+        } else {
+            "false"
+        };
         set(&mut flags, "enable_verifier", verify)?;
         let isa = cranelift_native::builder().map_err(|e| e.to_string())?;
         isa.finish(settings::Flags::new(flags))

@@ -118,7 +118,8 @@ impl PerfectHash {
             if sorted.windows(2).any(|w| w[0] == w[1]) {
                 return None; // no displacement can separate these keys
             }
-            let d = (0..slots as u32).find(|&d| hashes.iter().all(|&h| !taken[(h ^ d) as usize]))?;
+            let d =
+                (0..slots as u32).find(|&d| hashes.iter().all(|&h| !taken[(h ^ d) as usize]))?;
             displacement[b] = d;
             for (&i, &h) in buckets[b].iter().zip(&hashes) {
                 let s = (h ^ d) as usize;
@@ -150,7 +151,10 @@ mod tests {
         }
         // Keys outside the set never match, including the filler key's neighbours.
         let set: std::collections::HashSet<u32> = keys.iter().copied().collect();
-        for probe in (0..5000u32).map(|x| x.wrapping_mul(2_654_435_761)).chain(0..300) {
+        for probe in (0..5000u32)
+            .map(|x| x.wrapping_mul(2_654_435_761))
+            .chain(0..300)
+        {
             if !set.contains(&probe) {
                 assert_eq!(h.lookup(probe), None, "probe {probe}");
             }
@@ -174,6 +178,10 @@ mod tests {
     #[test]
     fn extreme_keys() {
         check(&[0, 1, u32::MAX - 1, u32::MAX]);
-        check(&(0..64).map(|i| 1u32 << (i % 32) ^ (i / 32)).collect::<Vec<_>>()[..33]);
+        check(
+            &(0..64)
+                .map(|i| 1u32 << (i % 32) ^ (i / 32))
+                .collect::<Vec<_>>()[..33],
+        );
     }
 }

@@ -213,7 +213,10 @@ pub(crate) fn translate(
 impl Translator<'_, '_, '_> {
     fn block(&mut self, target: u32) -> Block {
         let b = &mut *self.b;
-        *self.blocks.entry(target).or_insert_with(|| b.create_block())
+        *self
+            .blocks
+            .entry(target)
+            .or_insert_with(|| b.create_block())
     }
 
     /// Ends the current block with "the result is `value`".
@@ -507,7 +510,10 @@ impl Translator<'_, '_, '_> {
                             AluOp::Shl => self.b.ins().ishl(a, b),
                             _ => self.b.ins().ushr(a, b),
                         };
-                        let big = self.b.ins().icmp_imm_u(IntCC::UnsignedGreaterThanOrEqual, b, 32);
+                        let big = self
+                            .b
+                            .ins()
+                            .icmp_imm_u(IntCC::UnsignedGreaterThanOrEqual, b, 32);
                         let zero = self.b.ins().iconst(types::I32, 0);
                         self.b.ins().select(big, zero, shifted)
                     }
@@ -606,20 +612,32 @@ impl Translator<'_, '_, '_> {
 
         let flags = MemFlags::trusted().with_readonly();
         let base = self.b.ins().iconst(types::I64, base_address);
-        let h1 = self.b.ins().imul_imm_u(key, i64::from(hash.bucket_multiplier));
-        let bucket = self.b.ins().ushr_imm_u(h1, i64::from(32 - hash.bucket_bits));
+        let h1 = self
+            .b
+            .ins()
+            .imul_imm_u(key, i64::from(hash.bucket_multiplier));
+        let bucket = self
+            .b
+            .ins()
+            .ushr_imm_u(h1, i64::from(32 - hash.bucket_bits));
         let bucket = self.b.ins().uextend(types::I64, bucket);
         let at = self.b.ins().ishl_imm_u(bucket, 2);
         let at = self.b.ins().iadd(base, at);
         let displacement = self.b.ins().load(types::I32, flags, at, 0);
-        let h2 = self.b.ins().imul_imm_u(key, i64::from(hash.slot_multiplier));
+        let h2 = self
+            .b
+            .ins()
+            .imul_imm_u(key, i64::from(hash.slot_multiplier));
         let h2 = self.b.ins().ushr_imm_u(h2, i64::from(32 - hash.slot_bits));
         // The displacement is below 1 << slot_bits, so the slot is too.
         let slot = self.b.ins().bxor(h2, displacement);
         let slot = self.b.ins().uextend(types::I64, slot);
         let slot_at = self.b.ins().ishl_imm_u(slot, 2);
         let slot_at = self.b.ins().iadd(base, slot_at);
-        let stored = self.b.ins().load(types::I32, flags, slot_at, (keys_at * 4) as i32);
+        let stored = self
+            .b
+            .ins()
+            .load(types::I32, flags, slot_at, (keys_at * 4) as i32);
         let found = self.b.ins().icmp(IntCC::Equal, stored, key);
         if distinct.len() == 1 {
             let t = self.block(distinct[0]);

@@ -8,7 +8,7 @@
 
 mod common;
 
-use common::{bytecode, compare, option_sets};
+use common::{bytecode, compare, option_sets, GuardedPage};
 use sift_bytecode::Cache;
 use sift_jit::JitFilter;
 use sift_testgen::{generate_packets, random_expressions};
@@ -62,6 +62,7 @@ fn jit_equals_interpreter_on_expressions() {
     let mut runs = 0;
     let mut failures = Vec::new();
     let mut cache = Cache::new();
+    let mut guard = GuardedPage::new();
     for lt in LINKTYPES {
         let packets = generate_packets(lt, 0x5eed + u64::from(lt), 250);
         let mut exprs = random_expressions(0xd1ff, lt, 120);
@@ -79,10 +80,20 @@ fn jit_equals_interpreter_on_expressions() {
                     programs += 1;
                     for (k, p) in packets.iter().enumerate() {
                         // Every truncation of every 10th packet; the others whole.
-                        match compare(&program, &jit, &p.data, p.wire_len, k % 10 == 0, &mut cache) {
+                        match compare(
+                            &mut guard,
+                            &program,
+                            &jit,
+                            &p.data,
+                            p.wire_len,
+                            k % 10 == 0,
+                            &mut cache,
+                        ) {
                             Ok(n) => runs += n,
                             Err(e) => {
-                                failures.push(format!("[{lt}] {expr} (opt {optimize}, {options:?}): {e}"));
+                                failures.push(format!(
+                                    "[{lt}] {expr} (opt {optimize}, {options:?}): {e}"
+                                ));
                                 break;
                             }
                         }
@@ -92,5 +103,10 @@ fn jit_equals_interpreter_on_expressions() {
         }
     }
     eprintln!("{programs} compiled programs, {runs} runs compared");
-    assert!(failures.is_empty(), "{} failures:\n{}", failures.len(), failures[..failures.len().min(5)].join("\n\n"));
+    assert!(
+        failures.is_empty(),
+        "{} failures:\n{}",
+        failures.len(),
+        failures[..failures.len().min(5)].join("\n\n")
+    );
 }

@@ -1,7 +1,7 @@
 //! Shared by the integration tests: compiling expressions the way the facade will, and
 //! comparing the JIT with the interpreter on a packet.
 
-#![allow(dead_code)]
+#![allow(dead_code, unsafe_code)]
 
 use sift_bytecode::{Cache, VerifiedProgram};
 use sift_jit::{JitFilter, Options};
@@ -29,9 +29,11 @@ pub fn option_sets() -> Vec<Options> {
     ]
 }
 
-/// Runs `packet` (and, with `truncations`, every prefix of it) through the interpreter, the
-/// JIT's single and batch entries; returns a description of the first disagreement.
+/// Runs `packet` (and, with `truncations`, every prefix of it), placed against the guard page,
+/// through the interpreter and the JIT's single and batch entries; returns the number of runs or
+/// a description of the first disagreement.
 pub fn compare(
+    guard: &mut GuardedPage,
     program: &VerifiedProgram,
     jit: &JitFilter,
     packet: &[u8],
@@ -44,21 +46,68 @@ pub fn compare(
     } else {
         vec![packet.len()]
     };
-    let slices: Vec<&[u8]> = lengths.iter().map(|&n| &packet[..n]).collect();
-    let wires = vec![wire_len; slices.len()];
-    let mut batch = vec![u32::MAX; slices.len()];
-    jit.run_batch(&slices, &wires, &mut batch);
-    for (k, s) in slices.iter().enumerate() {
+    for &n in &lengths {
+        let s = guard.place(&packet[..n]);
         let want = program.run(cache, s, wire_len);
         let got = jit.run(s, wire_len);
-        if got != want || batch[k] != want {
+        let mut batch = [u32::MAX];
+        jit.run_batch(&[s], &[wire_len], &mut batch);
+        if got != want || batch[0] != want {
             return Err(format!(
-                "caplen {} wire {wire_len}: interpreter {want}, jit {got}, batch {}\n{program}\npacket {:02x?}",
-                s.len(),
-                batch[k],
+                "caplen {n} wire {wire_len}: interpreter {want}, jit {got}, batch {}\n{program}\npacket {:02x?}",
+                batch[0],
                 &packet[..packet.len().min(80)]
             ));
         }
     }
-    Ok(slices.len())
+    Ok(lengths.len())
+}
+
+/// Two pages; the second is inaccessible. Unmapped on drop.
+pub struct GuardedPage {
+    base: *mut u8,
+    pub page: usize,
+}
+
+impl GuardedPage {
+    pub fn new() -> GuardedPage {
+        // SAFETY: sysconf has no preconditions.
+        let page = unsafe { libc::sysconf(libc::_SC_PAGESIZE) } as usize;
+        // SAFETY: an anonymous private mapping of two pages; the result is checked.
+        let base = unsafe {
+            libc::mmap(
+                std::ptr::null_mut(),
+                2 * page,
+                libc::PROT_READ | libc::PROT_WRITE,
+                libc::MAP_PRIVATE | libc::MAP_ANONYMOUS,
+                -1,
+                0,
+            )
+        };
+        assert_ne!(base, libc::MAP_FAILED);
+        let base = base.cast::<u8>();
+        // SAFETY: the second page lies inside the mapping just made.
+        let rc = unsafe { libc::mprotect(base.add(page).cast(), page, libc::PROT_NONE) };
+        assert_eq!(rc, 0);
+        GuardedPage { base, page }
+    }
+
+    /// Copies `bytes` so they end exactly at the guard page; returns the copy.
+    pub fn place(&mut self, bytes: &[u8]) -> &[u8] {
+        assert!(bytes.len() <= self.page);
+        // SAFETY: the destination range [page - len, page) lies in the readable first page,
+        // which this struct owns exclusively; the returned slice borrows `self`.
+        unsafe {
+            let start = self.base.add(self.page - bytes.len());
+            std::ptr::copy_nonoverlapping(bytes.as_ptr(), start, bytes.len());
+            std::slice::from_raw_parts(start, bytes.len())
+        }
+    }
+}
+
+impl Drop for GuardedPage {
+    fn drop(&mut self) {
+        // SAFETY: unmaps exactly the mapping made in `new`; no slice into it outlives `self`.
+        unsafe { libc::munmap(self.base.cast(), 2 * self.page) };
+    }
 }
