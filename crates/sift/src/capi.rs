@@ -1,0 +1,164 @@
+//! The C library: `libsift.so` / `libsift.a` with `include/sift.h`.
+//!
+//! Every function is safe against NULL arguments and never unwinds into C: a panic (a bug in
+//! sift) is caught at the boundary and reported as an error result. Compiled filters are
+//! immutable, so `sift_filter_run` may be called on one filter from many threads at once.
+
+use std::ffi::{c_char, CStr};
+use std::panic::{catch_unwind, AssertUnwindSafe};
+use std::ptr;
+
+use crate::Filter;
+
+/// Writes `msg` into the caller's `err` buffer of `errlen` bytes, truncated and NUL-terminated.
+fn write_error(err: *mut c_char, errlen: usize, msg: &str) {
+    if err.is_null() || errlen == 0 {
+        return;
+    }
+    let n = msg.len().min(errlen - 1);
+    // SAFETY: the caller promises `err` points to `errlen` writable bytes; we write n < errlen
+    // bytes and the terminator at index n.
+    unsafe {
+        ptr::copy_nonoverlapping(msg.as_ptr(), err.cast::<u8>(), n);
+        *err.add(n) = 0;
+    }
+}
+
+/// The packet bytes behind a C pointer and length (`NULL` means no bytes).
+///
+/// # Safety
+/// `pkt` must be NULL or point to `caplen` readable bytes that stay valid for `'a`.
+unsafe fn packet<'a>(pkt: *const u8, caplen: u32) -> &'a [u8] {
+    if pkt.is_null() || caplen == 0 {
+        &[]
+    } else {
+        // SAFETY: guaranteed by the caller (see above).
+        unsafe { std::slice::from_raw_parts(pkt, caplen as usize) }
+    }
+}
+
+/// `sift_filter *sift_filter_compile(const char *expr, uint32_t linktype, uint32_t snaplen,
+/// char *err, size_t errlen)`: NULL on error, with the message (and a caret line under the
+/// problem) in `err`.
+///
+/// # Safety
+/// `expr` must be NULL or a NUL-terminated string; `err` NULL or `errlen` writable bytes.
+#[no_mangle]
+pub unsafe extern "C" fn sift_filter_compile(
+    expr: *const c_char,
+    linktype: u32,
+    snaplen: u32,
+    err: *mut c_char,
+    errlen: usize,
+) -> *mut Filter {
+    if expr.is_null() {
+        write_error(err, errlen, "expression is NULL");
+        return ptr::null_mut();
+    }
+    // SAFETY: `expr` is a NUL-terminated string (caller's promise), checked non-NULL above.
+    let bytes = unsafe { CStr::from_ptr(expr) };
+    let Ok(text) = bytes.to_str() else {
+        write_error(err, errlen, "expression is not valid UTF-8");
+        return ptr::null_mut();
+    };
+    match catch_unwind(|| Filter::compile(text, linktype, snaplen)) {
+        Ok(Ok(filter)) => Box::into_raw(Box::new(filter)),
+        Ok(Err(e)) => {
+            write_error(err, errlen, &e.render(text));
+            ptr::null_mut()
+        }
+        Err(_) => {
+            write_error(err, errlen, "internal error in sift (please report it)");
+            ptr::null_mut()
+        }
+    }
+}
+
+/// `uint32_t sift_filter_run(const sift_filter *f, const uint8_t *pkt, uint32_t caplen,
+/// uint32_t wirelen)`: 0 rejects, anything else is the number of bytes to keep (as
+/// `bpf_filter`). A NULL filter rejects.
+///
+/// # Safety
+/// `f` must be NULL or a live filter from `sift_filter_compile`; `pkt` NULL or `caplen`
+/// readable bytes.
+#[no_mangle]
+pub unsafe extern "C" fn sift_filter_run(
+    f: *const Filter,
+    pkt: *const u8,
+    caplen: u32,
+    wirelen: u32,
+) -> u32 {
+    // SAFETY: `f` is NULL or a live filter (caller's promise).
+    let Some(filter) = (unsafe { f.as_ref() }) else {
+        return 0;
+    };
+    // SAFETY: `pkt` is NULL or `caplen` readable bytes (caller's promise).
+    let data = unsafe { packet(pkt, caplen) };
+    catch_unwind(AssertUnwindSafe(|| filter.run(data, wirelen))).unwrap_or(0)
+}
+
+/// `size_t sift_filter_run_batch(const sift_filter *f, const uint8_t *const *pkts, const
+/// uint32_t *caplens, const uint32_t *wirelens, uint32_t *results, size_t count)`: runs the
+/// filter on `count` packets, writing each result to `results`; returns how many accepted.
+///
+/// # Safety
+/// `f` as for `sift_filter_run`; `pkts`, `caplens`, `wirelens` and `results` must each be
+/// NULL (only when `count` is 0) or arrays of `count` elements, each `pkts[i]` NULL or
+/// `caplens[i]` readable bytes.
+#[no_mangle]
+pub unsafe extern "C" fn sift_filter_run_batch(
+    f: *const Filter,
+    pkts: *const *const u8,
+    caplens: *const u32,
+    wirelens: *const u32,
+    results: *mut u32,
+    count: usize,
+) -> usize {
+    if count == 0 || pkts.is_null() || caplens.is_null() || wirelens.is_null() {
+        return 0;
+    }
+    if results.is_null() {
+        return 0;
+    }
+    // SAFETY: each array has `count` elements (caller's promise), checked non-NULL above.
+    let (pkts, caplens, wirelens, results) = unsafe {
+        (
+            std::slice::from_raw_parts(pkts, count),
+            std::slice::from_raw_parts(caplens, count),
+            std::slice::from_raw_parts(wirelens, count),
+            std::slice::from_raw_parts_mut(results, count),
+        )
+    };
+    // SAFETY: `f` is NULL or a live filter (caller's promise).
+    let Some(filter) = (unsafe { f.as_ref() }) else {
+        results.fill(0);
+        return 0;
+    };
+    let mut accepted = 0;
+    for i in 0..count {
+        // SAFETY: `pkts[i]` is NULL or `caplens[i]` readable bytes (caller's promise).
+        let data = unsafe { packet(pkts[i], caplens[i]) };
+        let r = catch_unwind(AssertUnwindSafe(|| filter.run(data, wirelens[i]))).unwrap_or(0);
+        results[i] = r;
+        accepted += usize::from(r != 0);
+    }
+    accepted
+}
+
+/// `void sift_filter_free(sift_filter *f)`: frees a filter; NULL is ignored.
+///
+/// # Safety
+/// `f` must be NULL or a filter from `sift_filter_compile` not yet freed.
+#[no_mangle]
+pub unsafe extern "C" fn sift_filter_free(f: *mut Filter) {
+    if !f.is_null() {
+        // SAFETY: `f` came from Box::into_raw in sift_filter_compile and is freed once.
+        drop(unsafe { Box::from_raw(f) });
+    }
+}
+
+/// `const char *sift_version(void)`: the library version, a static string.
+#[no_mangle]
+pub extern "C" fn sift_version() -> *const c_char {
+    concat!(env!("CARGO_PKG_VERSION"), "\0").as_ptr().cast()
+}
