@@ -7,6 +7,8 @@ use std::io::{self, BufReader, BufWriter, IsTerminal, Write};
 use std::path::PathBuf;
 use std::process::ExitCode;
 
+mod capture;
+
 use anyhow::{anyhow, bail, Context, Result};
 use clap::{Parser, Subcommand, ValueEnum};
 use sift::{Filter, Options};
@@ -59,6 +61,26 @@ enum Command {
         #[arg(long, value_enum, default_value_t = Lang::Pcap)]
         lang: Lang,
         /// The filter expression (several arguments are joined with spaces, as tcpdump does).
+        expression: Vec<String>,
+    },
+    /// Capture live on a Linux interface, the filter running in the kernel (like `tcpdump -i`).
+    Capture {
+        /// The interface to capture on.
+        #[arg(short = 'i', value_name = "IFACE")]
+        interface: String,
+        /// Write packets to this pcap file instead of printing a line for each.
+        #[arg(short = 'w', value_name = "OUT")]
+        write: Option<PathBuf>,
+        /// Stop after this many packets (otherwise at SIGINT).
+        #[arg(short = 'c', value_name = "COUNT")]
+        count: Option<u64>,
+        /// Bytes kept of each packet.
+        #[arg(short = 's', default_value_t = 262144)]
+        snaplen: u32,
+        /// Do not put the interface into promiscuous mode.
+        #[arg(short = 'p')]
+        no_promiscuous: bool,
+        /// The filter expression (several arguments are joined with spaces).
         expression: Vec<String>,
     },
     /// Compile a filter to classic BPF, printed like `tcpdump -d`, `-dd` or `-ddd`.
@@ -200,6 +222,21 @@ fn run(cli: Cli) -> Result<ExitCode> {
             }
             Ok(ExitCode::SUCCESS)
         }
+        Command::Capture {
+            interface,
+            write,
+            count,
+            snaplen,
+            no_promiscuous,
+            expression: args,
+        } => capture::run(&capture::Request {
+            interface: &interface,
+            write: write.as_deref(),
+            count,
+            snaplen,
+            promiscuous: !no_promiscuous,
+            expr: &args.join(" "),
+        }),
         Command::Compile {
             dump,
             level,
