@@ -8,8 +8,11 @@
 //! pulls the Ethernet header), then pushes the header back for tc programs only. A socket filter
 //! therefore sees the data after its first 14 bytes, while on an `AF_PACKET` socket it sees the
 //! whole frame: [`LoadedProgram::run`] prepends a dummy Ethernet header for socket filters so
-//! that every program type sees exactly the packet it is given. XDP and tc programs need a
-//! packet of at least 14 bytes; all types refuse packets larger than about a page.
+//! that every program type sees exactly the packet it is given (its EtherType is a local
+//! experimental one, because the kernel refuses IPv4 and IPv6 test packets whose network header
+//! is incomplete). For the same reason tc programs cannot be run on such packets, and XDP and tc
+//! programs need a packet of at least 14 bytes ([`test_run_accepts`]); all types refuse packets
+//! larger than about a page.
 
 use std::ffi::CString;
 use std::fmt;
@@ -208,10 +211,29 @@ fn load_with_log(
 }
 
 /// A dummy Ethernet header that `eth_type_trans` pulls off before a socket filter runs.
-const PULLED_HEADER: [u8; 14] = [0, 0, 0, 0, 0, 1, 0, 0, 0, 0, 0, 2, 0x08, 0x00];
+const PULLED_HEADER: [u8; 14] = [0, 0, 0, 0, 0, 1, 0, 0, 0, 0, 0, 2, 0x88, 0xb5];
 
 /// The Ethernet header length the test run insists on for XDP and tc.
 pub const MIN_PACKET: usize = 14;
+
+/// Whether `BPF_PROG_TEST_RUN` takes `packet` for a program of this type: XDP and tc need an
+/// Ethernet header, and tc (whose socket buffer starts at the Ethernet header) an IPv4 or IPv6
+/// header complete after it when the EtherType says IPv4 or IPv6 (kernel 6.x refuses the
+/// packet with `EINVAL` otherwise). Sizes beyond a page are not checked here.
+pub fn test_run_accepts(program_type: ProgramType, packet: &[u8]) -> bool {
+    if program_type == ProgramType::SocketFilter {
+        return true;
+    }
+    if packet.len() < MIN_PACKET {
+        return false;
+    }
+    let network = packet.len() - MIN_PACKET;
+    match (program_type, packet[12], packet[13]) {
+        (ProgramType::SchedCls, 0x08, 0x00) => network >= 20,
+        (ProgramType::SchedCls, 0x86, 0xdd) => network >= 40,
+        _ => true,
+    }
+}
 
 impl LoadedProgram {
     pub fn program_type(&self) -> ProgramType {
