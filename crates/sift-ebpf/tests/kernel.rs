@@ -282,3 +282,214 @@ fn configurable_verdicts() {
         assert_eq!(p.run(&udp).unwrap(), 0, "{t}");
     }
 }
+
+/// A function with more values live at once than there are registers: the rest live in stack
+/// slots, and the verifier must accept the spills and fills.
+#[test]
+fn many_live_values_spill_to_the_stack() {
+    if !kernel_available() {
+        return;
+    }
+    // v0..v23 = the packet's bytes 0..23, all live until they are summed in reverse order.
+    let n = 24u32;
+    let mut text = String::from("block0:\n");
+    for i in 0..n {
+        text += &format!("    v{i} = load.b [{i}]\n");
+    }
+    let mut acc = n - 1;
+    let mut next = n;
+    for i in (0..n - 1).rev() {
+        text += &format!("    v{next} = add v{acc}, v{i}\n");
+        acc = next;
+        next += 1;
+    }
+    text += &format!("    v{next} = const 1\n    v{} = or v{acc}, v{next}\n", next + 1);
+    text += &format!("    ret v{}\n", next + 1);
+    let f = sift_ir::parse_function(&text).unwrap();
+    let reference = sift_ir::Interpreter::new(f.clone()).unwrap();
+    let programs = load_all(&f, "many live values");
+    for len in [14usize, 23, 24, 60] {
+        let pkt: Vec<u8> = (0..len).map(|i| (i * 37 + 11) as u8).collect();
+        let want = reference.run(&mut sift_ir::Cache::new(), &pkt, len as u32);
+        for (t, p) in &programs {
+            assert_eq!(p.run(&pkt).unwrap(), expected(*t, want), "{t}, {len} bytes");
+        }
+    }
+}
+
+/// Runs a command, returning whether it succeeded, with its output on failure.
+fn run(cmd: &str, args: &[&str]) -> Result<String, String> {
+    let out = std::process::Command::new(cmd)
+        .args(args)
+        .output()
+        .map_err(|e| format!("{cmd}: {e}"))?;
+    let text = format!(
+        "{}{}",
+        String::from_utf8_lossy(&out.stdout),
+        String::from_utf8_lossy(&out.stderr)
+    );
+    if out.status.success() {
+        Ok(text)
+    } else {
+        Err(format!("{cmd} {}: {text}", args.join(" ")))
+    }
+}
+
+/// A network namespace with a veth pair, deleted on drop.
+struct Netns(String);
+
+impl Netns {
+    fn new() -> Result<Netns, String> {
+        let name = format!("sift-ebpf-{}", std::process::id());
+        run("ip", &["netns", "add", &name])?;
+        let ns = Netns(name);
+        ns.ip(&["link", "add", "veth0", "type", "veth", "peer", "name", "veth1"])?;
+        ns.ip(&["link", "set", "veth0", "up"])?;
+        ns.ip(&["link", "set", "veth1", "up"])?;
+        Ok(ns)
+    }
+
+    fn ip(&self, args: &[&str]) -> Result<String, String> {
+        let mut all = vec!["-n", self.0.as_str()];
+        all.extend_from_slice(args);
+        run("ip", &all)
+    }
+
+    fn tc(&self, args: &[&str]) -> Result<String, String> {
+        let mut all = vec!["-n", self.0.as_str()];
+        all.extend_from_slice(args);
+        run("tc", &all)
+    }
+}
+
+impl Drop for Netns {
+    fn drop(&mut self) {
+        let _ = run("ip", &["netns", "del", &self.0]);
+    }
+}
+
+/// The ELF objects load through iproute2 (libbpf): `ip link set dev veth0 xdp obj FILE sec xdp`
+/// and `tc filter add dev veth0 ingress bpf da obj FILE sec tc`, on a veth pair in a network
+/// namespace the test creates.
+#[test]
+fn elf_objects_load_with_iproute2() {
+    if !kernel_available() {
+        return;
+    }
+    let ns = match Netns::new() {
+        Ok(ns) => ns,
+        Err(e) if std::env::var("SIFT_SKIP_KERNEL_TESTS").as_deref() == Ok("1") => {
+            eprintln!("\n*** SKIPPED: cannot create a network namespace: {e} ***\n");
+            return;
+        }
+        Err(e) => panic!("cannot create a network namespace with a veth pair: {e}"),
+    };
+    let dir = std::env::temp_dir().join(format!("sift-ebpf-elf-{}", std::process::id()));
+    std::fs::create_dir_all(&dir).unwrap();
+    let f = ir("tcp port 80 or (ip6 and udp) or ip[ip[0] & 0xf] = 4", true).unwrap();
+    let object = |t: ProgramType| {
+        let p = sift_ebpf::compile(&f, &Options::new(t)).unwrap();
+        let path = dir.join(format!("{t}.o"));
+        std::fs::write(&path, sift_ebpf::to_elf(&p, "sift_filter").unwrap()).unwrap();
+        path.to_str().unwrap().to_owned()
+    };
+    let xdp = object(ProgramType::Xdp);
+    ns.ip(&["link", "set", "dev", "veth0", "xdp", "obj", &xdp, "sec", "xdp"])
+        .unwrap();
+    let shown = ns.ip(&["link", "show", "dev", "veth0"]).unwrap();
+    assert!(shown.contains("prog/xdp"), "{shown}");
+    ns.ip(&["link", "set", "dev", "veth0", "xdp", "off"]).unwrap();
+
+    let tc = object(ProgramType::SchedCls);
+    ns.tc(&["qdisc", "add", "dev", "veth0", "clsact"]).unwrap();
+    ns.tc(&[
+        "filter", "add", "dev", "veth0", "ingress", "bpf", "da", "obj", &tc, "sec", "tc",
+    ])
+    .unwrap();
+    let shown = ns
+        .tc(&["filter", "show", "dev", "veth0", "ingress"])
+        .unwrap();
+    assert!(shown.contains("sift_filter"), "{shown}");
+    assert!(shown.contains("jited"), "{shown}");
+    let _ = std::fs::remove_dir_all(&dir);
+}
+
+/// Two namespaces joined by a veth pair (`veth-a` 10.9.9.1 in the first, `veth-b` 10.9.9.2
+/// in the second), deleted on drop.
+struct Link {
+    a: Netns,
+    b: Netns,
+}
+
+impl Link {
+    fn new() -> Result<Link, String> {
+        let pid = std::process::id();
+        let (na, nb) = (format!("sift-ebpf-a-{pid}"), format!("sift-ebpf-b-{pid}"));
+        run("ip", &["netns", "add", &na])?;
+        let a = Netns(na);
+        run("ip", &["netns", "add", &nb])?;
+        let b = Netns(nb);
+        a.ip(&[
+            "link", "add", "veth-a", "type", "veth", "peer", "name", "veth-b", "netns", &b.0,
+        ])?;
+        a.ip(&["addr", "add", "10.9.9.1/24", "dev", "veth-a"])?;
+        b.ip(&["addr", "add", "10.9.9.2/24", "dev", "veth-b"])?;
+        a.ip(&["link", "set", "veth-a", "up"])?;
+        b.ip(&["link", "set", "veth-b", "up"])?;
+        Ok(Link { a, b })
+    }
+
+    /// Sends UDP datagrams from b to a (which needs ARP first) and returns b's neighbour
+    /// entry for a once it is resolved, or the last entry seen after a few seconds.
+    fn resolve_from_b(&self) -> String {
+        let mut last = String::new();
+        for _ in 0..10 {
+            let _ = run(
+                "ip",
+                &[
+                    "netns",
+                    "exec",
+                    &self.b.0,
+                    "bash",
+                    "-c",
+                    "echo sift > /dev/udp/10.9.9.1/9",
+                ],
+            );
+            std::thread::sleep(std::time::Duration::from_millis(300));
+            last = self.b.ip(&["neigh", "show", "10.9.9.1"]).unwrap_or_default();
+            if last.contains("lladdr") {
+                break;
+            }
+        }
+        last
+    }
+}
+
+/// The XDP object attached with iproute2 decides real traffic: with `arp` the ARP request
+/// from the peer passes and the address resolves; with `not arp` it is dropped and never does.
+#[test]
+fn xdp_object_filters_live_traffic() {
+    if !kernel_available() {
+        return;
+    }
+    if run("bash", &["-c", "true"]).is_err() {
+        eprintln!("\n*** SKIPPED: bash is needed to send datagrams from the namespace ***\n");
+        return;
+    }
+    let dir = std::env::temp_dir().join(format!("sift-ebpf-live-{}", std::process::id()));
+    std::fs::create_dir_all(&dir).unwrap();
+    for (expr, resolves) in [("arp", true), ("not arp", false)] {
+        let link = Link::new().unwrap_or_else(|e| panic!("cannot build the veth link: {e}"));
+        let p = sift_ebpf::compile(&ir(expr, true).unwrap(), &Options::new(ProgramType::Xdp))
+            .unwrap();
+        let path = dir.join("filter.o");
+        std::fs::write(&path, sift_ebpf::to_elf(&p, "sift_filter").unwrap()).unwrap();
+        let path = path.to_str().unwrap();
+        link.a
+            .ip(&["link", "set", "dev", "veth-a", "xdp", "obj", path, "sec", "xdp"])
+            .unwrap();
+        let neigh = link.resolve_from_b();
+        assert_eq!(neigh.contains("lladdr"), resolves, "{expr}: {neigh}");
+    }
+    let _ = std::fs::remove_dir_all(&dir);
+}
