@@ -66,7 +66,10 @@ fn check_expression(o: &Oracle, lt: u32, e: &str, packets: &[(Vec<u8>, u32)], t:
     let linux = compile_for(ir, Dialect::Linux).unwrap_or_else(|err| panic!("{e} ({lt}): {err}"));
     validate(&linux.to_program(), Dialect::Linux).expect("compile_for validates");
     for p in [&prog, &linux] {
-        assert!(libpcap_validate(p.insns()), "{e} ({lt}): bpf_validate refuses");
+        assert!(
+            libpcap_validate(p.insns()),
+            "{e} ({lt}): bpf_validate refuses"
+        );
     }
     t.programs += 1;
     let their_len = theirs.as_ref().map_or(1, |p| p.len());
@@ -79,7 +82,10 @@ fn check_expression(o: &Oracle, lt: u32, e: &str, packets: &[(Vec<u8>, u32)], t:
     for (pkt, wire) in packets {
         let reference = filter.run_reference(pkt, *wire);
         let ours = libpcap_filter(prog.insns(), pkt, *wire);
-        assert_eq!(ours, reference, "{e} ({lt}) on {pkt:02x?}: bpf_filter(sift) vs IR");
+        assert_eq!(
+            ours, reference,
+            "{e} ({lt}) on {pkt:02x?}: bpf_filter(sift) vs IR"
+        );
         assert_eq!(interp::run(&prog, pkt, *wire), ours, "{e} ({lt}): interp");
         assert_eq!(
             libpcap_filter(linux.insns(), pkt, *wire),
@@ -119,7 +125,11 @@ fn optimized_cbpf_matches_libpcap_in_bpf_filter() {
         if lt == 1 {
             exprs.extend(random_txt.iter().cloned());
         }
-        exprs.extend(sift_testgen::random_expressions(0x0b9f ^ u64::from(lt), lt, 60));
+        exprs.extend(sift_testgen::random_expressions(
+            0x0b9f ^ u64::from(lt),
+            lt,
+            60,
+        ));
         for e in &exprs {
             check_expression(&o, lt, e, &packets, &mut t);
         }

@@ -1,5 +1,14 @@
-//! Label resolution: symbolic jumps to offsets, with `ja` trampolines for conditional jumps
-//! that cannot reach their target in 8 bits.
+//! Label resolution: symbolic jumps to offsets, and long jumps.
+//!
+//! A conditional jump reaches at most 255 instructions ahead. A farther target goes through a
+//! `ja` (32-bit offset), placed preferably in an *island*: a point between two pieces of code
+//! where control does not fall through (after a `ret` or a taken `ja`), so that one `ja` serves
+//! every conditional jump within reach that needs the same target (in a 32-times unrolled
+//! `protochain` every iteration jumps to the same far blocks). When the target is a lone
+//! `ret`, the island holds a copy of the `ret` instead. Without an island in reach, the
+//! trampoline goes right behind the conditional jump.
+
+use std::collections::HashMap;
 
 use super::select::{Item, Label};
 use crate::insn::{Insn, Op};
@@ -13,6 +22,25 @@ fn falls_through(items: &[Item], i: usize, target: Label) -> bool {
             _ => None,
         })
         .any(|l| l == target)
+}
+
+/// Where a conditional jump's edge goes.
+#[derive(Clone, Copy, PartialEq, Eq)]
+enum Via {
+    /// Straight to the target.
+    Direct,
+    /// Through entry `usize` of the island at item index `usize`.
+    Island(usize, usize),
+    /// Through a trampoline right behind the jump.
+    Own,
+}
+
+struct Addresses {
+    /// Address of each item.
+    item: Vec<i64>,
+    label: Vec<i64>,
+    /// Address of the first entry of each island (by item index).
+    island: HashMap<usize, i64>,
 }
 
 pub(super) fn resolve(items: &[Item]) -> Vec<Insn> {
@@ -30,66 +58,136 @@ pub(super) fn resolve(items: &[Item]) -> Vec<Insn> {
         .enumerate()
         .map(|(i, it)| matches!(it, Item::Jump(t) if falls_through(items, i, *t)))
         .collect();
-    // Per conditional jump: whether its true / false target needs a trampoline. Only ever set,
-    // so the loop ends (at the latest when every target has one).
-    let mut far = vec![(false, false); items.len()];
-    let (addr, label_addr) = loop {
-        let mut addr = Vec::with_capacity(items.len());
-        let mut label_addr = vec![0i64; max_label + 1];
-        let mut pc: i64 = 0;
-        for (i, it) in items.iter().enumerate() {
-            addr.push(pc);
-            pc += match it {
-                Item::Label(l) => {
-                    label_addr[*l] = pc;
-                    0
-                }
-                Item::Jump(_) if elided[i] => 0,
-                Item::Cond { .. } => 1 + i64::from(far[i].0) + i64::from(far[i].1),
-                _ => 1,
-            };
-        }
-        let mut changed = false;
-        for (i, it) in items.iter().enumerate() {
-            if let Item::Cond { t, f, .. } = it {
-                let reach = |l: &Label| (0..=255).contains(&(label_addr[*l] - addr[i] - 1));
-                if !far[i].0 && !reach(t) {
-                    far[i].0 = true;
-                    changed = true;
-                }
-                if !far[i].1 && !reach(f) {
-                    far[i].1 = true;
-                    changed = true;
-                }
+    // A lone `ret` at a label: islands copy it instead of jumping to it.
+    let mut lone_ret: Vec<Option<Insn>> = vec![None; max_label + 1];
+    for w in items.windows(2) {
+        if let [Item::Label(l), Item::Insn(insn)] = w {
+            if matches!(insn.decode(), Some(Op::RetK | Op::RetA)) {
+                lone_ret[*l] = Some(*insn);
             }
         }
+    }
+    // Island positions: item indices (labels) that control cannot fall into.
+    let mut candidates = Vec::new();
+    let mut open = true;
+    for (i, it) in items.iter().enumerate() {
+        match it {
+            Item::Label(_) => {
+                if !open && candidates.last().map(|&c| c + 1) != Some(i) {
+                    candidates.push(i);
+                }
+            }
+            Item::Insn(insn) => open = !matches!(insn.decode(), Some(Op::RetK | Op::RetA)),
+            Item::Jump(_) => open = elided[i],
+            Item::Cond { .. } => open = false,
+            _ => open = true,
+        }
+    }
+    // Island contents (targets) by item index; per conditional jump, how each edge goes.
+    let mut islands: HashMap<usize, Vec<Label>> = HashMap::new();
+    let mut own = vec![(false, false); items.len()];
+    let mut via: Vec<(Via, Via)> = vec![(Via::Direct, Via::Direct); items.len()];
+    let addr = loop {
+        let addr = addresses(items, &elided, &own, &islands, max_label);
+        let mut changed = false;
+        for (i, it) in items.iter().enumerate() {
+            let Item::Cond { t, f, .. } = it else {
+                continue;
+            };
+            let mut route = |l: Label, own_set: &mut bool| -> Via {
+                if *own_set {
+                    return Via::Own;
+                }
+                let reach = |to: i64| (0..=255).contains(&(to - addr.item[i] - 1));
+                if reach(addr.label[l]) {
+                    return Via::Direct;
+                }
+                // Islands after the jump, before the target, within reach (a contiguous run of
+                // the candidates, which are in address order): reuse an entry, else add one to
+                // the farthest.
+                let base = |c: usize| addr.island.get(&c).copied().unwrap_or(addr.item[c]);
+                let first = candidates.partition_point(|&c| c <= i);
+                let last = candidates.partition_point(|&c| base(c) <= addr.item[i] + 256);
+                let in_reach = candidates
+                    .get(first..last.max(first))
+                    .unwrap_or(&[])
+                    .iter()
+                    .copied()
+                    .filter(|&c| addr.item[c] < addr.label[l]);
+                let mut farthest = None;
+                for c in in_reach {
+                    let entries = islands.get(&c).map_or(&[][..], |e| &e[..]);
+                    if let Some(k) = entries.iter().position(|&x| x == l) {
+                        if reach(base(c) + k as i64) {
+                            return Via::Island(c, k);
+                        }
+                    }
+                    if reach(base(c) + entries.len() as i64) {
+                        farthest = Some(c);
+                    }
+                }
+                changed = true;
+                match farthest {
+                    Some(c) => {
+                        let e = islands.entry(c).or_default();
+                        e.push(l);
+                        Via::Island(c, e.len() - 1)
+                    }
+                    None => {
+                        *own_set = true;
+                        Via::Own
+                    }
+                }
+            };
+            let (mut own_t, mut own_f) = own[i];
+            let vt = route(*t, &mut own_t);
+            let vf = route(*f, &mut own_f);
+            own[i] = (own_t, own_f);
+            via[i] = (vt, vf);
+        }
         if !changed {
-            break (addr, label_addr);
+            break addr;
         }
     };
     let mut out = Vec::new();
     for (i, it) in items.iter().enumerate() {
+        if let Some(entries) = islands.get(&i) {
+            for (k, &l) in entries.iter().enumerate() {
+                let at = addr.island[&i] + k as i64;
+                out.push(match lone_ret[l] {
+                    Some(ret) => ret,
+                    None => Op::Ja.with_k((addr.label[l] - at - 1) as u32),
+                });
+            }
+        }
         match it {
             Item::Insn(insn) => out.push(*insn),
             Item::Label(_) => {}
             Item::Jump(_) if elided[i] => {}
-            Item::Jump(t) => out.push(Op::Ja.with_k((label_addr[*t] - addr[i] - 1) as u32)),
+            Item::Jump(t) => {
+                out.push(Op::Ja.with_k((addr.label[*t] - addr.item[i] - 1) as u32));
+            }
             Item::Cond { code, k, t, f } => {
-                let c = addr[i];
+                let c = addr.item[i];
                 let mut next_tramp = c + 1;
                 let mut trampolines = Vec::new();
-                let mut offset = |l: &Label, is_far: bool| -> u8 {
-                    if is_far {
-                        let at = next_tramp;
-                        next_tramp += 1;
-                        trampolines.push(Op::Ja.with_k((label_addr[*l] - at - 1) as u32));
-                        (at - c - 1) as u8
-                    } else {
-                        (label_addr[*l] - c - 1) as u8
+                let mut offset = |l: Label, v: Via| -> u8 {
+                    match v {
+                        Via::Direct => (addr.label[l] - c - 1) as u8,
+                        Via::Island(isl, k) => (addr.island[&isl] + k as i64 - c - 1) as u8,
+                        Via::Own => {
+                            let at = next_tramp;
+                            next_tramp += 1;
+                            trampolines.push(match lone_ret[l] {
+                                Some(ret) => ret,
+                                None => Op::Ja.with_k((addr.label[l] - at - 1) as u32),
+                            });
+                            (at - c - 1) as u8
+                        }
                     }
                 };
-                let jt = offset(t, far[i].0);
-                let jf = offset(f, far[i].1);
+                let jt = offset(*t, via[i].0);
+                let jf = offset(*f, via[i].1);
                 out.push(Insn::jump(*code, *k, jt, jf));
                 out.extend(trampolines);
             }
@@ -102,4 +200,38 @@ pub(super) fn resolve(items: &[Item]) -> Vec<Insn> {
         }
     }
     out
+}
+
+fn addresses(
+    items: &[Item],
+    elided: &[bool],
+    own: &[(bool, bool)],
+    islands: &HashMap<usize, Vec<Label>>,
+    max_label: usize,
+) -> Addresses {
+    let mut item = Vec::with_capacity(items.len());
+    let mut label = vec![0i64; max_label + 1];
+    let mut island = HashMap::new();
+    let mut pc: i64 = 0;
+    for (i, it) in items.iter().enumerate() {
+        if let Some(e) = islands.get(&i) {
+            island.insert(i, pc);
+            pc += e.len() as i64;
+        }
+        item.push(pc);
+        pc += match it {
+            Item::Label(l) => {
+                label[*l] = pc;
+                0
+            }
+            Item::Jump(_) if elided[i] => 0,
+            Item::Cond { .. } => 1 + i64::from(own[i].0) + i64::from(own[i].1),
+            _ => 1,
+        };
+    }
+    Addresses {
+        item,
+        label,
+        island,
+    }
 }

@@ -27,7 +27,12 @@ enum Exit {
     /// `ja` to a piece.
     Jump(usize),
     /// A conditional jump to two pieces.
-    Cond { code: u16, k: u32, t: usize, f: usize },
+    Cond {
+        code: u16,
+        k: u32,
+        t: usize,
+        f: usize,
+    },
 }
 
 impl Exit {
@@ -90,7 +95,11 @@ fn pieces(items: &[Item]) -> Vec<Piece> {
                 if let Some((insns, labels)) = &mut current {
                     insns.push(*insn);
                     if matches!(insn.decode(), Some(Op::RetK | Op::RetA)) {
-                        finished.push((std::mem::take(insns), std::mem::take(labels), Exit::Return));
+                        finished.push((
+                            std::mem::take(insns),
+                            std::mem::take(labels),
+                            Exit::Return,
+                        ));
                         current = None;
                     }
                 }
@@ -161,9 +170,7 @@ fn merge(pieces: &mut [Piece]) -> Vec<usize> {
         pieces[p].exit = exit;
         rep[p] = match exit {
             Exit::Jump(t) if pieces[p].insns.is_empty() => t,
-            _ => *seen
-                .entry((pieces[p].insns.clone(), exit))
-                .or_insert(p),
+            _ => *seen.entry((pieces[p].insns.clone(), exit)).or_insert(p),
         };
     }
     rep

@@ -1,21 +1,22 @@
 //! Code generation: sift IR to classic BPF, the back end behind `sift compile` and kernel socket
 //! filters.
 //!
-//! Three steps, one module each:
+//! Four steps, one module each:
 //!
 //! 1. [`select`] walks the blocks in reverse postorder (a topological order, so every jump is
-//!    forward) and emits instructions with symbolic jump targets. Values live in `A` while they
-//!    are consumed right away, constants and the wire length are rematerialised, and every other
-//!    value is spilled to a virtual scratch slot. Block parameters are virtual slots written by
-//!    copies on the incoming edges (in stubs after the branching block when the edge is
-//!    conditional). Comparisons become `jeq`/`jgt`/`jge`/`jset` with the constant folded into
-//!    `#k` and the targets swapped for `ne`/`lt`/`le`; `Switch` becomes a chain of `jeq`.
-//! 2. [`alloc`] maps virtual slots to `M[0..16]` by interval colouring over the linear order
-//!    (sound because the order is topological: a value is only live between its definition and
-//!    its last use in that order). More than 16 values live at once is an error.
-//! 3. [`layout`] resolves labels into offsets, drops jumps to the next instruction, and gives a
-//!    conditional jump whose target is more than 255 instructions away a `ja` trampoline right
-//!    behind it.
+//!    forward) and emits instructions with symbolic jump targets and virtual scratch slots. It
+//!    tracks what `A` and `X` hold ([`regs`]), also across blocks, rematerialises values that
+//!    take one instruction, turns the IPv4 header length into `ldxb 4*([k]&0xf)`, and lowers a
+//!    `Switch` to a `jeq` chain (the smallest form: a binary search tree only adds `jgt`s).
+//! 2. [`alloc`] drops stores nobody reloads and maps the remaining virtual slots to
+//!    `M[0..16]` by interval colouring over the linear order (sound because the order is
+//!    topological: a value is only live between its definition and its last use in that
+//!    order). More than 16 values live at once is an error.
+//! 3. [`machine`] splits the code into pieces, threads jumps, merges identical tails and lays
+//!    the pieces out so that unconditional jumps fall through.
+//! 4. [`layout`] resolves labels into offsets, drops jumps to the next instruction, and sends a
+//!    conditional jump whose target is more than 255 instructions away through a shared `ja`
+//!    (or `ret`) island, or a trampoline right behind it.
 //!
 //! The result is validated ([`crate::validate`], libpcap dialect) before it is returned, so a
 //! bug here is an error, never an invalid program.

@@ -65,6 +65,12 @@ struct Selector<'f> {
     msh: Vec<Option<u32>>,
     /// Values whose only readers are `ldxb 4*([k]&0xf)` instructions that do their work.
     covered: Vec<bool>,
+    /// Loads read only as arguments of their block's unconditional jump: emitted at the jump,
+    /// where the copy needs them in `A` (their block still performs them, so the packet is
+    /// rejected on the same paths).
+    deferred: Vec<bool>,
+    /// Deferred loads not emitted yet.
+    pending: Vec<bool>,
     /// What `A` and `X` hold right now.
     regs: Regs,
     /// Per block: the state every incoming edge seen so far agrees on.
@@ -140,12 +146,15 @@ pub(super) fn select(f: &Function) -> Vec<Item> {
         }
     }
     let (msh, covered) = header_length_patterns(f, &order, &uses, &def_block);
+    let deferred = jump_argument_loads(f, &order, &uses);
     let mut sel = Selector {
         f,
         items: Vec::new(),
+        pending: vec![false; uses.len()],
         uses,
         msh,
         covered,
+        deferred,
         regs: Regs::default(),
         entry: vec![None; f.blocks.len()],
         block_label: (0..f.blocks.len()).collect(),
@@ -199,6 +208,30 @@ fn header_length_patterns(
     (msh, covered)
 }
 
+/// Loads whose every use is an argument of their own block's `jump`.
+fn jump_argument_loads(f: &Function, order: &[Block], uses: &[u32]) -> Vec<bool> {
+    let mut out = vec![false; f.values.len()];
+    for &b in order {
+        let data = f.block(b);
+        let Terminator::Jump(t) = &data.term else {
+            continue;
+        };
+        for &v in &data.insts {
+            if matches!(f.inst(v), Inst::Load { .. }) {
+                // Only arguments of used parameters are copied (and so emitted).
+                let params = &f.block(t.block).params;
+                let copied = params
+                    .iter()
+                    .zip(&t.args)
+                    .filter(|&(p, &a)| a == v && uses[p.index()] > 0)
+                    .count() as u32;
+                out[v.index()] = copied > 0 && copied == uses[v.index()];
+            }
+        }
+    }
+    out
+}
+
 /// `v = shl(and(load.b [k], 15), 2)`: the mask value, the load value and `k`.
 fn header_length(f: &Function, v: Value) -> Option<(Value, Value, u32)> {
     let Inst::Binary(BinOp::Shl, mask, two) = *f.inst(v) else {
@@ -244,6 +277,22 @@ impl Selector<'_> {
     fn load_a(&mut self, v: Value) {
         if self.regs.a.contains(v) {
             return;
+        }
+        if self.pending[v.index()] {
+            // Only edge copies read deferred loads, and they may clobber `X`.
+            self.pending[v.index()] = false;
+            if let Inst::Load {
+                index: Some(i),
+                offset,
+                size: s,
+            } = *self.f.inst(v)
+            {
+                self.load_x(i);
+                self.emit(Op::LdInd(size(s)), offset);
+                self.regs.a.set(v);
+                self.items.push(Item::Store(v));
+                return;
+            }
         }
         match *self.f.inst(v) {
             Inst::Const(k) => self.emit(Op::LdImm, k),
@@ -302,6 +351,10 @@ impl Selector<'_> {
         let inst = self.f.inst(v).clone();
         let unused = self.uses[v.index()] == 0;
         if self.covered[v.index()] {
+            return;
+        }
+        if self.deferred[v.index()] {
+            self.pending[v.index()] = true;
             return;
         }
         if let Some(k) = self.msh[v.index()] {
@@ -363,14 +416,12 @@ impl Selector<'_> {
                 self.emit(Op::Alu(alu, Src::K), k);
             }
             _ => {
-                let (lhs, rhs) = if commutative
-                    && self.regs.a.contains(rhs)
-                    && !self.regs.a.contains(lhs)
-                {
-                    (rhs, lhs)
-                } else {
-                    (lhs, rhs)
-                };
+                let (lhs, rhs) =
+                    if commutative && self.regs.a.contains(rhs) && !self.regs.a.contains(lhs) {
+                        (rhs, lhs)
+                    } else {
+                        (lhs, rhs)
+                    };
                 self.load_x(rhs);
                 self.load_a(lhs);
                 self.emit(Op::Alu(alu, Src::X), 0);
@@ -503,7 +554,12 @@ impl Selector<'_> {
                     } else {
                         self.fresh_label()
                     };
-                    self.items.push(Item::Cond { code: jeq, k: *key, t, f });
+                    self.items.push(Item::Cond {
+                        code: jeq,
+                        k: *key,
+                        t,
+                        f,
+                    });
                     if !last {
                         self.items.push(Item::Label(f));
                     }
