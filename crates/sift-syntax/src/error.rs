@@ -85,13 +85,34 @@ impl ParseError {
         } else {
             1
         };
+        // A long line (a filter of thousands of terms) is shown as a window around the caret.
+        let chars: Vec<char> = shown.trim_end().chars().collect();
+        let (mut from, mut to) = (0, chars.len());
+        if chars.len() > WINDOW {
+            from = col.saturating_sub(WINDOW / 3).min(chars.len() - WINDOW);
+            to = from + WINDOW;
+        }
+        let (before, after) = (
+            if from > 0 { "..." } else { "" },
+            if to < chars.len() { "..." } else { "" },
+        );
+        let visible: String = chars[from..to].iter().collect();
+        let caret_col = before.len() + col.saturating_sub(from);
+        let width = width.min(to.saturating_sub(col)).max(1);
         let gutter = line_no.to_string();
         let pad = " ".repeat(gutter.len());
-        let mut out = format!("error: {self}\n{pad} |\n{gutter} | {}\n", shown.trim_end());
-        out.push_str(&format!("{pad} | {}{}", " ".repeat(col), "^".repeat(width)));
+        let mut out = format!("error: {self}\n{pad} |\n{gutter} | {before}{visible}{after}\n");
+        out.push_str(&format!(
+            "{pad} | {}{}",
+            " ".repeat(caret_col),
+            "^".repeat(width)
+        ));
         out
     }
 }
+
+/// The widest part of a line [`ParseError::render`] shows, in characters.
+const WINDOW: usize = 100;
 
 fn floor_char_boundary(s: &str, mut i: usize) -> usize {
     while !s.is_char_boundary(i) {
@@ -184,5 +205,31 @@ mod tests {
         let _ = e.render("tcp");
         let e = ParseError::new(ParseErrorKind::TooDeep, Span::new(1, 2));
         let _ = e.render("é");
+    }
+}
+
+#[cfg(test)]
+mod render_tests {
+    use super::*;
+
+    #[test]
+    fn a_long_line_is_shown_around_the_caret() {
+        let text = format!(
+            "{}tcp port 99999{}",
+            "ip or ".repeat(500),
+            " or ip".repeat(500)
+        );
+        let at = text.find("99999").unwrap();
+        let e = ParseError::new(ParseErrorKind::TooDeep, Span::new(at, at + 5));
+        let out = e.render(&text);
+        let lines: Vec<&str> = out.lines().collect();
+        assert!(lines[2].len() < 120, "{out}");
+        assert!(
+            lines[2].starts_with("1 | ...") && lines[2].ends_with("..."),
+            "{out}"
+        );
+        let caret = lines[3].find('^').unwrap();
+        assert_eq!(&lines[2][caret..caret + 5], "99999", "{out}");
+        assert_eq!(lines[3].matches('^').count(), 5);
     }
 }
