@@ -1,8 +1,18 @@
-//! Prints the optimized bytecode of a pcap-filter expression (Ethernet), as the JIT receives it.
+//! Prints the optimized bytecode of a pcap-filter expression (Ethernet), as the JIT receives it;
+//! with `--asm`, also the Cranelift IR and machine code the JIT makes of it.
 fn main() {
-    let expr = std::env::args().nth(1).expect("expression");
-    let mut ir = sift::compile_ir(&expr, &sift::Options::new(1, 262144)).expect("compiles");
+    let args: Vec<String> = std::env::args().skip(1).collect();
+    let asm = args.iter().any(|a| a == "--asm");
+    let expr = args
+        .iter()
+        .find(|a| *a != "--asm")
+        .expect("usage: bytecode [--asm] EXPRESSION");
+    let mut ir = sift::compile_ir(expr, &sift::Options::new(1, 262144)).expect("compiles");
     sift_opt::optimize(&mut ir);
     let bc = sift_bytecode::compile(&ir).expect("codegen");
     print!("{bc}");
+    if asm {
+        let text = sift_jit::JitFilter::listing(&bc, &sift_jit::Options::default()).expect("jit");
+        print!("{text}");
+    }
 }

@@ -124,6 +124,8 @@ impl Bounds {
         bounds
     }
 
+    // Instruction indices address several parallel arrays here.
+    #[allow(clippy::needless_range_loop)]
     fn place(&mut self, p: &Program, flow: &Flow, need: &[Need]) {
         let n = p.code.len();
         let mut entry: HashMap<u32, Vec<(u32, u64)>> = HashMap::new();

@@ -19,20 +19,20 @@
 //! NetVM and BPF+ papers (each can be switched off in [`Options`] to measure it):
 //!
 //! * constants are immediates, registers and scratch words are SSA values (no memory);
-//! * **bounds-check aggregation** ([`bounds`]): one length check covers every load that every
+//! * **bounds-check aggregation** (module `bounds`): one length check covers every load that every
 //!   path from it would make, with the exact result on every truncated packet;
-//! * **native byte order** ([`flow`]): a field that is only compared for equality (or masked and
+//! * **native byte order** (module `flow`): a field that is only compared for equality (or masked and
 //!   compared) is loaded as it lies in memory and compared with a constant byte-swapped at
 //!   compile time;
-//! * **atom coalescing** ([`coalesce`]): adjacent equality tests with a common exit become one
+//! * **atom coalescing** (module `coalesce`): adjacent equality tests with a common exit become one
 //!   wider compare;
-//! * **lookup tables** ([`table`]): compare chains, binary search and jump tables by size and
+//! * **lookup tables** (module `table`): compare chains, binary search and jump tables by size and
 //!   density, and a collision-free hash for large sparse sets.
 //!
 //! Safety: the generated code never reads outside `packet[..caplen]` (every load is checked, or
 //! covered by a check made on every path to it), never loops (the bytecode's edges go forward),
 //! never calls out and cannot trap (division by zero is tested first). The crate denies
-//! `unsafe_code` except in [`native`], which compiles, calls and frees the code.
+//! `unsafe_code` except in the module `native`, which compiles, calls and frees the code.
 //!
 //! ```
 //! # if !sift_jit::supported() { return; }
@@ -168,8 +168,17 @@ impl JitFilter {
     ) -> Result<JitFilter, JitError> {
         let plan = translate::Plan::new(program.program(), options);
         Ok(JitFilter {
-            code: native::Code::compile(&plan)?,
+            code: native::Code::compile(&plan, None)?,
         })
+    }
+
+    /// Compiles `program` and returns the Cranelift IR and machine code of both entry points
+    /// (for inspecting what the translation does).
+    pub fn listing(program: &VerifiedProgram, options: &Options) -> Result<String, JitError> {
+        let plan = translate::Plan::new(program.program(), options);
+        let mut text = String::new();
+        native::Code::compile(&plan, Some(&mut text))?;
+        Ok(text)
     }
 
     /// Runs the filter on one packet: `packet` holds the captured bytes, `wire_len` the length on

@@ -65,7 +65,12 @@ pub(crate) struct Code {
 }
 
 impl Code {
-    pub(crate) fn compile(plan: &Plan<'_>) -> Result<Code, JitError> {
+    /// Compiles both entry points; with `listing`, appends Cranelift's IR and the machine code
+    /// of each to it.
+    pub(crate) fn compile(
+        plan: &Plan<'_>,
+        mut listing: Option<&mut String>,
+    ) -> Result<Code, JitError> {
         let isa = host_isa()?;
         let mut module = JITModule::new(JITBuilder::with_isa(isa, default_libcall_names()));
         let mut ctx = module.make_context();
@@ -99,9 +104,18 @@ impl Code {
             let mut b = FunctionBuilder::new(&mut ctx.func, &mut fctx);
             translate(&mut b, plan, shape, &mut tables);
             b.finalize(module.target_config());
+            if let Some(l) = listing.as_deref_mut() {
+                l.push_str(&format!("; {name}\n{}", ctx.func.display()));
+                ctx.set_disasm(true);
+            }
             module
                 .define_function(id, &mut ctx)
                 .map_err(|e| JitError::Codegen(format!("{e:?}")))?;
+            if let (Some(l), Some(code)) = (listing.as_deref_mut(), ctx.compiled_code()) {
+                if let Some(vcode) = &code.vcode {
+                    l.push_str(&format!("; {name}: machine code\n{vcode}\n"));
+                }
+            }
             module.clear_context(&mut ctx);
             ids.push(id);
         }

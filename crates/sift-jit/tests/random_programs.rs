@@ -88,7 +88,7 @@ fn program(rng: &mut Rng, packet: &[u8]) -> Program {
     while code.len() < end {
         let at = code.len();
         let insn = match rng.below(16) {
-            0 | 1 | 2 => {
+            0..=2 => {
                 let base = rng.chance(1, 3).then(|| reg(rng));
                 Insn::Load {
                     width: *rng.pick(&Width::ALL),
@@ -97,7 +97,7 @@ fn program(rng: &mut Rng, packet: &[u8]) -> Program {
                     offset: offset(rng),
                 }
             }
-            3 | 4 | 5 => Insn::Alu {
+            3..=5 => Insn::Alu {
                 op: *rng.pick(&AluOp::ALL),
                 dst: reg(rng),
                 lhs: reg(rng),
@@ -121,7 +121,7 @@ fn program(rng: &mut Rng, packet: &[u8]) -> Program {
                     }
                 }
             }
-            8 | 9 | 10 => Insn::Branch {
+            8..=10 => Insn::Branch {
                 cond: *rng.pick(&Cond::ALL),
                 lhs: reg(rng),
                 rhs: operand(rng, packet),

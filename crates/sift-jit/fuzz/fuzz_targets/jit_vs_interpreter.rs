@@ -1,0 +1,71 @@
+#![no_main]
+
+//! Arbitrary bytes: the first byte splits the input into a packet and an encoded program (given
+//! a valid header, so the decoder looks at the code). Whatever decodes and verifies is compiled
+//! by the JIT, and on every prefix of the packet the JIT's single and batch entries must return
+//! exactly what the interpreter returns. Each prefix is placed so that it ends at a PROT_NONE
+//! page: sanitizers do not instrument generated code, the guard page catches its over-reads.
+
+use libfuzzer_sys::fuzz_target;
+use sift_bytecode::{decode, verify, Cache};
+use sift_jit::{JitFilter, PacketRef};
+use std::sync::OnceLock;
+
+const PAGE: usize = 1 << 16; // at least the page size on every supported host
+
+/// Start of a readable region of `PAGE` bytes followed by an inaccessible page (never unmapped).
+fn guarded() -> usize {
+    static REGION: OnceLock<usize> = OnceLock::new();
+    *REGION.get_or_init(|| {
+        // SAFETY: a fresh anonymous mapping; the second half is made inaccessible.
+        unsafe {
+            let base = libc::mmap(
+                std::ptr::null_mut(),
+                2 * PAGE,
+                libc::PROT_READ | libc::PROT_WRITE,
+                libc::MAP_PRIVATE | libc::MAP_ANONYMOUS,
+                -1,
+                0,
+            );
+            assert_ne!(base, libc::MAP_FAILED);
+            let base = base.cast::<u8>();
+            assert_eq!(libc::mprotect(base.add(PAGE).cast(), PAGE, libc::PROT_NONE), 0);
+            base as usize
+        }
+    })
+}
+
+/// `bytes`, copied to end exactly at the guard page (libFuzzer runs one input at a time).
+fn place(bytes: &[u8]) -> &'static [u8] {
+    let n = bytes.len().min(PAGE);
+    // SAFETY: [PAGE - n, PAGE) lies in the readable half of the mapping, which lives forever;
+    // inputs run one at a time, so no earlier slice is still in use when it is overwritten.
+    unsafe {
+        let start = (guarded() as *mut u8).add(PAGE - n);
+        std::ptr::copy_nonoverlapping(bytes.as_ptr(), start, n);
+        std::slice::from_raw_parts(start, n)
+    }
+}
+
+fuzz_target!(|data: &[u8]| {
+    let Some((&split, rest)) = data.split_first() else {
+        return;
+    };
+    let split = usize::from(split).min(rest.len());
+    let (packet, program) = rest.split_at(split);
+    let mut bytes = b"SFBC\x01\x00\x04\x00".to_vec();
+    bytes.extend_from_slice(program);
+    let Ok(p) = decode(&bytes) else { return };
+    let Ok(v) = verify(p) else { return };
+    let jit = JitFilter::compile(&v).expect("every verified program compiles");
+    let mut cache = Cache::new();
+    let wire = packet.len() as u32;
+    for n in 0..=packet.len() {
+        let prefix = place(&packet[..n]);
+        let want = v.run(&mut cache, prefix, wire);
+        assert_eq!(jit.run(prefix, wire), want, "caplen {n}\n{v}");
+        let mut out = [u32::MAX];
+        jit.run_refs(&[PacketRef::new(prefix, wire)], &mut out);
+        assert_eq!(out[0], want, "batch, caplen {n}\n{v}");
+    }
+});
