@@ -193,4 +193,73 @@ block0:
         let p = check(&text, &[vec![1; 7], vec![0; 7], vec![1; 3]]);
         assert!(p.len() > 300);
     }
+
+    #[test]
+    fn header_length_is_one_ldxb_and_values_stay_in_registers() {
+        let text = "\
+block0:
+    v0 = load.h [12]
+    v1 = const 0x800
+    br eq v0, v1, block3, block1
+block1:
+    v2 = const 0x86dd
+    br eq v0, v2, block2, block2
+block2:
+    ret 0
+block3:
+    v3 = load.b [14]
+    v4 = const 15
+    v5 = and v3, v4
+    v6 = const 2
+    v7 = shl v5, v6
+    v8 = load.h [v7+14]
+    v9 = const 80
+    br eq v8, v9, block5, block4
+block4:
+    v10 = const 21
+    br eq v8, v10, block5, block6
+block6:
+    v11 = load.h [v7+16]
+    br eq v11, v9, block5, block2
+block5:
+    ret 100
+";
+        let mut pkt = vec![0u8; 40];
+        pkt[12] = 8;
+        pkt[14] = 0x45;
+        pkt[37] = 80;
+        let p = check(text, &[pkt.clone(), pkt[..30].to_vec(), vec![0; 14]]);
+        assert_eq!(
+            disassemble(&p.to_program()),
+            "(000) ldh      [12]\n(001) jeq      #0x800           jt 2\tjf 8\n\
+             (002) ldxb     4*([14]&0xf)\n(003) ldh      [x + 14]\n\
+             (004) jeq      #0x50            jt 9\tjf 5\n(005) jeq      #0x15            jt 9\tjf 6\n\
+             (006) ldh      [x + 16]\n(007) jeq      #0x50            jt 9\tjf 8\n\
+             (008) ret      #0\n(009) ret      #100\n"
+        );
+    }
+
+    #[test]
+    fn far_branches_share_islands() {
+        // Forty tests in a row, each 20 instructions apart, all rejecting to one far block.
+        let mut text = String::from("block0:\n v0 = const 1\n jump block1\n");
+        let mut v = 1;
+        for i in 1..=40 {
+            text.push_str(&format!("block{i}:\n"));
+            for j in 0..20 {
+                text.push_str(&format!(" v{v} = load.b [{}]\n", (i + j) % 9));
+                v += 1;
+            }
+            text.push_str(&format!(" br eq v{}, v0, block{}, block41\n", v - 1, i + 1));
+        }
+        text.push_str("block41:\n");
+        for j in 0..300 {
+            text.push_str(&format!(" v{v} = load.b [{}]\n", j % 9));
+            v += 1;
+        }
+        text.push_str(" ret 7\nblock42:\n ret 9\n");
+        let p = check(&text, &[vec![1; 9], vec![0; 9], vec![1; 5]]);
+        // Without sharing, each test needs its own trampoline (40); three islands serve all.
+        assert!(p.len() < 40 * 21 + 301 + 1 + 15, "{}", p.len());
+    }
 }

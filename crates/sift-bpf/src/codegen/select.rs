@@ -416,12 +416,14 @@ impl Selector<'_> {
                 self.emit(Op::Alu(alu, Src::K), k);
             }
             _ => {
-                let (lhs, rhs) =
-                    if commutative && self.regs.a.contains(rhs) && !self.regs.a.contains(lhs) {
-                        (rhs, lhs)
-                    } else {
-                        (lhs, rhs)
-                    };
+                // Keep operands where they are: X must end up with one, A with the other.
+                let misplaced = (self.regs.a.contains(rhs) && !self.regs.a.contains(lhs))
+                    || (self.regs.x.contains(lhs) && !self.regs.x.contains(rhs));
+                let (lhs, rhs) = if commutative && misplaced {
+                    (rhs, lhs)
+                } else {
+                    (lhs, rhs)
+                };
                 self.load_x(rhs);
                 self.load_a(lhs);
                 self.emit(Op::Alu(alu, Src::X), 0);
