@@ -152,7 +152,9 @@ pub struct JitFilter {
 
 impl fmt::Debug for JitFilter {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
-        f.debug_struct("JitFilter").finish_non_exhaustive()
+        f.debug_struct("JitFilter")
+            .field("address", &format_args!("{:#x}", self.code.address()))
+            .finish_non_exhaustive()
     }
 }
 

@@ -141,6 +141,11 @@ impl Code {
         })
     }
 
+    /// Where the single-packet entry lies (for diagnosing placement effects).
+    pub(crate) fn address(&self) -> usize {
+        self.single as usize
+    }
+
     pub(crate) fn run(&self, packet: &[u8], wire_len: u32) -> u32 {
         // SAFETY: the code reads only `packet[..packet.len()]` and the tables `self` owns (see the
         // module docs), and `self` keeps the code mapped for the duration of the call.
