@@ -68,9 +68,7 @@ impl Assembler {
         for (i, item) in self.items.iter().enumerate() {
             insns.push(match *item {
                 Item::Insn(insn) => insn,
-                Item::Ja(l) => Insn::Ja {
-                    off: offset(i, l)?,
-                },
+                Item::Ja(l) => Insn::Ja { off: offset(i, l)? },
                 Item::Jmp {
                     op,
                     dst,

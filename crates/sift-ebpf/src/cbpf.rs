@@ -6,7 +6,8 @@
 //! directly. This translation reproduces that conversion with what a verified program may do:
 //!
 //! * registers as the kernel assigns them: `A` in `r0`, `X` in `r7`, the context in `r6`, the
-//!   scratch words `M[0..16]` in the stack below the frame pointer; `A` and `X` start at 0;
+//!   scratch words `M[0..16]` in the stack below the frame pointer; `A` and `X` start at 0
+//!   (set with moves: the verifier does not let `xor` read them before they are written);
 //! * absolute loads: the kernel's converter reads the linear part of the packet inline and
 //!   calls a helper only when the bytes are not there. In a tc program ([`ProgramType::SchedCls`])
 //!   this is direct packet access with a bounds check, falling back to `LD_ABS`; in a socket
@@ -42,9 +43,14 @@ pub struct ClassicInsn {
 pub enum CbpfError {
     /// An opcode the kernel does not accept (or that needs a packet-reading context this
     /// program type lacks), at instruction `at`.
-    Unsupported { at: usize, code: u16 },
+    Unsupported {
+        at: usize,
+        code: u16,
+    },
     /// A jump leaves the program, or a scratch index is out of range, at instruction `at`.
-    Invalid { at: usize },
+    Invalid {
+        at: usize,
+    },
     /// XDP has no `LD_ABS`/`LD_IND`.
     ProgramType(ProgramType),
     Codegen(CodegenError),
@@ -140,8 +146,9 @@ pub fn translate(program: &[ClassicInsn], program_type: ProgramType) -> Result<P
         dst: r,
         src: Src::Reg(r),
     };
-    asm.emit(zero(A));
-    asm.emit(zero(X));
+    // The kernel's converter clears A and X with `xor`; the verifier wants them written first.
+    asm.emit(mov32_imm(A, 0));
+    asm.emit(mov32_imm(X, 0));
     asm.emit(mov64(CTX, Reg::R1));
     if direct {
         asm.emit(Insn::Load {
@@ -386,8 +393,8 @@ mod tests {
         assert_eq!(
             text,
             [
-                "w0 ^= w0",
-                "w7 ^= w7",
+                "w0 = 0",
+                "w7 = 0",
                 "r6 = r1",
                 "r0 = *(u16 *)skb[12]",
                 "if r0 != 2048 goto +2",

@@ -11,8 +11,8 @@
 use std::fmt;
 
 use object::write::{Object, Symbol, SymbolSection};
-use object::{Architecture, BinaryFormat, Endianness, SectionKind, SymbolFlags, SymbolKind};
 use object::SymbolScope;
+use object::{Architecture, BinaryFormat, Endianness, SectionKind, SymbolFlags, SymbolKind};
 
 use crate::program::Program;
 
@@ -126,7 +126,10 @@ mod tests {
         assert_eq!(xdp.data().unwrap(), p.to_bytes());
         let lic = file.section_by_name("license").unwrap();
         assert_eq!(lic.data().unwrap(), b"Dual MIT/GPL\0");
-        let sym = file.symbols().find(|s| s.name() == Ok("sift_filter")).unwrap();
+        let sym = file
+            .symbols()
+            .find(|s| s.name() == Ok("sift_filter"))
+            .unwrap();
         assert_eq!(sym.size(), 16);
         assert!(sym.is_global());
         assert_eq!(sym.kind(), SymbolKind::Text);

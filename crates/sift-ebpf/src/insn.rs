@@ -222,9 +222,14 @@ pub enum Insn {
         src: Src,
     },
     /// 32-bit two's complement negation (zero-extends).
-    Neg32 { dst: Reg },
+    Neg32 {
+        dst: Reg,
+    },
     /// Host to big-endian conversion of the low `bits` (16 or 32) bits, zero-extending.
-    ToBe { dst: Reg, bits: u8 },
+    ToBe {
+        dst: Reg,
+        bits: u8,
+    },
     /// `dst = *(size *)(base + off)`, zero-extending.
     Load {
         size: Size,
@@ -241,11 +246,20 @@ pub enum Insn {
     },
     /// Legacy packet load `r0 = ntoh(*(size *)(skb->data + imm))`; aborts the program with
     /// return value 0 when out of bounds. Needs the context in `r6`; clobbers `r1`-`r5`.
-    LoadAbs { size: Size, imm: i32 },
+    LoadAbs {
+        size: Size,
+        imm: i32,
+    },
     /// As [`Insn::LoadAbs`] at `src + imm`.
-    LoadInd { size: Size, src: Reg, imm: i32 },
+    LoadInd {
+        size: Size,
+        src: Reg,
+        imm: i32,
+    },
     /// Unconditional jump by `off` instructions (relative to the next one).
-    Ja { off: i16 },
+    Ja {
+        off: i16,
+    },
     /// `if dst op src goto +off` (64-bit comparison).
     Jmp {
         op: JmpOp,
@@ -254,7 +268,9 @@ pub enum Insn {
         off: i16,
     },
     /// Call of a kernel helper by number.
-    Call { helper: i32 },
+    Call {
+        helper: i32,
+    },
     Exit,
 }
 

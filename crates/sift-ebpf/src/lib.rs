@@ -49,6 +49,4 @@ mod regalloc;
 pub use codegen::{compile, CodegenError, MAX_INSNS};
 pub use elf::{to_elf, to_elf_with_license, ElfError, DEFAULT_LICENSE};
 pub use listing::{asm, to_text};
-pub use program::{
-    Options, Program, ProgramType, TC_ACT_OK, TC_ACT_SHOT, XDP_DROP, XDP_PASS,
-};
+pub use program::{Options, Program, ProgramType, TC_ACT_OK, TC_ACT_SHOT, XDP_DROP, XDP_PASS};

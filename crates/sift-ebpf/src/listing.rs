@@ -1,12 +1,13 @@
 //! The text form of a program: one line per instruction with its index, its 8 bytes and its
 //! meaning in LLVM's BPF assembly syntax, as `llvm-objdump -d` prints an object (the tests
-//! compare the two line by line when `llvm-objdump` is installed).
+//! compare the two line by line when `llvm-objdump` is installed). Fields are separated by tabs
+//! (shown as spaces here):
 //!
 //! ```text
 //! 0000000000000000 <sift_filter>:
-//!        0:	bf 16 00 00 00 00 00 00	r6 = r1
-//!        1:	28 00 00 00 0c 00 00 00	r0 = *(u16 *)skb[12]
-//!        2:	55 00 01 00 00 08 00 00	if r0 != 2048 goto +1 <sift_filter+0x20>
+//!        0:    bf 16 00 00 00 00 00 00    r6 = r1
+//!        1:    28 00 00 00 0c 00 00 00    r0 = *(u16 *)skb[12]
+//!        2:    55 00 01 00 00 08 00 00    if r0 != 2048 goto +1 <sift_filter+0x20>
 //! ```
 //!
 //! Helper calls carry the helper's name as a comment (`call 39 ; bpf_skb_pull_data`), which

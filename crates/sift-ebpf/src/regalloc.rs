@@ -44,8 +44,6 @@ pub(crate) struct RegisterSet {
 pub(crate) struct Allocation {
     /// Indexed by value: `None` for constants, dead values and values of unreachable blocks.
     pub(crate) locs: Vec<Option<Loc>>,
-    /// Stack slots used.
-    pub(crate) slots: u16,
 }
 
 /// More values are live at once than registers and stack slots can hold.
@@ -202,10 +200,7 @@ pub(crate) fn allocate(
         slot_active.push((iv.end, s));
         locs[iv.value.index()] = Some(Loc::Slot(s));
     }
-    Ok(Allocation {
-        locs,
-        slots: slot_free.len() as u16,
-    })
+    Ok(Allocation { locs })
 }
 
 #[cfg(test)]
@@ -243,7 +238,7 @@ block0:
         assert_eq!(a.locs[2], Some(Loc::Reg(Reg(7))));
         // v1 and v3 do not cross a load and prefer clobbered registers.
         assert!(matches!(a.locs[1], Some(Loc::Reg(Reg(2 | 3)))));
-        assert_eq!(a.slots, 0);
+        assert!(!a.locs.iter().any(|l| matches!(l, Some(Loc::Slot(_)))));
     }
 
     #[test]
@@ -251,7 +246,6 @@ block0:
         let (_, a) = alloc(TWO_LOADS, &[], &[2, 3]);
         assert_eq!(a.locs[0], Some(Loc::Slot(0)));
         assert_eq!(a.locs[2], Some(Loc::Slot(0)));
-        assert_eq!(a.slots, 1);
     }
 
     #[test]

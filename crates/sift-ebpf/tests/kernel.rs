@@ -208,7 +208,12 @@ fn large_host_sets() {
         let expr = host_set(n);
         let mut packets = Vec::new();
         for i in (0..n + 5).step_by((n / 50).max(1)) {
-            let a = [10, (i / 65536) as u8, (i / 256 % 256) as u8, (i % 256) as u8];
+            let a = [
+                10,
+                (i / 65536) as u8,
+                (i / 256 % 256) as u8,
+                (i % 256) as u8,
+            ];
             packets.push(ipv4_packet(a, [192, 168, 0, 1]));
             packets.push(ipv4_packet([192, 168, 0, 1], a));
         }
@@ -232,7 +237,7 @@ fn arithmetic_corner_cases() {
         let mut p = ipv4_packet([10, 0, 0, b], [b, 0, 0, 1]);
         p[14 + 9] = b;
         packets.push(p.clone());
-        p.extend(std::iter::repeat(b).take(usize::from(b)));
+        p.extend(std::iter::repeat_n(b, usize::from(b)));
         packets.push(p);
     }
     let oracle = sift_oracle::Oracle::new(ETHERNET, SNAPLEN).unwrap();
@@ -303,7 +308,10 @@ fn many_live_values_spill_to_the_stack() {
         acc = next;
         next += 1;
     }
-    text += &format!("    v{next} = const 1\n    v{} = or v{acc}, v{next}\n", next + 1);
+    text += &format!(
+        "    v{next} = const 1\n    v{} = or v{acc}, v{next}\n",
+        next + 1
+    );
     text += &format!("    ret v{}\n", next + 1);
     let f = sift_ir::parse_function(&text).unwrap();
     let reference = sift_ir::Interpreter::new(f.clone()).unwrap();
@@ -343,7 +351,9 @@ impl Netns {
         let name = format!("sift-ebpf-{}", std::process::id());
         run("ip", &["netns", "add", &name])?;
         let ns = Netns(name);
-        ns.ip(&["link", "add", "veth0", "type", "veth", "peer", "name", "veth1"])?;
+        ns.ip(&[
+            "link", "add", "veth0", "type", "veth", "peer", "name", "veth1",
+        ])?;
         ns.ip(&["link", "set", "veth0", "up"])?;
         ns.ip(&["link", "set", "veth1", "up"])?;
         Ok(ns)
@@ -394,11 +404,14 @@ fn elf_objects_load_with_iproute2() {
         path.to_str().unwrap().to_owned()
     };
     let xdp = object(ProgramType::Xdp);
-    ns.ip(&["link", "set", "dev", "veth0", "xdp", "obj", &xdp, "sec", "xdp"])
-        .unwrap();
+    ns.ip(&[
+        "link", "set", "dev", "veth0", "xdp", "obj", &xdp, "sec", "xdp",
+    ])
+    .unwrap();
     let shown = ns.ip(&["link", "show", "dev", "veth0"]).unwrap();
     assert!(shown.contains("prog/xdp"), "{shown}");
-    ns.ip(&["link", "set", "dev", "veth0", "xdp", "off"]).unwrap();
+    ns.ip(&["link", "set", "dev", "veth0", "xdp", "off"])
+        .unwrap();
 
     let tc = object(ProgramType::SchedCls);
     ns.tc(&["qdisc", "add", "dev", "veth0", "clsact"]).unwrap();
@@ -456,7 +469,10 @@ impl Link {
                 ],
             );
             std::thread::sleep(std::time::Duration::from_millis(300));
-            last = self.b.ip(&["neigh", "show", "10.9.9.1"]).unwrap_or_default();
+            last = self
+                .b
+                .ip(&["neigh", "show", "10.9.9.1"])
+                .unwrap_or_default();
             if last.contains("lladdr") {
                 break;
             }
@@ -480,13 +496,15 @@ fn xdp_object_filters_live_traffic() {
     std::fs::create_dir_all(&dir).unwrap();
     for (expr, resolves) in [("arp", true), ("not arp", false)] {
         let link = Link::new().unwrap_or_else(|e| panic!("cannot build the veth link: {e}"));
-        let p = sift_ebpf::compile(&ir(expr, true).unwrap(), &Options::new(ProgramType::Xdp))
-            .unwrap();
+        let p =
+            sift_ebpf::compile(&ir(expr, true).unwrap(), &Options::new(ProgramType::Xdp)).unwrap();
         let path = dir.join("filter.o");
         std::fs::write(&path, sift_ebpf::to_elf(&p, "sift_filter").unwrap()).unwrap();
         let path = path.to_str().unwrap();
         link.a
-            .ip(&["link", "set", "dev", "veth-a", "xdp", "obj", path, "sec", "xdp"])
+            .ip(&[
+                "link", "set", "dev", "veth-a", "xdp", "obj", path, "sec", "xdp",
+            ])
             .unwrap();
         let neigh = link.resolve_from_b();
         assert_eq!(neigh.contains("lladdr"), resolves, "{expr}: {neigh}");

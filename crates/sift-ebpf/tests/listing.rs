@@ -5,14 +5,19 @@
 use sift_ebpf::{Options, ProgramType};
 
 fn objdump() -> Option<&'static str> {
-    ["llvm-objdump", "llvm-objdump-14", "llvm-objdump-15", "llvm-objdump-16"]
-        .into_iter()
-        .find(|tool| {
-            std::process::Command::new(tool)
-                .arg("--version")
-                .output()
-                .is_ok_and(|o| o.status.success())
-        })
+    [
+        "llvm-objdump",
+        "llvm-objdump-14",
+        "llvm-objdump-15",
+        "llvm-objdump-16",
+    ]
+    .into_iter()
+    .find(|tool| {
+        std::process::Command::new(tool)
+            .arg("--version")
+            .output()
+            .is_ok_and(|o| o.status.success())
+    })
 }
 
 #[test]
@@ -43,7 +48,11 @@ fn listing_matches_llvm_objdump() {
                 .arg(&path)
                 .output()
                 .unwrap();
-            assert!(out.status.success(), "{}", String::from_utf8_lossy(&out.stderr));
+            assert!(
+                out.status.success(),
+                "{}",
+                String::from_utf8_lossy(&out.stderr)
+            );
             let theirs = String::from_utf8_lossy(&out.stdout);
             let theirs: Vec<&str> = theirs
                 .lines()

@@ -59,9 +59,7 @@ fn size(s: LoadSize) -> Size {
 fn absolute(f: &Function, index: Option<Value>, offset: u32) -> Option<u64> {
     match index {
         None => Some(u64::from(offset)),
-        Some(x) => f
-            .const_value(x)
-            .map(|k| u64::from(k) + u64::from(offset)),
+        Some(x) => f.const_value(x).map(|k| u64::from(k) + u64::from(offset)),
     }
 }
 
