@@ -27,7 +27,7 @@ fn main() {
             }
         }
         let ns = start.elapsed().as_nanos() as f64 / (200.0 * packets.len() as f64);
-        print!("{ns:.2} ({jit:?})\n");
+        println!("{ns:.2} ({jit:?})");
         std::hint::black_box(acc);
     }
     println!("ns/packet");
