@@ -145,16 +145,13 @@ pub(crate) fn translate(
     let scratch = (0..plan.program.scratch_words)
         .map(|_| b.declare_var(types::I32))
         .collect();
-    let (packet, after_body) = match shape {
-        Shape::Single => (
-            Packet {
-                data: params[0],
-                caplen: params[1],
-                wire_len: params[2],
-                finish: None,
-            },
-            None,
-        ),
+    let packet = match shape {
+        Shape::Single => Packet {
+            data: params[0],
+            caplen: params[1],
+            wire_len: params[2],
+            finish: None,
+        },
         Shape::Batch => {
             let (refs, count, out) = (params[0], params[1], params[2]);
             let header = b.create_block();
@@ -184,18 +181,14 @@ pub(crate) fn translate(
             let data = b.ins().load(types::I64, flags, desc, 0);
             let caplen = b.ins().load(types::I64, flags, desc, PACKET_REF_LEN);
             let wire_len = b.ins().load(types::I32, flags, desc, PACKET_REF_WIRE_LEN);
-            (
-                Packet {
-                    data,
-                    caplen,
-                    wire_len,
-                    finish: Some(finish),
-                },
-                Some(()),
-            )
+            Packet {
+                data,
+                caplen,
+                wire_len,
+                finish: Some(finish),
+            }
         }
     };
-    let _ = after_body;
     let mut t = Translator {
         b,
         plan,
@@ -247,8 +240,7 @@ impl Translator<'_, '_, '_> {
         r
     }
 
-    /// Continues in a fresh block when `fails` is true... no: leaves for the reject block when
-    /// `fails` is nonzero and continues in a fresh block otherwise.
+    /// Leaves for the reject block when `fails` is nonzero; continues in a fresh block otherwise.
     fn reject_if(&mut self, fails: Value) {
         let reject = self.reject_block();
         let cont = self.b.create_block();
