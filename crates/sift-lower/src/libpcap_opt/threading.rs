@@ -3,13 +3,13 @@
 use std::collections::HashMap;
 
 use sift_ir::verify::dominators;
-use sift_ir::{Block, Function, Terminator};
+use sift_ir::{Block, Function, Target, Terminator};
 
 use super::branches::{libpcap_form, Code};
 use super::numbering::{Numbering, Vn};
 
 /// What an edge knows: the comparison it passed through and its outcome.
-#[derive(Clone, Copy)]
+#[derive(Clone, Copy, PartialEq, Eq, Hash)]
 struct Fact {
     rhs: Vn,
     rhs_is_const: bool,
@@ -31,6 +31,11 @@ struct Facts {
     exact: HashMap<(FactKey, Vn), Vec<(usize, bool)>>,
     const_equalities: HashMap<FactKey, Vec<(usize, Vn)>>,
     log: Vec<(FactKey, Fact)>,
+    /// A number for the stack up to each position, the same for the same facts in the same
+    /// order (hash-consed): a block deeper in the tree re-establishes the fact of the edge its
+    /// dominator was threading, and shortcuts made there must hold for it.
+    ids: Vec<u32>,
+    interned: HashMap<(u32, FactKey, Fact), u32>,
 }
 
 impl Facts {
@@ -47,11 +52,16 @@ impl Facts {
                 .push((seq, fact.rhs));
         }
         self.log.push((key, fact));
+        let parent = self.ids.last().copied().unwrap_or(0);
+        let next = self.interned.len() as u32 + 1;
+        let id = *self.interned.entry((parent, key, fact)).or_insert(next);
+        self.ids.push(id);
     }
 
     fn pop_to(&mut self, len: usize) {
         while self.log.len() > len {
             let (key, fact) = self.log.pop().expect("log entry");
+            self.ids.pop();
             self.exact.get_mut(&(key, fact.rhs)).and_then(Vec::pop);
             if fact.holds && key.0 == Code::Eq && fact.rhs_is_const {
                 self.const_equalities.get_mut(&key).and_then(Vec::pop);
@@ -59,10 +69,10 @@ impl Facts {
         }
     }
 
-    /// libpcap's `fold_edge`: the outcome of `code(lhs, rhs)` if a fact decides it. A fact
-    /// about the same operands gives its outcome; an equality with a constant that held
-    /// decides an equality with another constant as false.
-    fn decide(&self, code: Code, lhs: Vn, rhs: Vn, rhs_is_const: bool) -> Option<bool> {
+    /// libpcap's `fold_edge`: the outcome of `code(lhs, rhs)` if a fact decides it, with the
+    /// position of that fact. A fact about the same operands gives its outcome; an equality
+    /// with a constant that held decides an equality with another constant as false.
+    fn decide(&self, code: Code, lhs: Vn, rhs: Vn, rhs_is_const: bool) -> Option<(bool, usize)> {
         let key = (code, lhs);
         let exact = self.exact.get(&(key, rhs)).and_then(|v| v.first()).copied();
         let equality = if code == Code::Eq && rhs_is_const {
@@ -74,10 +84,24 @@ impl Facts {
             None
         };
         match (exact, equality) {
-            (Some((a, holds)), Some((b, _))) if a <= b => Some(holds),
-            (_, Some((_, holds))) => Some(holds),
-            (Some((_, holds)), None) => Some(holds),
+            (Some((a, holds)), Some((b, _))) if a <= b => Some((holds, a)),
+            (_, Some((b, holds))) => Some((holds, b)),
+            (Some((a, holds)), None) => Some((holds, a)),
             (None, None) => None,
+        }
+    }
+
+    /// Whether the facts in the first `depth` positions are the ones that were there when
+    /// `id` was the id at position `depth - 1`.
+    fn same_prefix(&self, depth: usize, id: u32) -> bool {
+        depth == 0 || self.ids.get(depth - 1) == Some(&id)
+    }
+
+    fn id_at(&self, depth: usize) -> u32 {
+        if depth == 0 {
+            0
+        } else {
+            self.ids[depth - 1]
         }
     }
 }
@@ -120,7 +144,12 @@ pub(super) fn thread_edges(f: &mut Function, numbers: &Numbering) -> bool {
             incoming[t.block.index()].push((b, is_branch && i == 0));
         }
     }
-    let used_elsewhere = used_outside_own_block(f);
+    let mut walk = Walk {
+        used_elsewhere: used_outside_own_block(f),
+        visit_time: preorder(&children, f.blocks.len()),
+        now: 0,
+        shortcuts: vec![None; f.blocks.len()],
+    };
     let mut facts = Facts::default();
     let mut changed = false;
     // Iterative depth-first walk: (block, entered?).
@@ -130,6 +159,7 @@ pub(super) fn thread_edges(f: &mut Function, numbers: &Numbering) -> bool {
             facts.pop_to(mark);
             continue;
         }
+        walk.now = walk.visit_time[b.index()];
         let mark = facts.log.len();
         if let [(pred, then_edge)] = incoming[b.index()][..] {
             if let Some((key, fact)) = edge_fact(f, numbers, pred, then_edge) {
@@ -144,7 +174,7 @@ pub(super) fn thread_edges(f: &mut Function, numbers: &Numbering) -> bool {
                     facts.push(key, fact);
                 }
             }
-            changed |= thread_one_edge(f, numbers, &facts, &used_elsewhere, b, edge);
+            changed |= walk.thread_one_edge(f, numbers, &facts, b, edge);
             facts.pop_to(inner);
         }
         stack.push((b, true, mark));
@@ -155,28 +185,75 @@ pub(super) fn thread_edges(f: &mut Function, numbers: &Numbering) -> bool {
     changed
 }
 
-/// Moves edge number `edge` of `b`'s terminator forward while the block it enters can be
-/// skipped.
-fn thread_one_edge(
-    f: &mut Function,
-    numbers: &Numbering,
-    facts: &Facts,
-    used_elsewhere: &[bool],
-    b: Block,
-    edge: usize,
-) -> bool {
-    let mut changed = false;
-    // Each step moves the edge strictly forward in an acyclic graph, so this terminates; the
-    // bound only guards against a malformed graph.
-    for _ in 0..f.blocks.len() {
-        let c = f.block(b).term.targets()[edge].block;
-        let data = f.block(c);
-        if used_elsewhere[c.index()] || !data.params.is_empty() {
-            break;
+/// The order [`thread_edges`] visits the dominator tree in (children in order, depth first):
+/// a block's edges change only while it is visited, so a walk's result stays true until the
+/// first block it read is visited.
+fn preorder(children: &[Vec<Block>], n: usize) -> Vec<u32> {
+    let mut time = vec![u32::MAX; n];
+    let mut clock = 0;
+    let mut stack = vec![Function::ENTRY];
+    while let Some(b) = stack.pop() {
+        time[b.index()] = clock;
+        clock += 1;
+        stack.extend(children[b.index()].iter().rev());
+    }
+    time
+}
+
+/// Where a walk that entered a block ended, and while that stays true.
+///
+/// Long `or` chains make thousands of edges walk the same long run of decided blocks (libpcap
+/// takes time quadratic in the chain there). A walk's result holds for any later walk entering
+/// one of its blocks as long as (1) the facts it used are still in force, in the same
+/// positions (facts only pile up deeper in the dominator tree, and a fact decides a test the
+/// same way however many facts follow it), and (2) none of the blocks it read has had its
+/// edges moved since (they move only while their block is visited, at a known time).
+#[derive(Clone)]
+struct Shortcut {
+    to: Target,
+    /// How many facts (from the bottom of the stack) the walk used, and the id of the last.
+    depth: usize,
+    id: u32,
+    /// The earliest visit, after the walk, of a block it read.
+    expires: u32,
+}
+
+struct Walk {
+    used_elsewhere: Vec<bool>,
+    visit_time: Vec<u32>,
+    now: u32,
+    shortcuts: Vec<Option<Shortcut>>,
+}
+
+impl Walk {
+    /// The visit time of `b` if it lies in the future (its edges may still move).
+    fn future_visit(&self, b: Block) -> u32 {
+        let t = self.visit_time[b.index()];
+        if t > self.now {
+            t
+        } else {
+            u32::MAX
         }
-        let next = match &data.term {
-            Terminator::Jump(t) => t.clone(),
-            Terminator::Branch { then_, else_, .. } if then_ == else_ => then_.clone(),
+    }
+
+    /// One step from skippable block `c`: the target it leads to and the position of the
+    /// fact used (`None` if no fact was needed); `None` if `c` cannot be skipped.
+    fn step(
+        &self,
+        f: &Function,
+        numbers: &Numbering,
+        facts: &Facts,
+        c: Block,
+    ) -> Option<(Target, Option<usize>)> {
+        let data = f.block(c);
+        if self.used_elsewhere[c.index()] || !data.params.is_empty() {
+            return None;
+        }
+        match &data.term {
+            Terminator::Jump(t) => Some((t.clone(), None)),
+            Terminator::Branch { then_, else_, .. } if then_ == else_ => {
+                Some((then_.clone(), None))
+            }
             Terminator::Branch {
                 op,
                 lhs,
@@ -186,18 +263,68 @@ fn thread_one_edge(
             } => {
                 let (code, swapped) = libpcap_form(*op);
                 let rhs_is_const = numbers.konst(*rhs).is_some();
-                match facts.decide(code, numbers.vn(*lhs), numbers.vn(*rhs), rhs_is_const) {
-                    Some(holds) if holds != swapped => then_.clone(),
-                    Some(_) => else_.clone(),
-                    None => break,
-                }
+                let (holds, used) =
+                    facts.decide(code, numbers.vn(*lhs), numbers.vn(*rhs), rhs_is_const)?;
+                let next = if holds != swapped { then_ } else { else_ };
+                Some((next.clone(), Some(used)))
             }
-            _ => break,
-        };
-        *f.block_mut(b).term.targets_mut()[edge] = next;
-        changed = true;
+            _ => None,
+        }
     }
-    changed
+
+    /// Moves edge number `edge` of `b`'s terminator forward while the block it enters can be
+    /// skipped, exactly as a step-by-step walk would, taking shortcuts that still hold and
+    /// leaving one at every block it stepped through.
+    fn thread_one_edge(
+        &mut self,
+        f: &mut Function,
+        numbers: &Numbering,
+        facts: &Facts,
+        b: Block,
+        edge: usize,
+    ) -> bool {
+        let start = f.block(b).term.targets()[edge].clone();
+        let mut at = start.clone();
+        // The blocks stepped through, each with the facts depth its step needed and the
+        // expiry of what it read (a shortcut taken counts as one step).
+        let mut path: Vec<(Block, usize, u32)> = Vec::new();
+        // Each step moves strictly forward in an acyclic graph, so this terminates; the bound
+        // only guards against a malformed graph.
+        for _ in 0..f.blocks.len() {
+            let c = at.block;
+            let valid = self.shortcuts[c.index()]
+                .as_ref()
+                .filter(|s| s.expires > self.now && facts.same_prefix(s.depth, s.id));
+            if let Some(s) = valid {
+                path.push((c, s.depth, s.expires));
+                at = s.to.clone();
+                continue;
+            }
+            let Some((next, used)) = self.step(f, numbers, facts, c) else {
+                break;
+            };
+            path.push((c, used.map_or(0, |p| p + 1), self.future_visit(c)));
+            at = next;
+        }
+        // The block the walk stopped at was read too: its edges moving could make it skippable.
+        let mut expires = self.future_visit(at.block);
+        let mut depth = 0;
+        for &(c, d, e) in path.iter().rev() {
+            depth = depth.max(d);
+            expires = expires.min(e);
+            self.shortcuts[c.index()] = Some(Shortcut {
+                to: at.clone(),
+                depth,
+                id: facts.id_at(depth),
+                expires,
+            });
+        }
+        if at == start {
+            return false;
+        }
+        *f.block_mut(b).term.targets_mut()[edge] = at;
+        true
+    }
 }
 
 /// For each block, whether a value it defines is used by another block.
