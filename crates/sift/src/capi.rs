@@ -134,14 +134,20 @@ pub unsafe extern "C" fn sift_filter_run_batch(
         results.fill(0);
         return 0;
     };
-    let mut accepted = 0;
-    for i in 0..count {
+    let packets: Vec<&[u8]> = pkts
+        .iter()
+        .zip(caplens)
         // SAFETY: `pkts[i]` is NULL or `caplens[i]` readable bytes (caller's promise).
-        let data = unsafe { packet(pkts[i], caplens[i]) };
-        let r = catch_unwind(AssertUnwindSafe(|| filter.run(data, wirelens[i]))).unwrap_or(0);
-        results[i] = r;
-        accepted += usize::from(r != 0);
+        .map(|(&p, &len)| unsafe { packet(p, len) })
+        .collect();
+    if catch_unwind(AssertUnwindSafe(|| {
+        filter.run_batch(&packets, wirelens, results)
+    }))
+    .is_err()
+    {
+        results.fill(0);
     }
+    let accepted = results.iter().filter(|&&r| r != 0).count();
     accepted
 }
 

@@ -3,7 +3,8 @@
 //! This is the facade over the pipeline crates: [`sift_syntax`] parses an expression,
 //! [`sift_lower`] lowers it to the predicate IR of [`sift_ir`] for a link type (with libpcap's
 //! optimizer semantics), [`sift_opt`] optimizes the IR, [`sift_bytecode`] compiles it to
-//! verified bytecode, and the bytecode interpreter runs it. The lowered IR is kept as the
+//! verified bytecode, and [`sift_jit`] compiles that to native code where the host allows
+//! (x86-64, aarch64; elsewhere the bytecode interpreter runs it). The lowered IR is kept as the
 //! semantic reference ([`Filter::run_reference`]). Other front ends (the seed papers'
 //! languages, classic BPF) enter with [`Filter::from_ir`].
 //!
@@ -28,6 +29,7 @@ use sift_syntax::ast::{Expr, Span};
 
 pub use sift_bytecode;
 pub use sift_ir;
+pub use sift_jit;
 pub use sift_lower;
 pub use sift_opt;
 pub use sift_syntax;
@@ -114,6 +116,8 @@ pub struct Filter {
     reference: Interpreter,
     optimized: Function,
     program: VerifiedProgram,
+    /// Native code for `program`, when the host can run it.
+    native: Option<std::sync::Arc<sift_jit::JitFilter>>,
 }
 
 impl Filter {
@@ -133,11 +137,32 @@ impl Filter {
         sift_opt::try_optimize_with(&mut optimized, &sift_opt::Options::default())
             .map_err(|e| Error::Optimizer(Box::new(e)))?;
         let program = sift_bytecode::compile(&optimized).map_err(Error::Codegen)?;
+        // A program the JIT cannot compile (none is known) still runs, interpreted.
+        let native = sift_jit::supported()
+            .then(|| sift_jit::JitFilter::compile(&program).ok())
+            .flatten()
+            .map(std::sync::Arc::new);
         Ok(Filter {
             reference,
             optimized,
             program,
+            native,
         })
+    }
+
+    /// The same filter without native code: every run goes through the bytecode interpreter.
+    pub fn interpreted(mut self) -> Filter {
+        self.native = None;
+        self
+    }
+
+    /// Which engine [`Filter::run`] uses: `"jit"` or `"interpreter"`.
+    pub fn engine(&self) -> &'static str {
+        if self.native.is_some() {
+            "jit"
+        } else {
+            "interpreter"
+        }
     }
 
     /// The filter's IR as lowered, before optimization (the semantic reference).
@@ -158,6 +183,32 @@ impl Filter {
     /// Runs the filter: 0 rejects, anything else is the number of bytes to keep (as
     /// `bpf_filter`). `packet` holds the captured bytes, `wire_len` the original length.
     pub fn run(&self, packet: &[u8], wire_len: u32) -> u32 {
+        match &self.native {
+            Some(native) => native.run(packet, wire_len),
+            None => self.run_interpreted(packet, wire_len),
+        }
+    }
+
+    /// Runs the filter on many packets at once: `out[i]` is `run(packets[i], wire_lens[i])`.
+    /// With native code the loop runs inside the generated code.
+    ///
+    /// # Panics
+    ///
+    /// If the three slices differ in length.
+    pub fn run_batch(&self, packets: &[&[u8]], wire_lens: &[u32], out: &mut [u32]) {
+        assert!(packets.len() == wire_lens.len() && packets.len() == out.len());
+        match &self.native {
+            Some(native) => native.run_batch(packets, wire_lens, out),
+            None => {
+                for ((p, &w), o) in packets.iter().zip(wire_lens).zip(out) {
+                    *o = self.run_interpreted(p, w);
+                }
+            }
+        }
+    }
+
+    /// Runs the bytecode interpreter (the engine where there is no JIT).
+    pub fn run_interpreted(&self, packet: &[u8], wire_len: u32) -> u32 {
         CACHE.with(|c| self.program.run(&mut c.borrow_mut(), packet, wire_len))
     }
 
@@ -165,8 +216,8 @@ impl Filter {
         self.run(packet, wire_len) != 0
     }
 
-    /// Runs the IR's reference interpreter instead of the bytecode (for checking engines
-    /// against each other; [`Filter::run`] gives the same answer, faster).
+    /// Runs the IR's reference interpreter on the IR as lowered (for checking engines against
+    /// each other; [`Filter::run`] gives the same answer, faster).
     pub fn run_reference(&self, packet: &[u8], wire_len: u32) -> u32 {
         REFERENCE_CACHE.with(|c| self.reference.run(&mut c.borrow_mut(), packet, wire_len))
     }
@@ -192,6 +243,24 @@ mod tests {
         assert_eq!(f.run(&eth_ipv4_tcp(81), 54), 0);
         // Truncated before the port: the load is out of bounds and rejects.
         assert_eq!(f.run(&eth_ipv4_tcp(80)[..36], 54), 0);
+    }
+
+    #[test]
+    fn native_code_where_the_host_allows_and_batches_agree() {
+        let f = Filter::compile("tcp dst port 80", 1, 262144).unwrap();
+        let expected = if cfg!(any(target_arch = "x86_64", target_arch = "aarch64")) {
+            "jit"
+        } else {
+            "interpreter"
+        };
+        assert_eq!(f.engine(), expected);
+        let (hit, miss) = (eth_ipv4_tcp(80), eth_ipv4_tcp(81));
+        let packets: Vec<&[u8]> = vec![&hit, &miss, &hit[..36], &[]];
+        let mut out = vec![7; 4];
+        for engine in [f.clone(), f.interpreted()] {
+            engine.run_batch(&packets, &[54, 54, 54, 0], &mut out);
+            assert_eq!(out, [262144, 0, 0, 0], "{}", engine.engine());
+        }
     }
 
     #[test]

@@ -7,18 +7,21 @@ use std::path::Path;
 
 use sift_oracle::diff::{run_diff, DiffOptions, DiffReport, DivergenceKind, Matcher};
 
-/// sift's engine: the bytecode of the optimized IR. Every packet also runs through the lowered
-/// IR's reference interpreter, and the two must return the same value, so the optimizer and the
-/// bytecode are checked against the unoptimized lowering as well as against libpcap.
+/// sift's engine: native code (or the bytecode interpreter where there is no JIT) for the
+/// optimized IR. Every packet also runs through the bytecode interpreter and the lowered IR's
+/// reference interpreter, and all three must return the same value, so the optimizer, the
+/// bytecode and the JIT are checked against the unoptimized lowering as well as against libpcap.
 fn sift_engine(expr: &str, linktype: u32, snaplen: u32) -> Result<Matcher, String> {
     let f = sift::Filter::compile(expr, linktype, snaplen).map_err(|e| e.to_string())?;
     let expr = expr.to_owned();
     Ok(Box::new(move |pkt: &[u8], wire: u32| {
         let result = f.run(pkt, wire);
-        assert_eq!(
-            result,
-            f.run_reference(pkt, wire),
-            "optimized bytecode and lowered IR disagree on `{expr}` for packet {pkt:02x?}\n{}",
+        let (interpreted, reference) = (f.run_interpreted(pkt, wire), f.run_reference(pkt, wire));
+        assert!(
+            result == interpreted && result == reference,
+            "engines disagree on `{expr}` for packet {pkt:02x?}: {} {result}, bytecode \
+             {interpreted}, lowered IR {reference}\n{}",
+            f.engine(),
             f.optimized_ir()
         );
         result != 0
@@ -110,6 +113,7 @@ fn unoptimized_semantics_on_generated_traffic() {
             let f = sift::Filter::compile_with(expr, &opts).map_err(|e| e.to_string())?;
             Ok(Box::new(move |pkt: &[u8], wire: u32| {
                 let result = f.run(pkt, wire);
+                assert_eq!(result, f.run_interpreted(pkt, wire));
                 assert_eq!(result, f.run_reference(pkt, wire));
                 result != 0
             }))
