@@ -296,7 +296,7 @@ impl PcapNgReader {
         let o = self.section.byte_order;
         let block_type = o.u32(&hdr[0..]);
         let length = o.u32(&hdr[4..]);
-        if length < BLOCK_MIN_LEN || length % 4 != 0 {
+        if length < BLOCK_MIN_LEN || !length.is_multiple_of(4) {
             return Err(CaptureError::BadBlockLength {
                 offset,
                 block_type,

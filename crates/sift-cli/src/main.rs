@@ -38,6 +38,15 @@ enum Lang {
     Cbpf,
 }
 
+/// What `sift compile` produces.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, ValueEnum)]
+enum Target {
+    /// Classic BPF (SO_ATTACH_FILTER, libpcap's bpf_filter).
+    Cbpf,
+    /// eBPF for the Linux kernel (socket filter, XDP, tc).
+    Ebpf,
+}
+
 #[derive(Subcommand)]
 enum Command {
     /// Filter captures like `tcpdump -r FILE -w OUT EXPRESSION`.
@@ -83,8 +92,18 @@ enum Command {
         /// The filter expression (several arguments are joined with spaces).
         expression: Vec<String>,
     },
-    /// Compile a filter to classic BPF, printed like `tcpdump -d`, `-dd` or `-ddd`.
+    /// Compile a filter to classic BPF (printed like `tcpdump -d`, `-dd` or `-ddd`) or to eBPF
+    /// (printed as assembly; `-o` writes an ELF object for standard loaders).
     Compile {
+        /// What to compile to.
+        #[arg(long, value_enum, default_value_t = Target::Cbpf)]
+        target: Target,
+        /// eBPF program type: `socket` (socket filter), `xdp` or `tc`.
+        #[arg(long = "type", value_name = "TYPE", default_value = "socket")]
+        program_type: String,
+        /// Write the eBPF program as an ELF object to this file (section named after the type).
+        #[arg(short = 'o', value_name = "FILE")]
+        output: Option<PathBuf>,
         /// Output format, as tcpdump's: `-d` readable assembly (the default), `-dd` C array
         /// initializers, `-ddd` the instruction count then one `code jt jf k` line each.
         #[arg(short = 'd', action = clap::ArgAction::Count)]
@@ -238,6 +257,9 @@ fn run(cli: Cli) -> Result<ExitCode> {
             expr: &args.join(" "),
         }),
         Command::Compile {
+            target,
+            program_type,
+            output,
             dump,
             level,
             lang,
@@ -256,6 +278,21 @@ fn run(cli: Cli) -> Result<ExitCode> {
             } else {
                 filter.ir()
             };
+            if target == Target::Ebpf {
+                let ty = sift_ebpf::ProgramType::from_name(&program_type).ok_or_else(|| {
+                    anyhow!("unknown eBPF program type {program_type:?} (socket, xdp or tc)")
+                })?;
+                let program = sift_ebpf::compile(ir, &sift_ebpf::Options::new(ty))?;
+                print!("{}", sift_ebpf::to_text(&program, "sift_filter"));
+                if let Some(path) = output {
+                    std::fs::write(&path, sift_ebpf::to_elf(&program, "sift_filter")?)
+                        .with_context(|| format!("cannot write {}", path.display()))?;
+                }
+                return Ok(ExitCode::SUCCESS);
+            }
+            if output.is_some() {
+                bail!("-o writes eBPF objects; use --target ebpf");
+            }
             let program = sift_bpf::Program(sift_bpf::compile(ir)?.insns().to_vec());
             match dump {
                 0 | 1 => print!("{}", sift_bpf::disasm::disassemble(&program)),

@@ -177,3 +177,30 @@ fn compiled_classic_bpf_runs_in_libpcap_with_libpcap_verdicts() {
         .unwrap()
         .contains("ldh      [12]"));
 }
+
+#[test]
+fn compiles_to_ebpf_objects() {
+    let dir = std::env::temp_dir();
+    for ty in ["socket", "xdp", "tc"] {
+        let out = dir.join(format!("sift-cli-{}-{ty}.o", std::process::id()));
+        let o = sift(&[
+            "compile",
+            "--target",
+            "ebpf",
+            "--type",
+            ty,
+            "-o",
+            out.to_str().unwrap(),
+            "tcp port 80",
+        ]);
+        assert!(o.status.success(), "{}", String::from_utf8_lossy(&o.stderr));
+        assert!(String::from_utf8(o.stdout).unwrap().contains("exit"));
+        let elf = std::fs::read(&out).unwrap();
+        std::fs::remove_file(&out).ok();
+        assert_eq!(&elf[..4], b"\x7fELF", "{ty}");
+    }
+    let o = sift(&["compile", "--target", "ebpf", "--type", "kprobe", "ip"]);
+    assert!(!o.status.success());
+    let o = sift(&["compile", "-o", "/dev/null", "ip"]);
+    assert!(!o.status.success());
+}
