@@ -572,7 +572,7 @@ pub(crate) mod tests {
             }
         }
         pub(crate) fn block(&mut self, block_type: u32, mut body: Vec<u8>) -> &mut Self {
-            while body.len() % 4 != 0 {
+            while !body.len().is_multiple_of(4) {
                 body.push(0);
             }
             let len = body.len() as u32 + 12;

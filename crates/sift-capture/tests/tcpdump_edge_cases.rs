@@ -71,7 +71,7 @@ impl B {
     }
     fn block(&mut self, t: u32, body: &[u8]) -> &mut Self {
         let mut body = body.to_vec();
-        while body.len() % 4 != 0 {
+        while !body.len().is_multiple_of(4) {
             body.push(0);
         }
         let len = body.len() as u32 + 12;
