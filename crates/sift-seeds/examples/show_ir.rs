@@ -1,13 +1,13 @@
-//! Prints the IR lifted from a CSPF (`.cspf`) or DPF (`.dpf`) file, or explains why it does not
-//! parse: `cargo run -p sift-seeds --example show_ir -- tests/programs/figure11.cspf`.
+//! Prints the IR lifted from a CSPF (`.cspf`), DPF (`.dpf`) or MPF (`.mpf`; with its classic BPF
+//! expansion) file, or explains why it does not parse or lift: `cargo run -p sift-seeds --example show_ir -- tests/programs/figure11.cspf`.
 
 use std::process::ExitCode;
 
-use sift_seeds::{cspf, dpf};
+use sift_seeds::{cspf, dpf, mpf};
 
 fn main() -> ExitCode {
     let Some(path) = std::env::args().nth(1) else {
-        eprintln!("usage: show_ir FILE.cspf|FILE.dpf");
+        eprintln!("usage: show_ir FILE.cspf|FILE.dpf|FILE.mpf");
         return ExitCode::FAILURE;
     };
     let text = match std::fs::read_to_string(&path) {
@@ -21,6 +21,15 @@ fn main() -> ExitCode {
         cspf::parse(&text)
             .map(|p| format!("{p}\n\n{}", cspf::lift(&p)))
             .map_err(|e| e.render(&text))
+    } else if path.ends_with(".mpf") {
+        mpf::parse(&text)
+            .map_err(|e| e.render(&text))
+            .and_then(|p| {
+                let classic = mpf::to_classic(&p, mpf::ACCEPT_ALL).map_err(|e| e.render(&text))?;
+                let listing = sift_bpf::disasm::disassemble(&classic.to_program());
+                Ok(format!("{listing}
+{}", sift_bpf::lift(&classic)))
+            })
     } else {
         dpf::parse(&text)
             .map(|f| {
