@@ -27,8 +27,11 @@ fn main() -> ExitCode {
             .and_then(|p| {
                 let classic = mpf::to_classic(&p, mpf::ACCEPT_ALL).map_err(|e| e.render(&text))?;
                 let listing = sift_bpf::disasm::disassemble(&classic.to_program());
-                Ok(format!("{listing}
-{}", sift_bpf::lift(&classic)))
+                Ok(format!(
+                    "{listing}
+{}",
+                    sift_bpf::lift(&classic)
+                ))
             })
     } else {
         dpf::parse(&text)

@@ -132,7 +132,7 @@ impl Ip {
         p.extend([64, self.proto, 0, 0]);
         p.extend(self.src.to_be_bytes());
         p.extend(self.dst.to_be_bytes());
-        p.extend(std::iter::repeat(1).take(options));
+        p.extend(std::iter::repeat_n(1, options));
         p.extend(self.sport.to_be_bytes());
         p.extend(self.dport.to_be_bytes());
         p.extend([0, 0, 0, 1, 0, 0, 0, 0, 0x50, 0x18, 0xff, 0xff, 0, 0, 0, 0]);
@@ -159,7 +159,13 @@ fn constant_differences(a: &Function, b: &Function) -> Option<Vec<(u32, u32)>> {
 
 fn sessions(n: u32) -> Vec<(u32, u16, u16)> {
     (0..n)
-        .map(|i| (0xc00c_4501 + i / 2, 1024 + i as u16, [4321, 80, 443][i as usize % 3]))
+        .map(|i| {
+            (
+                0xc00c_4501 + i / 2,
+                1024 + i as u16,
+                [4321, 80, 443][i as usize % 3],
+            )
+        })
         .collect()
 }
 
@@ -209,12 +215,47 @@ fn figure_3_sessions_dispatch_to_their_own_filter() {
         let base = Ip::tcp(s, sp, dp);
         packets.push((base.bytes(), Some(i)));
         packets.push((Ip { ihl: 7, ..base }.bytes(), Some(i)));
-        packets.push((Ip { frag: 0x4000, ..base }.bytes(), Some(i)));
-        packets.push((Ip { frag: 0x2000, ..base }.bytes(), None));
-        packets.push((Ip { frag: 0x0010, ..base }.bytes(), None));
-        packets.push((Ip { dst: DST + 1, ..base }.bytes(), None));
+        packets.push((
+            Ip {
+                frag: 0x4000,
+                ..base
+            }
+            .bytes(),
+            Some(i),
+        ));
+        packets.push((
+            Ip {
+                frag: 0x2000,
+                ..base
+            }
+            .bytes(),
+            None,
+        ));
+        packets.push((
+            Ip {
+                frag: 0x0010,
+                ..base
+            }
+            .bytes(),
+            None,
+        ));
+        packets.push((
+            Ip {
+                dst: DST + 1,
+                ..base
+            }
+            .bytes(),
+            None,
+        ));
         packets.push((Ip { proto: 17, ..base }.bytes(), None));
-        packets.push((Ip { sport: sp ^ 0x8000, ..base }.bytes(), None));
+        packets.push((
+            Ip {
+                sport: sp ^ 0x8000,
+                ..base
+            }
+            .bytes(),
+            None,
+        ));
         packets.push((base.bytes()[..37].to_vec(), None));
     }
     for p in generate_packets(1, 1994, 1500) {
@@ -283,10 +324,17 @@ fn figure_3_agrees_with_libpcap() {
     for pkt in &packets {
         let wire = pkt.len() as u32;
         let ours = engines.run(pkt, wire);
-        assert_eq!(ours != 0, pcap.run(pkt, wire) != 0, "figure 3 vs libpcap on {pkt:02x?}");
+        assert_eq!(
+            ours != 0,
+            pcap.run(pkt, wire) != 0,
+            "figure 3 vs libpcap on {pkt:02x?}"
+        );
         accepted += usize::from(ours != 0);
     }
-    println!("figure 3 vs libpcap `{expr}`: {} packets, {accepted} accepted by both", packets.len());
+    println!(
+        "figure 3 vs libpcap `{expr}`: {} packets, {accepted} accepted by both",
+        packets.len()
+    );
     assert!(accepted >= 10);
 }
 
@@ -321,7 +369,10 @@ fn appendix_b_session(n: u32) -> (Session, Vec<(u32, u16, u16)>) {
 }
 
 fn to(deliveries: &[mpf::Delivery]) -> Vec<(u64, u32)> {
-    deliveries.iter().map(|d| (d.packet, d.endpoint.0)).collect()
+    deliveries
+        .iter()
+        .map(|d| (d.packet, d.endpoint.0))
+        .collect()
 }
 
 #[test]
@@ -333,7 +384,10 @@ fn appendix_b_fragments_in_order() {
     assert_eq!(to(&s.filter(&middle, 62, 1)), vec![(1, 3)]);
     assert_eq!(to(&s.filter(&last, 62, 2)), vec![(2, 3)]);
     // An unfragmented packet of the session goes through ret_match_imm.
-    assert_eq!(to(&s.filter(&Ip::tcp(a, sp, dp).bytes(), 62, 3)), vec![(3, 3)]);
+    assert_eq!(
+        to(&s.filter(&Ip::tcp(a, sp, dp).bytes(), 62, 3)),
+        vec![(3, 3)]
+    );
     let st = s.stats();
     assert_eq!((st.registered, st.postponed, s.pending()), (1, 0, 0));
 }
@@ -378,7 +432,10 @@ fn appendix_b_missing_first_fragment_times_out() {
     s.filter(&last, 62, 100);
     // Other traffic (another session's unfragmented packets) does not release them.
     let (b, bsp, bdp) = sessions[1];
-    assert_eq!(to(&s.filter(&Ip::tcp(b, bsp, bdp).bytes(), 62, 1000)), vec![(2, 1)]);
+    assert_eq!(
+        to(&s.filter(&Ip::tcp(b, bsp, bdp).bytes(), 62, 1000)),
+        vec![(2, 1)]
+    );
     assert_eq!(s.pending(), 2);
     s.expire(2000); // the first one's deadline
     assert_eq!((s.pending(), s.stats().expired), (1, 1));
@@ -407,9 +464,11 @@ fn appendix_b_interleaved_datagrams_and_queue_limit() {
     let f1 = fragments(sessions[1].0, sessions[1].1, sessions[1].2, 501);
     let f2 = fragments(sessions[2].0, sessions[2].1, sessions[2].2, 500);
     let mut all = Vec::new();
-    for (t, pkt) in [&f0[1], &f1[2], &f2[1], &f1[1], &f1[0], &f0[0], &f0[2], &f2[0]]
-        .into_iter()
-        .enumerate()
+    for (t, pkt) in [
+        &f0[1], &f1[2], &f2[1], &f1[1], &f1[0], &f0[0], &f0[2], &f2[0],
+    ]
+    .into_iter()
+    .enumerate()
     {
         all.extend(to(&s.filter(pkt, 62, t as u64)));
     }
@@ -433,6 +492,10 @@ fn appendix_b_is_stateful_and_refused_by_the_lifting() {
     let text = appendix_b(1, 2, 3, 10);
     let p = mpf::parse(&text).unwrap();
     let e = mpf::lift(&p).unwrap_err();
-    assert!(e.render(&text).contains("register_data"), "{}", e.render(&text));
+    assert!(
+        e.render(&text).contains("register_data"),
+        "{}",
+        e.render(&text)
+    );
     let _ = EndpointId(0);
 }

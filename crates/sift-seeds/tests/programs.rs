@@ -1,17 +1,17 @@
-//! File-based tests: every `tests/programs/*.cspf` and `*.dpf` file is a program followed by
+//! File-based tests: every `tests/programs/*.cspf`, `*.dpf` and `*.mpf` file is a program followed by
 //! expectations in comments, one per line:
 //!
 //! * `accept HEX` / `reject HEX`: the verdict on a packet (hex bytes, spaces ignored), checked on
 //!   the reference evaluator and on the lifted IR;
 //! * `error LINE:COLUMN`: the file must not parse, and the error must point there.
 //!
-//! Expectation lines start with `//` in CSPF files and `#` in DPF files, so the files stay valid
-//! programs.
+//! Expectation lines start with `//` in CSPF files, `#` in DPF files and `;` in MPF files, so the
+//! files stay valid programs.
 
 use std::path::Path;
 
 use sift_ir::{Cache, Function, Interpreter};
-use sift_seeds::{cspf, dpf, Location};
+use sift_seeds::{cspf, dpf, mpf, Location};
 
 /// The reference verdict of a parsed program on a packet.
 type Reference = Box<dyn Fn(&[u8]) -> bool>;
@@ -120,6 +120,23 @@ fn program_files() {
                     })
                     .map_err(|e| (e.location, e.render(&text))),
             ),
+            Some("mpf") => (
+                expectations(&text, ";"),
+                mpf::parse(&text)
+                    .map_err(|e| (e.location, e.render(&text)))
+                    .and_then(|p| {
+                        let f = mpf::lift(&p).map_err(|e| {
+                            (
+                                e.span
+                                    .map_or(Location::default(), |s| Location::of(&text, s.start)),
+                                e.render(&text),
+                            )
+                        })?;
+                        let r: Reference =
+                            Box::new(move |pkt| mpf::interp::run(&p, pkt, pkt.len() as u32) != 0);
+                        Ok((f, r))
+                    }),
+            ),
             _ => continue,
         };
         assert!(!expects.is_empty(), "{}: no expectations", path.display());
@@ -127,5 +144,5 @@ fn program_files() {
         files += 1;
     }
     println!("{files} files, {cases} cases");
-    assert!(files >= 8);
+    assert!(files >= 12);
 }

@@ -354,3 +354,85 @@ fn parsers_survive_random_input() {
         }
     }
 }
+
+/// Random MPF texts built from plausible lines: parse errors stay inside the text; programs that
+/// parse run the same on the reference interpreter and on their lifted IR.
+#[test]
+fn mpf_random_programs_lift_exactly() {
+    use sift_seeds::mpf;
+    let mut rng = Rng::new(1994);
+    let lines = [
+        "ldb [0]",
+        "ldh [1]",
+        "ld [2]",
+        "ldb [7]",
+        "st M[0]",
+        "st M[1]",
+        "st M[2]",
+        "stx M[1]",
+        "ldx #3",
+        "ldxb 4*([0]&0xf)",
+        "ldb [x + 1]",
+        "add #1",
+        "and #0xf",
+        "tax",
+        "txa",
+        "jeq #1, a, b",
+        "jgt #3, b, c",
+        "jset #2, c, d",
+        "ja d",
+        "ret #ALL",
+        "ret a",
+        "ret #0",
+        "ret_match_imm #1, #ALL\nkey #1",
+        "ret_match_imm #2, #9\nkey #1\nkey #2",
+        "jmp_match_imm #1, c, d\nkey #0",
+        "jmp_match_imm #2, b, d\nkey #1\nkey #0",
+        "key #4",
+        "register_data #1, #10",
+        "ret_match_data #1, #ALL",
+        "postpone #5",
+        "a:",
+        "b:",
+        "c:",
+        "d:",
+        "ret_match_imm #ALL, 1\nkey #",
+        "jmp_match_imm #17, a, b",
+        "unimp 0x1e",
+    ];
+    let packets = generate_packets(1, 5, 40);
+    let (mut parsed, mut lifted) = (0, 0);
+    for _ in 0..20000 {
+        let n = 1 + rng.index(14);
+        let mut text: String = (0..n).map(|_| format!("{}\n", rng.pick(&lines))).collect();
+        text.push_str("d: ret #5\n");
+        match mpf::parse(&text) {
+            Err(e) => {
+                assert!(
+                    e.span.start <= e.span.end && e.span.end <= text.len(),
+                    "{text}"
+                );
+                let _ = e.render(&text);
+            }
+            Ok(p) => {
+                parsed += 1;
+                let Ok(f) = mpf::lift(&p) else { continue };
+                lifted += 1;
+                let ir = Interpreter::new(f).unwrap();
+                let mut cache = Cache::new();
+                for pkt in &packets {
+                    for cut in [pkt.data.len(), 3, 1] {
+                        let data = &pkt.data[..cut.min(pkt.data.len())];
+                        assert_eq!(
+                            ir.run(&mut cache, data, pkt.wire_len),
+                            mpf::interp::run(&p, data, pkt.wire_len),
+                            "{text}"
+                        );
+                    }
+                }
+            }
+        }
+    }
+    println!("20000 random MPF texts: {parsed} parsed, {lifted} lifted and checked on 120 packets");
+    assert!(lifted > 500, "{lifted}");
+}

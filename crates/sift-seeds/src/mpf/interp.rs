@@ -20,7 +20,10 @@ use super::program::{Insn, Length, Program};
 #[derive(Clone, Debug, PartialEq, Eq)]
 pub enum Endpoints {
     /// Every endpoint but these.
-    AllBut { total: u32, except: BTreeSet<u32> },
+    AllBut {
+        total: u32,
+        except: BTreeSet<u32>,
+    },
     Only(BTreeSet<u32>),
 }
 
@@ -76,7 +79,9 @@ pub enum Fate {
     Deliver(u32),
     Reject,
     /// Run again later; drop `timeout_ms` after the first postponement.
-    Postpone { timeout_ms: u32 },
+    Postpone {
+        timeout_ms: u32,
+    },
 }
 
 /// What the match and data instructions consult: the key tables and the static memory.
@@ -322,10 +327,8 @@ mod tests {
 
     #[test]
     fn runs_classic_and_match_instructions() {
-        let p = parse(
-            "ldb [0]\nst M[0]\nldb [1]\nst M[1]\nret_match_imm #2, #ALL\nkey 1\nkey 2\n",
-        )
-        .unwrap();
+        let p = parse("ldb [0]\nst M[0]\nldb [1]\nst M[1]\nret_match_imm #2, #ALL\nkey 1\nkey 2\n")
+            .unwrap();
         assert_eq!(run(&p, &[1, 2], 2), u32::MAX);
         assert_eq!(run_with(&p, &[1, 2], 2, 96), 96);
         assert_eq!(run(&p, &[1, 3], 2), 0);

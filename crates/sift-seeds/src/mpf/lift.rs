@@ -209,10 +209,7 @@ fn spare_scratch(program: &Program) -> Option<u32> {
     for insn in program.insns() {
         match *insn {
             Insn::Classic(c) => {
-                if matches!(
-                    c.decode(),
-                    Some(Op::LdMem | Op::LdxMem | Op::St | Op::Stx)
-                ) {
+                if matches!(c.decode(), Some(Op::LdMem | Op::LdxMem | Op::St | Op::Stx)) {
                     used |= 1 << (c.k & 15);
                 }
             }

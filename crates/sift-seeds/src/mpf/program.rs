@@ -156,7 +156,9 @@ impl fmt::Display for ProgramErrorKind {
                 f,
                 "the match names {expected} keys but {found} `key` instructions follow it"
             ),
-            ProgramErrorKind::StrayKey => f.write_str("`key` without a match instruction before it"),
+            ProgramErrorKind::StrayKey => {
+                f.write_str("`key` without a match instruction before it")
+            }
             ProgramErrorKind::JumpIntoKeys { target } => {
                 write!(f, "jump to instruction {target}, which is a `key`")
             }
@@ -164,9 +166,9 @@ impl fmt::Display for ProgramErrorKind {
                 f,
                 "M[{index}] is compared here but not stored on every path to this instruction"
             ),
-            ProgramErrorKind::RegisterWithoutMatch => f.write_str(
-                "register_data needs a jmp_match_imm that matched on every path to it",
-            ),
+            ProgramErrorKind::RegisterWithoutMatch => {
+                f.write_str("register_data needs a jmp_match_imm that matched on every path to it")
+            }
         }
     }
 }
@@ -221,7 +223,11 @@ impl Program {
         check_keys(&insns)?;
         let stand_ins = BpfProgram(insns.iter().map(|i| i.stand_in()).collect());
         if let Err(e) = validate(&stand_ins, Dialect::Libpcap) {
-            let (slot, v) = e.violations.into_iter().next().expect("errors list violations");
+            let (slot, v) = e
+                .violations
+                .into_iter()
+                .next()
+                .expect("errors list violations");
             return Err(ProgramError {
                 slot,
                 kind: ProgramErrorKind::Classic(v),

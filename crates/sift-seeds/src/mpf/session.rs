@@ -299,7 +299,9 @@ impl Session {
         let mut postponed = Vec::new();
         for (who, fate) in fates {
             match fate {
-                Fate::Deliver(length) => deliver(&mut out, &mut self.tables.stats, id, &who, length),
+                Fate::Deliver(length) => {
+                    deliver(&mut out, &mut self.tables.stats, id, &who, length)
+                }
                 Fate::Reject => {}
                 Fate::Postpone { timeout_ms } => postponed.push(Pending {
                     packet: id,

@@ -308,11 +308,9 @@ fn scan_line(
     loop {
         let save = line.pos;
         let w = line.word();
-        if !w.is_empty() && w.starts_with(|c: char| c.is_ascii_alphabetic() || c == '_' || c == '.')
-        {
-            if line.eat(':') {
-                continue;
-            }
+        let is_label = w.starts_with(|c: char| c.is_ascii_alphabetic() || c == '_' || c == '.');
+        if is_label && line.eat(':') {
+            continue;
         }
         line.pos = save;
         break;
@@ -363,7 +361,9 @@ fn scan_line(
         }
         "key" => {
             let (v, span) = operand(&mut line, "a key", false).map_err(fail)?;
-            let k = v.ok_or((span, ParseErrorKind::Expected("`#k`"))).map_err(fail)?;
+            let k = v
+                .ok_or((span, ParseErrorKind::Expected("`#k`")))
+                .map_err(fail)?;
             Some((Insn::Key(k), placeholder::KEY))
         }
         "ret_match_imm" | "ret_match_data" => {
@@ -485,10 +485,9 @@ fail:   ret #0\n";
             }
         );
         assert_eq!(p.keys(), vec![0xc00c4501]);
-        let p = parse(
-            "ld [0]\nst M[0]\njmp_match_imm #1, yes, no\nkey 5\nyes: ret #ALL\nno: ret #0\n",
-        )
-        .unwrap();
+        let p =
+            parse("ld [0]\nst M[0]\njmp_match_imm #1, yes, no\nkey 5\nyes: ret #ALL\nno: ret #0\n")
+                .unwrap();
         assert_eq!(
             p.insns()[2],
             Insn::JmpMatchImm {
@@ -514,7 +513,8 @@ fail:   ret #0\n";
         let (l, c, m) = error_at("ld [0]\nst M[0]\nret_match_imm #17, #4\n");
         assert_eq!((l, c), (3, 15), "{m}");
         // An undefined label in a jmp_match_imm keeps the instruction's column.
-        let (l, c, m) = error_at("ld [0]\nst M[0]\n   jmp_match_imm #1, nowhere, x\nkey 1\nx: ret #0\n");
+        let (l, c, m) =
+            error_at("ld [0]\nst M[0]\n   jmp_match_imm #1, nowhere, x\nkey 1\nx: ret #0\n");
         assert_eq!((l, c), (3, 4), "{m}");
         assert!(m.contains("nowhere"), "{m}");
         // A static check points at the instruction.
@@ -537,7 +537,15 @@ fail:   ret #0\n";
             }
         }
         assert!(parse(text).is_ok());
-        for s in ["ret_match_imm", "ret_match_imm #", "key #ä", "key #0x", "postpone #99999999999", "ret #ALLx", "jmp_match_imm #1,"] {
+        for s in [
+            "ret_match_imm",
+            "ret_match_imm #",
+            "key #ä",
+            "key #0x",
+            "postpone #99999999999",
+            "ret #ALLx",
+            "jmp_match_imm #1,",
+        ] {
             let _ = parse(s);
         }
     }

@@ -31,7 +31,9 @@ impl Engines {
     /// differs).
     pub fn run(&mut self, packet: &[u8], wire_len: u32) -> u32 {
         let ir = self.ir.run(&mut self.ir_cache, packet, wire_len);
-        let bc = self.bytecode.run(&mut self.bytecode_cache, packet, wire_len);
+        let bc = self
+            .bytecode
+            .run(&mut self.bytecode_cache, packet, wire_len);
         let oir = self.optimized_ir.run(&mut self.ir_cache, packet, wire_len);
         let obc = self
             .optimized_bytecode
