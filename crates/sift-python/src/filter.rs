@@ -1,11 +1,11 @@
 //! `sift.Filter`: a compiled pcap-filter expression.
 
-use pyo3::exceptions::{PyIndexError, PyOverflowError, PyTypeError, PyValueError};
 use pyo3::prelude::*;
-use pyo3::types::{PyList, PyTuple};
+use pyo3::types::PyTuple;
 
+use crate::batch::{BufferBatch, PacketList};
 use crate::errors::filter_error;
-use crate::packets::{bytes_like, index_array, packet, wire_len, wire_lens, Held};
+use crate::packets::wire_len;
 use crate::results::to_array;
 
 /// A packet filter compiled from a pcap-filter (tcpdump) expression, with libpcap 1.10's exact
@@ -101,13 +101,7 @@ impl Filter {
     ) -> PyResult<Bound<'py, PyAny>> {
         let py = packets.py();
         let batch = PacketList::extract(packets, wirelens)?;
-        let slices = batch.slices();
-        let results: Vec<u32> = py.detach(|| {
-            slices
-                .iter()
-                .map(|&(data, wire)| self.filter.run(data, wire))
-                .collect()
-        });
+        let results = batch.run(py, |data, wire| self.filter.run(data, wire));
         to_array(py, &results, out)
     }
 
@@ -130,15 +124,8 @@ impl Filter {
         out: Option<Bound<'py, PyAny>>,
     ) -> PyResult<Bound<'py, PyAny>> {
         let py = buffer.py();
-        let data = bytes_like(buffer, "buffer")?;
-        let ranges = packet_ranges(data.as_slice(), offsets, lengths, wirelens)?;
-        let data = data.as_slice();
-        let results: Vec<u32> = py.detach(|| {
-            ranges
-                .iter()
-                .map(|&(start, end, wire)| self.filter.run(&data[start..end], wire))
-                .collect()
-        });
+        let batch = BufferBatch::extract(buffer, offsets, lengths, wirelens)?;
+        let results = batch.run(py, |data, wire| self.filter.run(data, wire))?;
         to_array(py, &results, out)
     }
 
@@ -176,91 +163,4 @@ impl Filter {
     pub fn inner(&self) -> &sift::Filter {
         &self.filter
     }
-}
-
-/// The packets of a `match_many` call, held so that their bytes can be read without the GIL.
-pub struct PacketList<'py> {
-    held: Vec<Held<'py>>,
-    wire: Vec<u32>,
-}
-
-impl<'py> PacketList<'py> {
-    pub fn extract(
-        packets: &Bound<'py, PyAny>,
-        wirelens: Option<&Bound<'py, PyAny>>,
-    ) -> PyResult<PacketList<'py>> {
-        // A list is walked directly; anything else iterable is walked through its iterator.
-        let items: Vec<Bound<'py, PyAny>> = match packets.cast::<PyList>() {
-            Ok(list) => list.iter().collect(),
-            Err(_) => packets.try_iter()?.collect::<PyResult<_>>()?,
-        };
-        let py = packets.py();
-        let given = wire_lens(wirelens, items.len())?;
-        let mut held = Vec::with_capacity(items.len());
-        let mut wire = Vec::with_capacity(items.len());
-        for (i, item) in items.iter().enumerate() {
-            let (data, record_wire) = packet(item)
-                .map_err(|e| PyTypeError::new_err(format!("packets[{i}]: {}", e.value(py))))?;
-            let w = wire_len(
-                given.as_ref().map(|g| u64::from(g[i])),
-                record_wire,
-                data.as_slice(),
-            )?;
-            held.push(data);
-            wire.push(w);
-        }
-        Ok(PacketList { held, wire })
-    }
-
-    /// `(bytes, wire length)` per packet; plain slices, so they may cross `Python::detach`.
-    pub fn slices(&self) -> Vec<(&[u8], u32)> {
-        self.held
-            .iter()
-            .zip(&self.wire)
-            .map(|(h, &w)| (h.as_slice(), w))
-            .collect()
-    }
-}
-
-/// `(start, end, wire length)` per packet of a `match_buffer` call, checked against the buffer.
-pub fn packet_ranges(
-    data: &[u8],
-    offsets: &Bound<'_, PyAny>,
-    lengths: &Bound<'_, PyAny>,
-    wirelens: Option<&Bound<'_, PyAny>>,
-) -> PyResult<Vec<(usize, usize, u32)>> {
-    let offsets = index_array(offsets, "offsets")?;
-    let lengths = index_array(lengths, "lengths")?;
-    if offsets.len() != lengths.len() {
-        return Err(PyValueError::new_err(format!(
-            "offsets has {} entries, lengths {}",
-            offsets.len(),
-            lengths.len()
-        )));
-    }
-    let given = wire_lens(wirelens, offsets.len())?;
-    offsets
-        .iter()
-        .zip(&lengths)
-        .enumerate()
-        .map(|(i, (&off, &len))| {
-            let end = off.checked_add(len).filter(|&e| e <= data.len() as u64);
-            let Some(end) = end else {
-                return Err(PyIndexError::new_err(format!(
-                    "packet {i} (offset {off}, length {len}) runs past the end of the {}-byte buffer",
-                    data.len()
-                )));
-            };
-            let wire = match &given {
-                Some(g) => g[i],
-                None => u32::try_from(len).map_err(|_| {
-                    PyOverflowError::new_err(format!(
-                        "lengths[{i}] = {len} does not fit 32 bits"
-                    ))
-                })?,
-            };
-            // Both fit in usize: end <= data.len().
-            Ok((off as usize, end as usize, wire))
-        })
-        .collect()
 }

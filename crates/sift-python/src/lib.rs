@@ -15,9 +15,11 @@
 
 #![forbid(unsafe_code)]
 
+mod batch;
 mod capture;
 mod errors;
 mod filter;
+mod indices;
 mod packets;
 mod results;
 

@@ -6,7 +6,7 @@
 //! than a data race, and this crate has no `unsafe` code.
 
 use pyo3::buffer::PyBuffer;
-use pyo3::exceptions::{PyOverflowError, PyTypeError, PyValueError};
+use pyo3::exceptions::{PyOverflowError, PyTypeError};
 use pyo3::prelude::*;
 use pyo3::types::PyBytes;
 
@@ -62,63 +62,6 @@ pub fn wire_len(given: Option<u64>, from_record: Option<u32>, data: &[u8]) -> Py
         (None, None) => u32::try_from(data.len())
             .map_err(|_| PyOverflowError::new_err("packet longer than 4 GiB")),
     }
-}
-
-/// A one-dimensional array of non-negative integers: a buffer of (un)signed 8- to 64-bit
-/// integers (NumPy arrays, `array.array`), or any sequence of Python ints.
-pub fn index_array(obj: &Bound<'_, PyAny>, what: &str) -> PyResult<Vec<u64>> {
-    let py = obj.py();
-    macro_rules! try_buffer {
-        ($($t:ty),*) => {$(
-            if let Ok(buf) = PyBuffer::<$t>::get(obj) {
-                if buf.dimensions() > 1 {
-                    return Err(PyValueError::new_err(format!(
-                        "{what} must be one-dimensional, not {}-dimensional",
-                        buf.dimensions()
-                    )));
-                }
-                return buf
-                    .to_vec(py)?
-                    .into_iter()
-                    .enumerate()
-                    .map(|(i, v)| {
-                        u64::try_from(v).map_err(|_| {
-                            PyValueError::new_err(format!("{what}[{i}] is negative"))
-                        })
-                    })
-                    .collect();
-            }
-        )*};
-    }
-    try_buffer!(u64, u32, i64, i32, u16, i16, u8, i8);
-    obj.extract::<Vec<u64>>().map_err(|_| {
-        PyTypeError::new_err(format!(
-            "{what} must be an integer array (NumPy, array.array) or a sequence of non-negative ints, not {}",
-            type_name(obj)
-        ))
-    })
-}
-
-/// Optional wire lengths for a batch of `n` packets, checked to fit 32 bits.
-pub fn wire_lens(obj: Option<&Bound<'_, PyAny>>, n: usize) -> PyResult<Option<Vec<u32>>> {
-    let Some(obj) = obj else { return Ok(None) };
-    let values = index_array(obj, "wirelens")?;
-    if values.len() != n {
-        return Err(PyValueError::new_err(format!(
-            "wirelens has {} entries for {n} packets",
-            values.len()
-        )));
-    }
-    values
-        .into_iter()
-        .enumerate()
-        .map(|(i, w)| {
-            u32::try_from(w).map_err(|_| {
-                PyOverflowError::new_err(format!("wirelens[{i}] = {w} does not fit 32 bits"))
-            })
-        })
-        .collect::<PyResult<Vec<u32>>>()
-        .map(Some)
 }
 
 pub fn type_name(obj: &Bound<'_, PyAny>) -> String {

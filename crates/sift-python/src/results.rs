@@ -46,7 +46,12 @@ pub fn to_array<'py>(
             "array('I') has {itemsize}-byte items on this platform; pass out="
         )));
     }
-    let bytes: Vec<u8> = values.iter().flat_map(|v| v.to_ne_bytes()).collect();
-    array.call_method1("frombytes", (PyBytes::new(py, &bytes),))?;
+    let bytes = PyBytes::new_with(py, values.len() * 4, |buf| {
+        for (chunk, v) in buf.chunks_exact_mut(4).zip(values) {
+            chunk.copy_from_slice(&v.to_ne_bytes());
+        }
+        Ok(())
+    })?;
+    array.call_method1("frombytes", (bytes,))?;
     Ok(array)
 }
