@@ -325,6 +325,13 @@ fn parsers_survive_random_input() {
             1 => random_text(&mut rng, &cspf_words),
             _ => random_text(&mut rng, &dpf_words),
         };
+        if let Err(e) = sift_seeds::mpf::parse(&text) {
+            assert!(
+                e.span.start <= e.span.end && e.span.end <= text.len() + 1,
+                "{text:?}"
+            );
+            let _ = e.render(&text);
+        }
         if let Err(e) = cspf::parse(&text) {
             assert!(
                 e.span.start <= e.span.end && e.span.end <= text.len(),

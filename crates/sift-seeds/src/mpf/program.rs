@@ -297,7 +297,9 @@ impl Program {
     /// The keys of the match instruction at `slot` (empty if it is not one).
     pub fn keys_at(&self, slot: usize) -> Vec<u32> {
         let n = self.insns.get(slot).map_or(0, |i| i.key_count());
-        self.insns[slot + 1..slot + 1 + n]
+        self.insns
+            .get(slot + 1..slot + 1 + n)
+            .unwrap_or_default()
             .iter()
             .map(|i| match i {
                 Insn::Key(k) => *k,
