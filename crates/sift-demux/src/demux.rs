@@ -1,0 +1,370 @@
+//! The writer side: installing and removing filters, and publishing snapshots.
+
+use std::collections::HashMap;
+use std::fmt;
+use std::sync::Arc;
+
+use arc_swap::ArcSwap;
+use sift_ir::{Function, Interpreter, VerifyError};
+
+use crate::paths::{decompose, Limits, NotDecomposed};
+use crate::reader::Reader;
+use crate::shape::{split, Extractor, Key, ShapeSig};
+use crate::snapshot::{Engine, Residual, ShapeView, Snapshot};
+use crate::table::{Entry, KeyHasher, Table};
+
+/// Identifies an installed filter. Ids are never reused; their order is insertion order, which
+/// breaks ties between filters of equal priority (the earlier filter wins). Never 0.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash, PartialOrd, Ord)]
+pub struct FilterId(pub u64);
+
+impl fmt::Display for FilterId {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        write!(f, "#{}", self.0)
+    }
+}
+
+/// What a filter does with a packet it accepts (CSPF section 3.2).
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
+pub enum Delivery {
+    /// The filter takes the packet: lower-ranked filters do not see it.
+    Exclusive,
+    /// The filter receives a copy; lower-ranked filters are still tried (monitors, groups).
+    Copy,
+}
+
+/// Why a filter could not be installed.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub enum InsertError {
+    /// The function breaks the IR's invariants (every violation is listed).
+    InvalidIr(VerifyError),
+}
+
+impl fmt::Display for InsertError {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        match self {
+            InsertError::InvalidIr(e) => write!(f, "invalid filter IR: {e}"),
+        }
+    }
+}
+
+impl std::error::Error for InsertError {
+    fn source(&self) -> Option<&(dyn std::error::Error + 'static)> {
+        match self {
+            InsertError::InvalidIr(e) => Some(e),
+        }
+    }
+}
+
+/// How an installed filter is represented.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub enum Placement {
+    /// Decomposed into this many accepting paths, each a key in a shape's table (0: the filter
+    /// never accepts anything).
+    Keyed { paths: usize },
+    /// Run whole, in priority order, because it did not decompose.
+    Residual(NotDecomposed),
+}
+
+#[derive(Debug)]
+struct Shape {
+    sig: Arc<ShapeSig>,
+    view: ShapeView,
+}
+
+#[derive(Debug)]
+pub(crate) enum Where {
+    Paths(Vec<(usize, Key)>),
+    Residual(NotDecomposed),
+}
+
+#[derive(Debug)]
+pub(crate) struct Installed {
+    pub(crate) entry: Entry,
+    pub(crate) at: Where,
+}
+
+/// Counts describing the merged structure.
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
+pub struct Stats {
+    pub filters: usize,
+    /// Shapes (one extractor and one table each): the per-packet cost grows with this number.
+    pub shapes: usize,
+    /// Keys over all tables.
+    pub keys: usize,
+    /// Filters run whole.
+    pub residuals: usize,
+    /// Approximate heap bytes of the published tables.
+    pub table_bytes: usize,
+}
+
+/// A demultiplexer: many filters, one pass per packet.
+///
+/// Updates (`&mut self`) publish a new snapshot atomically; [`Reader`]s (from
+/// [`Demux::reader`], any number, on any threads) never block and always match against one
+/// complete snapshot, the one before or the one after an update.
+#[derive(Debug)]
+pub struct Demux {
+    shared: Arc<ArcSwap<Snapshot>>,
+    shapes: Vec<Option<Shape>>,
+    free_shapes: Vec<usize>,
+    by_sig: HashMap<Arc<ShapeSig>, usize>,
+    residuals: Vec<Residual>,
+    published_residuals: Arc<[Residual]>,
+    pub(crate) filters: HashMap<FilterId, Installed>,
+    next_id: u64,
+    hasher: KeyHasher,
+    limits: Limits,
+}
+
+impl Default for Demux {
+    fn default() -> Demux {
+        Demux::new()
+    }
+}
+
+impl Demux {
+    pub fn new() -> Demux {
+        Demux {
+            shared: Arc::new(ArcSwap::from_pointee(Snapshot::default())),
+            shapes: Vec::new(),
+            free_shapes: Vec::new(),
+            by_sig: HashMap::new(),
+            residuals: Vec::new(),
+            published_residuals: Arc::from(Vec::new()),
+            filters: HashMap::new(),
+            next_id: 1,
+            hasher: KeyHasher::default(),
+            limits: Limits::default(),
+        }
+    }
+
+    /// A handle for matching packets (cheap to clone, `Send + Sync`).
+    pub fn reader(&self) -> Reader {
+        Reader::new(self.shared.clone())
+    }
+
+    /// Installs a filter and publishes the new set.
+    ///
+    /// The filter accepts a packet iff `sift_ir::Interpreter` would return non-zero for it.
+    pub fn insert(
+        &mut self,
+        filter: &Function,
+        priority: i32,
+        delivery: Delivery,
+    ) -> Result<FilterId, InsertError> {
+        let id = self.insert_unpublished(filter, priority, delivery)?;
+        self.publish();
+        Ok(id)
+    }
+
+    /// Removes a filter and publishes the new set; `false` for an unknown id. Once this
+    /// returns, no match that starts afterwards reports `id`.
+    pub fn remove(&mut self, id: FilterId) -> bool {
+        let removed = self.remove_unpublished(id);
+        if removed {
+            self.publish();
+        }
+        removed
+    }
+
+    /// Several updates published together, at the end of the batch (readers see all of them
+    /// or none; loading many filters this way also avoids copying tables once per filter).
+    pub fn batch(&mut self) -> Batch<'_> {
+        Batch { demux: self }
+    }
+
+    /// How a filter is installed.
+    pub fn placement(&self, id: FilterId) -> Option<Placement> {
+        self.filters.get(&id).map(|f| match &f.at {
+            Where::Paths(p) => Placement::Keyed { paths: p.len() },
+            Where::Residual(why) => Placement::Residual(*why),
+        })
+    }
+
+    pub fn len(&self) -> usize {
+        self.filters.len()
+    }
+
+    pub fn is_empty(&self) -> bool {
+        self.filters.is_empty()
+    }
+
+    pub fn stats(&self) -> Stats {
+        let live = self.shapes.iter().flatten();
+        Stats {
+            filters: self.filters.len(),
+            shapes: live.clone().count(),
+            keys: live.clone().map(|s| s.view.table.len()).sum(),
+            residuals: self.residuals.len(),
+            table_bytes: live.map(|s| s.view.table.heap_bytes()).sum(),
+        }
+    }
+
+    fn insert_unpublished(
+        &mut self,
+        filter: &Function,
+        priority: i32,
+        delivery: Delivery,
+    ) -> Result<FilterId, InsertError> {
+        sift_ir::verify(filter).map_err(InsertError::InvalidIr)?;
+        let id = FilterId(self.next_id);
+        self.next_id += 1;
+        let entry = Entry {
+            priority,
+            id,
+            delivery,
+        };
+        let at = match decompose(filter, self.limits) {
+            Ok(paths) => {
+                let mut placed: Vec<(usize, Key)> = Vec::with_capacity(paths.len());
+                for conj in &paths {
+                    let (sig, key) = split(conj);
+                    let shape = self.shape_for(sig);
+                    // Paths are mutually exclusive, so two with one key can only both be
+                    // unsatisfiable; one entry is enough.
+                    if placed.contains(&(shape, key)) {
+                        continue;
+                    }
+                    let s = self.shapes[shape].as_mut().expect("live shape");
+                    s.view.table.insert(key, entry, &self.hasher);
+                    placed.push((shape, key));
+                }
+                Where::Paths(placed)
+            }
+            Err(why) => {
+                let engine = match sift_bytecode::compile(filter) {
+                    Ok(p) => Engine::Bytecode(p),
+                    Err(_) => Engine::Reference(
+                        Interpreter::new(filter.clone()).map_err(InsertError::InvalidIr)?,
+                    ),
+                };
+                let r = Residual {
+                    entry,
+                    engine: Arc::new(engine),
+                };
+                let at = self.residuals.partition_point(|x| x.entry.rank() < entry.rank());
+                self.residuals.insert(at, r);
+                Where::Residual(why)
+            }
+        };
+        self.filters.insert(id, Installed { entry, at });
+        Ok(id)
+    }
+
+    fn shape_for(&mut self, sig: ShapeSig) -> usize {
+        if let Some(&i) = self.by_sig.get(&sig) {
+            return i;
+        }
+        let extractor = Extractor::compile(&sig);
+        let table = Table::new(extractor.key_words);
+        let sig = Arc::new(sig);
+        let shape = Shape {
+            sig: sig.clone(),
+            view: ShapeView {
+                extractor: Arc::new(extractor),
+                table,
+            },
+        };
+        let i = match self.free_shapes.pop() {
+            Some(i) => {
+                self.shapes[i] = Some(shape);
+                i
+            }
+            None => {
+                self.shapes.push(Some(shape));
+                self.shapes.len() - 1
+            }
+        };
+        self.by_sig.insert(sig, i);
+        i
+    }
+
+    fn remove_unpublished(&mut self, id: FilterId) -> bool {
+        let Some(f) = self.filters.remove(&id) else {
+            return false;
+        };
+        match f.at {
+            Where::Paths(placed) => {
+                for (shape, key) in placed {
+                    let Some(s) = self.shapes[shape].as_mut() else {
+                        continue;
+                    };
+                    s.view.table.remove(&key, id, &self.hasher);
+                    if s.view.table.len() == 0 {
+                        self.by_sig.remove(&s.sig);
+                        self.shapes[shape] = None;
+                        self.free_shapes.push(shape);
+                    }
+                }
+            }
+            Where::Residual(_) => self.residuals.retain(|r| r.entry.id != id),
+        }
+        true
+    }
+
+    /// Makes the current state visible to readers.
+    fn publish(&mut self) {
+        if self.published_residuals.len() != self.residuals.len()
+            || self
+                .published_residuals
+                .iter()
+                .zip(&self.residuals)
+                .any(|(a, b)| a.entry != b.entry)
+        {
+            self.published_residuals = self.residuals.clone().into();
+        }
+        let snapshot = Snapshot {
+            shapes: self.shapes.iter().flatten().map(|s| s.view.clone()).collect(),
+            residuals: self.published_residuals.clone(),
+            hasher: self.hasher.clone(),
+        };
+        self.shared.store(Arc::new(snapshot));
+    }
+
+    /// The shapes and their signatures (for the overlap check).
+    pub(crate) fn shape_list(&self) -> impl Iterator<Item = (usize, &ShapeSig, &Table)> {
+        self.shapes
+            .iter()
+            .enumerate()
+            .filter_map(|(i, s)| s.as_ref().map(|s| (i, &*s.sig, &s.view.table)))
+    }
+
+    pub(crate) fn shape_index(&self, sig: &ShapeSig) -> Option<usize> {
+        self.by_sig.get(sig).copied()
+    }
+
+    pub(crate) fn hasher(&self) -> &KeyHasher {
+        &self.hasher
+    }
+
+    pub(crate) fn limits(&self) -> Limits {
+        self.limits
+    }
+}
+
+/// Updates published together when the batch is dropped (see [`Demux::batch`]).
+pub struct Batch<'a> {
+    demux: &'a mut Demux,
+}
+
+impl Batch<'_> {
+    pub fn insert(
+        &mut self,
+        filter: &Function,
+        priority: i32,
+        delivery: Delivery,
+    ) -> Result<FilterId, InsertError> {
+        self.demux.insert_unpublished(filter, priority, delivery)
+    }
+
+    pub fn remove(&mut self, id: FilterId) -> bool {
+        self.demux.remove_unpublished(id)
+    }
+}
+
+impl Drop for Batch<'_> {
+    fn drop(&mut self) {
+        self.demux.publish();
+    }
+}

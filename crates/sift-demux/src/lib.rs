@@ -1,0 +1,56 @@
+//! The demultiplexer: thousands of filters, one pass per packet, live updates.
+//!
+//! This crate sits after the single-filter pipeline (text or classic BPF or the seeds'
+//! languages -> predicate IR -> optionally `sift-opt`): it takes [`sift_ir::Function`]s, each
+//! with a priority and a [`Delivery`] kind, and answers, for each packet, which of them receive
+//! it — exactly what running every filter alone (the IR interpreter, non-zero = accept) in
+//! priority order would give, with CSPF's delivery rule: filters are tried by decreasing
+//! priority, ties broken by insertion order (the earlier filter first); an accepting
+//! [`Delivery::Copy`] filter receives the packet and the walk continues, an accepting
+//! [`Delivery::Exclusive`] filter receives it and the walk stops.
+//!
+//! How (MPF's collapse over DPF-style canonical atoms):
+//!
+//! 1. [`paths`](crate::paths): each filter's graph is decomposed into its accepting paths, each a
+//!    conjunction of canonical [`atoms`](crate::canon) — comparisons of field expressions
+//!    (packet loads with their index expressions as trees, masks, shifts) with constants, plus the
+//!    requirement that every load executed on the path is in bounds (an out-of-bounds load rejects
+//!    the whole filter). Paths are mutually exclusive, so this is exact.
+//! 2. [`shape`](crate::shape): a conjunction's `field == constant` atoms form its key, the rest
+//!    its checks; conjunctions with the same fields and checks share a shape: one compiled
+//!    extractor (checks, then the key fields packed into a fixed-size key) and one
+//!    [`table`](crate::table) from key to filters. All per-connection filters
+//!    (`ip src A and ip dst B and tcp src port P and tcp dst port Q`) share one shape, so
+//!    matching costs one extraction and one lookup whatever their number.
+//! 3. Filters that do not decompose (too many paths) run whole, in priority order, as verified
+//!    bytecode — only those ranked before the best keyed exclusive match.
+//! 4. [`Demux`] (the writer) publishes immutable [`snapshot`](crate::snapshot)s through an
+//!    atomic pointer swap (`arc-swap`); [`Reader`]s never block. Tables are persistent (a shallow
+//!    trie of small hash tables), so an update copies one small leaf, not the table.
+//!
+//! ```
+//! use sift_demux::{Delivery, Demux, Matches};
+//! # fn conn() -> sift_ir::Function { sift_ir::parse_function("block0:\n ret 1\n").unwrap() }
+//! let mut demux = Demux::new();
+//! let id = demux.insert(&conn(), 0, Delivery::Exclusive).unwrap();
+//! let reader = demux.reader(); // clone it into each matching thread
+//! let mut m = Matches::new();
+//! reader.match_packet(&[0u8; 60], 60, &mut m);
+//! assert_eq!(m.exclusive(), Some(id));
+//! ```
+
+#![forbid(unsafe_code)]
+
+mod canon;
+mod demux;
+mod overlap;
+mod paths;
+mod reader;
+mod shape;
+mod snapshot;
+mod table;
+
+pub use demux::{Batch, Delivery, Demux, FilterId, InsertError, Placement, Stats};
+pub use paths::NotDecomposed;
+pub use reader::Reader;
+pub use snapshot::Matches;

@@ -1,0 +1,330 @@
+//! Decomposing a filter into accepting paths, each a conjunction of canonical atoms.
+//!
+//! A packet follows exactly one path through the (acyclic) graph, so a filter accepts a packet
+//! iff the packet satisfies the condition of one of its accepting paths, and at most one such
+//! condition holds. In this IR a path's condition is more than its branch outcomes: every load
+//! executed on it must be in bounds and every divisor non-zero, or the whole filter returns 0
+//! (classic BPF's semantics) — including loads whose value is never compared. Those requirements
+//! become [`Atom::Defined`] and [`Atom::MinCapLen`] atoms. Since a conjunction is pure, its atoms
+//! can then be sorted, merged with other filters' and evaluated in any order.
+//!
+//! Branches whose outcome is already implied by the atoms collected so far (a second test of
+//! the same field) follow only the feasible side, which keeps libpcap-style filters (which test
+//! the link type again in each primitive) from multiplying their paths.
+
+use std::collections::BTreeSet;
+use std::sync::Arc;
+
+use sift_ir::{Block, Function, Inst, Target, Terminator};
+
+use crate::canon::{Atom, Cond, Expr, Op, Rel, Unusable};
+
+/// The condition under which a filter accepts along one path: every atom holds.
+#[derive(Clone, Debug, PartialEq, Eq, Hash, PartialOrd, Ord)]
+pub(crate) struct Conjunction {
+    /// Sorted and without duplicates.
+    pub(crate) atoms: Vec<Atom>,
+}
+
+/// Bounds on the work spent decomposing one filter.
+#[derive(Clone, Copy, Debug)]
+pub(crate) struct Limits {
+    /// Accepting paths; a filter with more is run as a whole instead.
+    pub(crate) max_paths: usize,
+    /// Blocks visited over all paths (rejecting ones included).
+    pub(crate) max_steps: usize,
+}
+
+impl Default for Limits {
+    fn default() -> Limits {
+        Limits {
+            max_paths: 64,
+            max_steps: 20_000,
+        }
+    }
+}
+
+/// Why a filter is not decomposed into atoms (it is then run whole, in priority order).
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum NotDecomposed {
+    /// More accepting paths than the limit.
+    TooManyPaths,
+    /// The graph is too large to walk within the limit.
+    TooManySteps,
+    /// A value is computed by an expression too large to canonicalise.
+    ExpressionTooLarge,
+}
+
+/// One pending edge of the depth-first walk.
+struct Pending {
+    block: Block,
+    args: Vec<Arc<Expr>>,
+    atoms_len: usize,
+    required_len: usize,
+    /// The atoms the edge adds to the path.
+    edge: Vec<Atom>,
+}
+
+/// The accepting paths of `f` (which must have passed `sift_ir::verify`).
+pub(crate) fn decompose(f: &Function, limits: Limits) -> Result<Vec<Conjunction>, NotDecomposed> {
+    let mut env: Vec<Option<Arc<Expr>>> = vec![None; f.values.len()];
+    let mut atoms: Vec<Atom> = Vec::new();
+    // Expressions executed on the path that can fail (loads, divisions).
+    let mut required: Vec<Arc<Expr>> = Vec::new();
+    let mut out = Vec::new();
+    let mut steps = 0usize;
+    let mut stack = vec![Pending {
+        block: Function::ENTRY,
+        args: Vec::new(),
+        atoms_len: 0,
+        required_len: 0,
+        edge: Vec::new(),
+    }];
+    'paths: while let Some(p) = stack.pop() {
+        steps += 1;
+        if steps > limits.max_steps {
+            return Err(NotDecomposed::TooManySteps);
+        }
+        atoms.truncate(p.atoms_len);
+        required.truncate(p.required_len);
+        atoms.extend(p.edge);
+        let data = f.block(p.block);
+        for (param, arg) in data.params.iter().zip(p.args) {
+            env[param.index()] = Some(arg);
+        }
+        for &v in &data.insts {
+            let value = |x: sift_ir::Value| env[x.index()].clone().expect("verified: defined before use");
+            let e = match f.values[v.index()] {
+                Inst::Const(k) => Arc::new(Expr::Const(k)),
+                Inst::WireLen => Arc::new(Expr::WireLen),
+                Inst::Load {
+                    index,
+                    offset,
+                    size,
+                } => match Expr::load(index.map(value), offset, size) {
+                    Ok(e) => {
+                        required.push(e.clone());
+                        e
+                    }
+                    Err(Unusable::AlwaysFails) => continue 'paths,
+                    Err(Unusable::TooLarge) => return Err(NotDecomposed::ExpressionTooLarge),
+                },
+                Inst::Binary(op, a, b) => {
+                    let op = Op::from_ir(op);
+                    match Expr::binary(op, value(a), value(b)) {
+                        Ok(e) => {
+                            if op.can_fail() && e.constant().is_none() {
+                                required.push(e.clone());
+                            }
+                            e
+                        }
+                        Err(Unusable::AlwaysFails) => continue 'paths,
+                        Err(Unusable::TooLarge) => return Err(NotDecomposed::ExpressionTooLarge),
+                    }
+                }
+                Inst::Neg(a) => match Expr::neg(value(a)) {
+                    Ok(e) => e,
+                    Err(Unusable::AlwaysFails) => continue 'paths,
+                    Err(Unusable::TooLarge) => return Err(NotDecomposed::ExpressionTooLarge),
+                },
+                Inst::Param(_) => unreachable!("verified: parameters are not instructions"),
+            };
+            env[v.index()] = Some(e);
+        }
+        let value = |x: sift_ir::Value| env[x.index()].clone().expect("verified: defined before use");
+        let here = (atoms.len(), required.len());
+        let follow = |t: &Target, edge: Vec<Atom>, stack: &mut Vec<Pending>| {
+            stack.push(Pending {
+                block: t.block,
+                args: t.args.iter().map(|&a| value(a)).collect(),
+                atoms_len: here.0,
+                required_len: here.1,
+                edge,
+            });
+        };
+        match &data.term {
+            Terminator::Return(0) => {}
+            Terminator::Return(_) => {
+                out.push(finish(&atoms, &required));
+            }
+            Terminator::ReturnValue(v) => {
+                match decide(&atoms, Rel::Ne, value(*v), Arc::new(Expr::Const(0))) {
+                    Cond::Decided(false) => {}
+                    Cond::Decided(true) => out.push(finish(&atoms, &required)),
+                    Cond::Atom(a) => {
+                        atoms.push(a);
+                        out.push(finish(&atoms, &required));
+                    }
+                }
+            }
+            Terminator::Jump(t) => follow(t, Vec::new(), &mut stack),
+            Terminator::Branch {
+                op,
+                lhs,
+                rhs,
+                then_,
+                else_,
+            } => {
+                let rel = Rel::from_ir(*op);
+                match decide(&atoms, rel, value(*lhs), value(*rhs)) {
+                    Cond::Decided(true) => follow(then_, Vec::new(), &mut stack),
+                    Cond::Decided(false) => follow(else_, Vec::new(), &mut stack),
+                    Cond::Atom(a) => {
+                        let negated = negate(&a);
+                        // Else pushed first so the then side (usually the accepting one) runs first.
+                        follow(else_, vec![negated], &mut stack);
+                        follow(then_, vec![a], &mut stack);
+                    }
+                }
+            }
+            Terminator::Switch {
+                value: key,
+                cases,
+                default,
+            } => {
+                let key = value(*key);
+                let mut default_atoms = Vec::new();
+                let mut default_feasible = true;
+                for (k, t) in cases.iter().rev() {
+                    match decide(&atoms, Rel::Eq, key.clone(), Arc::new(Expr::Const(*k))) {
+                        Cond::Decided(false) => {}
+                        Cond::Decided(true) => {
+                            follow(t, Vec::new(), &mut stack);
+                            default_feasible = false;
+                        }
+                        Cond::Atom(a) => {
+                            default_atoms.push(negate(&a));
+                            follow(t, vec![a], &mut stack);
+                        }
+                    }
+                }
+                if default_feasible {
+                    follow(default, default_atoms, &mut stack);
+                }
+            }
+            Terminator::Unset => unreachable!("verified: terminators are set"),
+        }
+        if out.len() > limits.max_paths {
+            return Err(NotDecomposed::TooManyPaths);
+        }
+    }
+    Ok(out)
+}
+
+/// The negation of an atom produced by a branch (branch atoms are always comparisons).
+fn negate(a: &Atom) -> Atom {
+    match a {
+        Atom::Cmp { rel, lhs, rhs } => Atom::Cmp {
+            rel: rel.negate(),
+            lhs: lhs.clone(),
+            rhs: rhs.clone(),
+        },
+        other => unreachable!("branches produce comparisons, not {other:?}"),
+    }
+}
+
+/// Canonicalises `lhs rel rhs` and decides it from the atoms already on the path when a
+/// previous test fixed the field's value (`x == k`) or excluded it (`x != k`).
+fn decide(path: &[Atom], rel: Rel, lhs: Arc<Expr>, rhs: Arc<Expr>) -> Cond {
+    let cond = Atom::compare(rel, lhs, rhs);
+    let Cond::Atom(Atom::Cmp { rel, lhs, rhs }) = &cond else {
+        return cond;
+    };
+    let Some(k) = rhs.constant() else {
+        // Same comparison of two fields seen before: implied or contradicted.
+        for a in path {
+            if let Atom::Cmp { rel: r, lhs: l, rhs: x } = a {
+                if l == lhs && x == rhs {
+                    if r == rel {
+                        return Cond::Decided(true);
+                    }
+                    if *r == rel.negate() {
+                        return Cond::Decided(false);
+                    }
+                }
+            }
+        }
+        return cond;
+    };
+    for a in path {
+        let Atom::Cmp { rel: r, lhs: l, rhs: x } = a else {
+            continue;
+        };
+        if l != lhs {
+            continue;
+        }
+        let Some(c) = x.constant() else { continue };
+        match r {
+            Rel::Eq => return Cond::Decided(rel.eval(c, k)),
+            Rel::Ne if c == k && *rel == Rel::Eq => return Cond::Decided(false),
+            Rel::Ne if c == k && *rel == Rel::Ne => return Cond::Decided(true),
+            _ if r == rel && c == k => return Cond::Decided(true),
+            _ if *r == rel.negate() && c == k => return Cond::Decided(false),
+            _ => {}
+        }
+    }
+    cond
+}
+
+/// The conjunction of an accepting path: its comparisons plus the evaluation requirements no
+/// comparison already implies, sorted.
+fn finish(atoms: &[Atom], required: &[Arc<Expr>]) -> Conjunction {
+    // Everything a comparison reads must evaluate for the comparison to hold.
+    let mut covered: BTreeSet<Arc<Expr>> = BTreeSet::new();
+    for a in atoms {
+        if let Atom::Cmp { lhs, rhs, .. } = a {
+            lhs.for_each(&mut |e| {
+                covered.insert(e.clone());
+            });
+            rhs.for_each(&mut |e| {
+                covered.insert(e.clone());
+            });
+        }
+    }
+    // Requirements that are subexpressions of other requirements are implied by them.
+    let mut extra: BTreeSet<Arc<Expr>> = required
+        .iter()
+        .filter(|e| !covered.contains(*e))
+        .cloned()
+        .collect();
+    let nested: Vec<Arc<Expr>> = extra
+        .iter()
+        .flat_map(|e| {
+            let mut inner = Vec::new();
+            e.for_each(&mut |s| {
+                if !Arc::ptr_eq(s, e) {
+                    inner.push(s.clone());
+                }
+            });
+            inner
+        })
+        .collect();
+    for n in nested {
+        extra.remove(&n);
+    }
+    // A fixed-offset load is in bounds iff enough bytes were captured; the longest one covers
+    // the others, wherever it appears.
+    let fixed_end = |e: &Arc<Expr>| match **e {
+        Expr::Load {
+            index: None,
+            offset,
+            bytes,
+        } => Some(offset + u32::from(bytes)),
+        _ => None,
+    };
+    let covered_end = covered.iter().filter_map(fixed_end).max().unwrap_or(0);
+    let mut out: Vec<Atom> = atoms.to_vec();
+    let mut needed_end = 0;
+    for e in extra {
+        match fixed_end(&e) {
+            Some(end) => needed_end = needed_end.max(end),
+            None => out.push(Atom::Defined(e)),
+        }
+    }
+    if needed_end > covered_end {
+        out.push(Atom::MinCapLen(needed_end));
+    }
+    out.sort();
+    out.dedup();
+    Conjunction { atoms: out }
+}

@@ -1,0 +1,59 @@
+//! The reader side: matching packets against the current snapshot.
+
+use std::sync::Arc;
+
+use arc_swap::ArcSwap;
+
+use crate::snapshot::{Matches, Snapshot};
+
+/// Matches packets against a [`crate::Demux`]'s filters. Cheap to clone; `Send + Sync`.
+///
+/// Matching never blocks: each call (or each batch) loads the current snapshot with one
+/// atomic operation and works on it alone, so an update that happens meanwhile is either
+/// wholly visible or not at all.
+#[derive(Clone, Debug)]
+pub struct Reader {
+    shared: Arc<ArcSwap<Snapshot>>,
+}
+
+impl Reader {
+    pub(crate) fn new(shared: Arc<ArcSwap<Snapshot>>) -> Reader {
+        Reader { shared }
+    }
+
+    /// Matches one packet (`packet`: the captured bytes; `wire_len`: its length on the wire)
+    /// with CSPF delivery: the accepting copy filters ranked before the first accepting
+    /// exclusive filter, then that filter (see [`Matches`]).
+    pub fn match_packet(&self, packet: &[u8], wire_len: u32, out: &mut Matches) {
+        self.shared.load().run(packet, wire_len, out, false);
+    }
+
+    /// Every filter that accepts the packet, exclusive or not, in matching order
+    /// ([`Matches::exclusive`] is still the CSPF winner).
+    pub fn match_all(&self, packet: &[u8], wire_len: u32, out: &mut Matches) {
+        self.shared.load().run(packet, wire_len, out, true);
+    }
+
+    /// Matches a batch of packets against one snapshot, calling `deliver(i, matches)` for the
+    /// `i`-th packet (CSPF delivery, as [`Reader::match_packet`]).
+    pub fn match_batch<'p, I>(
+        &self,
+        packets: I,
+        scratch: &mut Matches,
+        mut deliver: impl FnMut(usize, &Matches),
+    ) where
+        I: IntoIterator<Item = (&'p [u8], u32)>,
+    {
+        let snapshot = self.shared.load();
+        for (i, (packet, wire_len)) in packets.into_iter().enumerate() {
+            snapshot.run(packet, wire_len, scratch, false);
+            deliver(i, scratch);
+        }
+    }
+
+    /// The exclusive winner for one packet, for callers that only dispatch.
+    pub fn best(&self, packet: &[u8], wire_len: u32, scratch: &mut Matches) -> Option<crate::FilterId> {
+        self.match_packet(packet, wire_len, scratch);
+        scratch.exclusive()
+    }
+}

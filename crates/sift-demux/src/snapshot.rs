@@ -1,0 +1,174 @@
+//! The published, immutable state readers match against, and the matching itself.
+//!
+//! Semantics (CSPF section 3.2): filters are tried in order of decreasing priority, ties broken
+//! by insertion order (the earlier filter first). A matching *copy* filter receives the packet
+//! and the walk goes on; a matching *exclusive* filter receives it and the walk stops. The
+//! snapshot computes the same result without walking: every shape is looked up once, the best
+//! exclusive hit bounds which run-whole ("residual") filters still need to run, and copies
+//! ranked after the winner are dropped.
+
+use std::sync::Arc;
+
+use sift_bytecode::VerifiedProgram;
+use sift_ir::Interpreter;
+
+use crate::shape::{Extractor, Key};
+use crate::table::{Entry, KeyHasher, Table};
+use crate::{Delivery, FilterId};
+
+/// A shape as readers see it.
+#[derive(Clone, Debug)]
+pub(crate) struct ShapeView {
+    pub(crate) extractor: Arc<Extractor>,
+    pub(crate) table: Table,
+}
+
+/// How a filter that was not decomposed runs.
+#[derive(Debug)]
+pub(crate) enum Engine {
+    Bytecode(VerifiedProgram),
+    /// For the rare function the bytecode code generator refuses (too many live values).
+    Reference(Interpreter),
+}
+
+/// A filter run whole, in rank order with the others.
+#[derive(Clone, Debug)]
+pub(crate) struct Residual {
+    pub(crate) entry: Entry,
+    pub(crate) engine: Arc<Engine>,
+}
+
+/// One consistent set of installed filters.
+#[derive(Debug, Default)]
+pub(crate) struct Snapshot {
+    pub(crate) shapes: Vec<ShapeView>,
+    /// In rank order.
+    pub(crate) residuals: Arc<[Residual]>,
+    pub(crate) hasher: KeyHasher,
+}
+
+/// The result of matching one packet, and the scratch space matching needs (keep one per thread
+/// and reuse it: matching then allocates nothing).
+#[derive(Debug, Default)]
+pub struct Matches {
+    delivered: Vec<FilterId>,
+    exclusive: Option<FilterId>,
+    regs: Vec<u32>,
+    candidates: Vec<Entry>,
+    bytecode: Option<sift_bytecode::Cache>,
+    reference: Option<sift_ir::Cache>,
+}
+
+impl Matches {
+    pub fn new() -> Matches {
+        Matches::default()
+    }
+
+    /// The exclusive filter that receives the packet: the first exclusive filter in matching
+    /// order that accepts it.
+    pub fn exclusive(&self) -> Option<FilterId> {
+        self.exclusive
+    }
+
+    /// Every filter that receives the packet, in matching order (priority descending, then
+    /// insertion order). After [`crate::Reader::match_packet`]: the accepting copy filters
+    /// ranked before the exclusive winner, then the winner. After
+    /// [`crate::Reader::match_all`]: every accepting filter.
+    pub fn delivered(&self) -> &[FilterId] {
+        &self.delivered
+    }
+
+    /// The accepting copy filters among [`Matches::delivered`].
+    pub fn copies(&self) -> impl Iterator<Item = FilterId> + '_ {
+        let winner = self.exclusive;
+        self.delivered.iter().copied().filter(move |&id| Some(id) != winner)
+    }
+
+    pub fn is_empty(&self) -> bool {
+        self.delivered.is_empty()
+    }
+}
+
+impl Engine {
+    fn accepts(&self, m: &mut Matches, pkt: &[u8], wire_len: u32) -> bool {
+        match self {
+            Engine::Bytecode(p) => {
+                let cache = m.bytecode.get_or_insert_with(sift_bytecode::Cache::new);
+                p.run(cache, pkt, wire_len) != 0
+            }
+            Engine::Reference(i) => {
+                let cache = m.reference.get_or_insert_with(sift_ir::Cache::new);
+                i.run(cache, pkt, wire_len) != 0
+            }
+        }
+    }
+}
+
+impl Snapshot {
+    /// Fills `m` for one packet. `all`: every accepting filter instead of CSPF delivery.
+    #[inline]
+    pub(crate) fn run(&self, pkt: &[u8], wire_len: u32, m: &mut Matches, all: bool) {
+        m.delivered.clear();
+        m.candidates.clear();
+        m.exclusive = None;
+        let mut best: Option<Entry> = None;
+        let mut key = Key::default();
+        for shape in &self.shapes {
+            if !shape.extractor.extract(pkt, wire_len, &mut m.regs, &mut key) {
+                continue;
+            }
+            let Some(entries) = shape.table.get(&key, &self.hasher) else {
+                continue;
+            };
+            for e in entries.as_slice() {
+                if e.delivery == Delivery::Exclusive {
+                    if outranks(e, &best) {
+                        best = Some(*e);
+                    }
+                    if !all {
+                        // Entries are in rank order: the rest rank after this winner.
+                        break;
+                    }
+                }
+                m.candidates.push(*e);
+            }
+        }
+        for r in self.residuals.iter() {
+            if !all && best.is_some_and(|b| r.entry.rank() > b.rank()) {
+                break;
+            }
+            if !r.engine.accepts(m, pkt, wire_len) {
+                continue;
+            }
+            if r.entry.delivery == Delivery::Exclusive {
+                if outranks(&r.entry, &best) {
+                    best = Some(r.entry);
+                }
+                if !all {
+                    break;
+                }
+            }
+            m.candidates.push(r.entry);
+        }
+        m.exclusive = best.map(|b| b.id);
+        if !all {
+            if let Some(b) = best {
+                m.candidates.retain(|c| c.rank() < b.rank());
+                m.candidates.push(b);
+            }
+        }
+        if m.candidates.len() > 1 {
+            m.candidates.sort_unstable_by_key(Entry::rank);
+        }
+        m.delivered.extend(m.candidates.iter().map(|e| e.id));
+    }
+}
+
+/// Whether `e` comes before the best exclusive match so far.
+#[inline]
+fn outranks(e: &Entry, best: &Option<Entry>) -> bool {
+    match best {
+        None => true,
+        Some(b) => e.rank() < b.rank(),
+    }
+}
