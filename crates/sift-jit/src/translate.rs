@@ -200,6 +200,13 @@ pub(crate) fn translate(
         data,
     };
     t.body();
+    // The shared reject block is filled last: Cranelift requires the block being built to be
+    // finished before switching to another, so it cannot be filled when first needed.
+    if let Some(r) = t.reject {
+        t.b.switch_to_block(r);
+        let zero = t.b.ins().iconst(types::I32, 0);
+        t.exit(zero);
+    }
     t.b.seal_all_blocks();
 }
 
@@ -228,14 +235,7 @@ impl Translator<'_, '_, '_> {
         if let Some(r) = self.reject {
             return r;
         }
-        let current = self.b.current_block();
         let r = self.b.create_block();
-        self.b.switch_to_block(r);
-        let zero = self.b.ins().iconst(types::I32, 0);
-        self.exit(zero);
-        if let Some(c) = current {
-            self.b.switch_to_block(c);
-        }
         self.reject = Some(r);
         r
     }
