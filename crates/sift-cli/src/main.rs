@@ -35,7 +35,10 @@ enum Lang {
     /// DPF (1996) atoms: `(offset:bits == value) && ...`.
     Dpf,
     /// Classic BPF in `tcpdump -d` or bpf_asm text.
+    #[value(alias = "bpf")]
     Cbpf,
+    /// MPF (1994): classic BPF text with `ret_match_imm`, `jmp_match_imm` and `key`.
+    Mpf,
 }
 
 /// What `sift compile` produces.
@@ -185,6 +188,11 @@ fn compile(lang: Lang, expr: &str, opts: &Options) -> Result<Filter> {
         Lang::Dpf => {
             let filter = sift_seeds::dpf::parse(expr).map_err(|e| anyhow!(e.render(expr)))?;
             sift_seeds::dpf::lift_with(&filter, opts.snaplen)
+        }
+        Lang::Mpf => {
+            let program = sift_seeds::mpf::parse(expr).map_err(|e| anyhow!(e.render(expr)))?;
+            sift_seeds::mpf::lift_with(&program, opts.snaplen)
+                .map_err(|e| anyhow!(e.render(expr)))?
         }
         Lang::Cbpf => {
             let program = sift_bpf::asm::assemble(expr).map_err(|e| anyhow!("{e}"))?;

@@ -101,6 +101,21 @@ fn seed_languages_and_classic_bpf_agree_with_the_pcap_expression() {
     );
     let cbpf = "ldh [12]\njeq #0x800, yes, no\nyes: ret #262144\nno: ret #0\n";
     assert_eq!(count(&["--lang", "cbpf"], cbpf), ip);
+    assert_eq!(count(&["--lang", "bpf"], cbpf), ip);
+    // MPF: an IPv4 packet's protocol as the key; one key per program, as a session filter.
+    let mpf = |proto: u32| {
+        format!(
+            "ldh [12]\njeq #0x800, l1, fail\nl1: ldb [23]\nst M[0]\nret_match_imm #ALL, 1\n\
+             key #{proto}\nfail: ret #0\n"
+        )
+    };
+    for (proto, name) in [(6, "tcp"), (17, "udp")] {
+        assert_eq!(
+            count(&["--lang", "mpf"], &mpf(proto)),
+            count(&[], &format!("ip proto {proto}")),
+            "{name}"
+        );
+    }
 }
 
 #[test]
