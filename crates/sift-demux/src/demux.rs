@@ -9,7 +9,8 @@ use sift_ir::{Function, Interpreter, VerifyError};
 
 use crate::paths::{decompose, Limits, NotDecomposed};
 use crate::reader::Reader;
-use crate::shape::{split, Extractor, Key, ShapeSig};
+use crate::extract::Extractor;
+use crate::shape::{split, Key, ShapeSig};
 use crate::snapshot::{Engine, Residual, ShapeView, Snapshot};
 use crate::table::{Entry, KeyHasher, Table};
 
@@ -215,11 +216,20 @@ impl Demux {
             id,
             delivery,
         };
-        let at = match decompose(filter, self.limits) {
+        let split_paths = decompose(filter, self.limits).and_then(|paths| {
+            let split: Vec<(ShapeSig, Key)> = paths.iter().map(split).collect();
+            // Every shape must compile before anything is installed.
+            for (sig, _) in &split {
+                if !self.by_sig.contains_key(sig) && Extractor::compile(sig).is_none() {
+                    return Err(NotDecomposed::TooManyValues);
+                }
+            }
+            Ok(split)
+        });
+        let at = match split_paths {
             Ok(paths) => {
                 let mut placed: Vec<(usize, Key)> = Vec::with_capacity(paths.len());
-                for conj in &paths {
-                    let (sig, key) = split(conj);
+                for (sig, key) in paths {
                     let shape = self.shape_for(sig);
                     // Paths are mutually exclusive, so two with one key can only both be
                     // unsatisfiable; one entry is enough.
@@ -256,7 +266,7 @@ impl Demux {
         if let Some(&i) = self.by_sig.get(&sig) {
             return i;
         }
-        let extractor = Extractor::compile(&sig);
+        let extractor = Extractor::compile(&sig).expect("checked by the caller");
         let table = Table::new(extractor.key_words);
         let sig = Arc::new(sig);
         let shape = Shape {

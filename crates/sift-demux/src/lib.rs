@@ -43,6 +43,7 @@
 
 mod canon;
 mod demux;
+mod extract;
 mod overlap;
 mod paths;
 mod reader;

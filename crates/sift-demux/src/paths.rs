@@ -53,6 +53,8 @@ pub enum NotDecomposed {
     TooManySteps,
     /// A value is computed by an expression too large to canonicalise.
     ExpressionTooLarge,
+    /// A path reads more distinct values than a shape's extractor has registers.
+    TooManyValues,
 }
 
 /// One pending edge of the depth-first walk.

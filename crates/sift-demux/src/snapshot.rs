@@ -12,7 +12,8 @@ use std::sync::Arc;
 use sift_bytecode::VerifiedProgram;
 use sift_ir::Interpreter;
 
-use crate::shape::{Extractor, Key};
+use crate::extract::{Extractor, Regs, MAX_REGS};
+use crate::shape::Key;
 use crate::table::{Entry, KeyHasher, Table};
 use crate::{Delivery, FilterId};
 
@@ -49,14 +50,27 @@ pub(crate) struct Snapshot {
 
 /// The result of matching one packet, and the scratch space matching needs (keep one per thread
 /// and reuse it: matching then allocates nothing).
-#[derive(Debug, Default)]
+#[derive(Debug)]
 pub struct Matches {
     delivered: Vec<FilterId>,
     exclusive: Option<FilterId>,
-    regs: Vec<u32>,
+    regs: Box<Regs>,
     candidates: Vec<Entry>,
     bytecode: Option<sift_bytecode::Cache>,
     reference: Option<sift_ir::Cache>,
+}
+
+impl Default for Matches {
+    fn default() -> Matches {
+        Matches {
+            delivered: Vec::new(),
+            exclusive: None,
+            regs: Box::new([0; MAX_REGS]),
+            candidates: Vec::new(),
+            bytecode: None,
+            reference: None,
+        }
+    }
 }
 
 impl Matches {
