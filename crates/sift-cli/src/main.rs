@@ -1,18 +1,19 @@
 //! The `sift` command: tcpdump-compatible filtering of capture files, and views of each stage of
 //! the compiler.
 
-use std::collections::hash_map::{Entry, HashMap};
-use std::fs::File;
-use std::io::{self, BufReader, BufWriter, IsTerminal, Write};
 use std::path::PathBuf;
 use std::process::ExitCode;
 
 mod capture;
+mod filter;
+mod lang;
 
 use anyhow::{anyhow, bail, Context, Result};
 use clap::{Parser, Subcommand, ValueEnum};
-use sift::{Filter, Options};
-use sift_capture::{ByteOrder, CaptureReader, PcapWriter};
+use sift::Options;
+
+use filter::Engine;
+use lang::{compile, Lang};
 
 #[derive(Parser)]
 #[command(
@@ -23,22 +24,6 @@ use sift_capture::{ByteOrder, CaptureReader, PcapWriter};
 struct Cli {
     #[command(subcommand)]
     command: Command,
-}
-
-/// The language a filter is written in.
-#[derive(Clone, Copy, Debug, PartialEq, Eq, ValueEnum)]
-enum Lang {
-    /// The tcpdump/libpcap filter language.
-    Pcap,
-    /// CSPF (1987) stack programs, as the words of a `struct enfilter` initializer.
-    Cspf,
-    /// DPF (1996) atoms: `(offset:bits == value) && ...`.
-    Dpf,
-    /// Classic BPF in `tcpdump -d` or bpf_asm text.
-    #[value(alias = "bpf")]
-    Cbpf,
-    /// MPF (1994): classic BPF text with `ret_match_imm`, `jmp_match_imm` and `key`.
-    Mpf,
 }
 
 /// What `sift compile` produces.
@@ -69,9 +54,16 @@ enum Command {
         /// Read the expression from a file.
         #[arg(short = 'F', value_name = "EXPRFILE")]
         expr_file: Option<PathBuf>,
+        /// Read a classic BPF program from a file (any text form, or a binary `struct
+        /// sock_filter` array).
+        #[arg(long = "bpf", value_name = "FILE", conflicts_with = "expr_file")]
+        bpf_file: Option<PathBuf>,
         /// The language of the expression.
         #[arg(long, value_enum, default_value_t = Lang::Pcap)]
         lang: Lang,
+        /// The engine that runs the filter.
+        #[arg(long, value_enum, default_value_t = Engine::Auto)]
+        engine: Engine,
         /// The filter expression (several arguments are joined with spaces, as tcpdump does).
         expression: Vec<String>,
     },
@@ -111,6 +103,10 @@ enum Command {
         /// initializers, `-ddd` the instruction count then one `code jt jf k` line each.
         #[arg(short = 'd', action = clap::ArgAction::Count)]
         dump: u8,
+        /// Read a classic BPF program from a file (any text form, or a binary `struct
+        /// sock_filter` array) instead of an expression.
+        #[arg(long = "bpf", value_name = "FILE")]
+        bpf_file: Option<PathBuf>,
         /// Optimization level: 0 compiles without optimizing, as `tcpdump -O` (which also gives
         /// the filter libpcap's unoptimized meaning on truncated packets).
         #[arg(short = 'O', value_name = "LEVEL", default_value_t = 1)]
@@ -153,68 +149,6 @@ fn main() -> ExitCode {
             ExitCode::from(1)
         }
     }
-}
-
-fn expression(args: &[String], file: Option<&PathBuf>, lang: Lang) -> Result<String> {
-    match file {
-        Some(path) => {
-            let text = std::fs::read_to_string(path)
-                .with_context(|| format!("reading expression file {}", path.display()))?;
-            if lang != Lang::Pcap {
-                // The other languages have comment syntaxes of their own.
-                return Ok(text);
-            }
-            // tcpdump ignores the command-line expression when -F is given; comments start with #.
-            Ok(text
-                .lines()
-                .map(|l| l.split('#').next().unwrap_or(""))
-                .collect::<Vec<_>>()
-                .join("\n"))
-        }
-        None => Ok(args.join(" ")),
-    }
-}
-
-/// Compiles a filter written in `lang` (only pcap-filter expressions depend on the link type).
-fn compile(lang: Lang, expr: &str, opts: &Options) -> Result<Filter> {
-    let ir = match lang {
-        Lang::Pcap => {
-            return Filter::compile_with(expr, opts).map_err(|e| anyhow!("{}", e.render(expr)))
-        }
-        Lang::Cspf => {
-            let program = sift_seeds::cspf::parse(expr).map_err(|e| anyhow!(e.render(expr)))?;
-            sift_seeds::cspf::lift_with(&program, opts.snaplen)
-        }
-        Lang::Dpf => {
-            let filter = sift_seeds::dpf::parse(expr).map_err(|e| anyhow!(e.render(expr)))?;
-            sift_seeds::dpf::lift_with(&filter, opts.snaplen)
-        }
-        Lang::Mpf => {
-            let program = sift_seeds::mpf::parse(expr).map_err(|e| anyhow!(e.render(expr)))?;
-            sift_seeds::mpf::lift_with(&program, opts.snaplen)
-                .map_err(|e| anyhow!(e.render(expr)))?
-        }
-        Lang::Cbpf => {
-            let program = sift_bpf::asm::assemble(expr).map_err(|e| anyhow!("{e}"))?;
-            let valid = sift_bpf::validate(&program, sift_bpf::Dialect::Libpcap)
-                .map_err(|e| anyhow!("{e}"))?;
-            sift_bpf::lift(&valid)
-        }
-    };
-    Ok(Filter::from_ir(ir)?)
-}
-
-/// Checks a filter's text before any file is opened, so a typo costs nothing.
-fn check(lang: Lang, expr: &str) -> Result<()> {
-    match lang {
-        Lang::Pcap => {
-            sift::parse(expr).map_err(|e| anyhow!("{}", e.render(expr)))?;
-        }
-        other => {
-            compile(other, expr, &Options::new(1, 262144))?;
-        }
-    }
-    Ok(())
 }
 
 fn run(cli: Cli) -> Result<ExitCode> {
@@ -269,13 +203,14 @@ fn run(cli: Cli) -> Result<ExitCode> {
             program_type,
             output,
             dump,
+            bpf_file,
             level,
             lang,
             linktype,
             snaplen,
             expression: args,
         } => {
-            let expr = args.join(" ");
+            let (lang, expr) = lang::source(&args, None, bpf_file.as_deref(), lang)?;
             let opts = Options {
                 optimize: level > 0,
                 ..Options::new(linktype, snaplen)
@@ -316,16 +251,23 @@ fn run(cli: Cli) -> Result<ExitCode> {
             count,
             linktype,
             expr_file,
+            bpf_file,
             lang,
+            engine,
             expression: args,
-        } => filter(
-            &read,
-            write.as_ref(),
-            count,
-            linktype,
-            lang,
-            &expression(&args, expr_file.as_ref(), lang)?,
-        ),
+        } => {
+            let (lang, expr) =
+                lang::source(&args, expr_file.as_deref(), bpf_file.as_deref(), lang)?;
+            filter::run(&filter::Request {
+                inputs: &read,
+                output: write.as_ref(),
+                print_count: count,
+                linktype,
+                lang,
+                expr: &expr,
+                engine,
+            })
+        }
     }
 }
 
@@ -337,88 +279,5 @@ fn report_size_limits(len: usize) {
         eprintln!("warning: {len} instructions: over Linux's limit of {LINUX_MAX}");
     } else if len > BSD_MAX {
         eprintln!("warning: {len} instructions: over the BSDs' limit of {BSD_MAX} (Linux takes up to {LINUX_MAX})");
-    }
-}
-
-fn filter(
-    inputs: &[PathBuf],
-    output: Option<&PathBuf>,
-    print_count: bool,
-    linktype_override: Option<u32>,
-    lang: Lang,
-    expr: &str,
-) -> Result<ExitCode> {
-    check(lang, expr)?;
-    let mut writer: Option<PcapWriter<BufWriter<File>>> = None;
-    let mut accepted: u64 = 0;
-    let mut seen: u64 = 0;
-    let progress = io::stderr().is_terminal();
-    let native = if cfg!(target_endian = "little") {
-        ByteOrder::Little
-    } else {
-        ByteOrder::Big
-    };
-    let mut failure = None;
-    for path in inputs {
-        let file = File::open(path).with_context(|| format!("opening {}", path.display()))?;
-        let mut reader = CaptureReader::new(BufReader::new(file))
-            .map_err(|e| anyhow!("{}: {e}", path.display()))?;
-        if writer.is_none() {
-            if let Some(out) = output {
-                let f = File::create(out).with_context(|| format!("creating {}", out.display()))?;
-                writer = Some(PcapWriter::tcpdump_compatible(BufWriter::new(f), &reader)?);
-            }
-        }
-        let snaplen = reader.snaplen().unwrap_or(262144);
-        let mut filters: HashMap<u32, Filter> = HashMap::new();
-        loop {
-            let record = match reader.next_record() {
-                Ok(Some(r)) => r,
-                Ok(None) => break,
-                Err(e) => {
-                    // Every packet before the damage has been delivered; report and stop.
-                    failure = Some(anyhow!("{}: {e}", path.display()));
-                    break;
-                }
-            };
-            let lt = linktype_override.unwrap_or(record.linktype);
-            let filter = match filters.entry(lt) {
-                Entry::Occupied(e) => e.into_mut(),
-                Entry::Vacant(e) => {
-                    let opts = Options {
-                        swapped: reader.byte_order() != native,
-                        ..Options::new(lt, snaplen)
-                    };
-                    e.insert(compile(lang, expr, &opts)?)
-                }
-            };
-            seen += 1;
-            if filter.matches(&record.data, record.wire_len) {
-                accepted += 1;
-                if let Some(w) = writer.as_mut() {
-                    w.write_record(&record)?;
-                }
-            }
-            if progress && seen.is_multiple_of(100_000) {
-                eprint!("\r{seen} packets read, {accepted} accepted");
-            }
-        }
-        if failure.is_some() {
-            break;
-        }
-    }
-    if progress && seen >= 100_000 {
-        eprintln!();
-    }
-    if let Some(mut w) = writer {
-        w.flush()?;
-    }
-    if print_count {
-        println!("{accepted}");
-        io::stdout().flush()?;
-    }
-    match failure {
-        Some(e) => Err(e),
-        None => Ok(ExitCode::SUCCESS),
     }
 }

@@ -219,3 +219,47 @@ fn compiles_to_ebpf_objects() {
     let o = sift(&["compile", "-o", "/dev/null", "ip"]);
     assert!(!o.status.success());
 }
+
+#[test]
+fn every_engine_gives_the_same_counts() {
+    for expr in ["tcp port 80", "udp or arp", "ip[0] & 0xf > 5", "not ip6"] {
+        let expected = libpcap_count(expr);
+        for engine in ["auto", "ir", "interp", "jit"] {
+            assert_eq!(
+                count(&["--engine", engine], expr),
+                expected,
+                "{engine}: {expr}"
+            );
+        }
+    }
+}
+
+#[test]
+fn classic_bpf_files_in_every_form() {
+    let expr = "tcp port 80 or udp";
+    let expected = libpcap_count(expr);
+    let dir = std::env::temp_dir();
+    let id = std::process::id();
+    let ddd = String::from_utf8(sift(&["compile", "-ddd", expr]).stdout).unwrap();
+    let dd = String::from_utf8(sift(&["compile", "-dd", expr]).stdout).unwrap();
+    let asm = String::from_utf8(sift(&["compile", "-d", expr]).stdout).unwrap();
+    let program = sift_bpf::numeric::parse_ddd(&ddd).unwrap();
+    let order = if cfg!(target_endian = "little") {
+        sift_bpf::numeric::ByteOrder::Little
+    } else {
+        sift_bpf::numeric::ByteOrder::Big
+    };
+    let binary = sift_bpf::numeric::to_bytes(&program, order);
+    for (name, bytes) in [
+        ("ddd", ddd.into_bytes()),
+        ("dd", dd.into_bytes()),
+        ("asm", asm.into_bytes()),
+        ("bin", binary),
+    ] {
+        let path = dir.join(format!("sift-cli-{id}.{name}"));
+        std::fs::write(&path, bytes).unwrap();
+        let got = count(&["--bpf", path.to_str().unwrap()], "");
+        std::fs::remove_file(&path).ok();
+        assert_eq!(got, expected, "{name}");
+    }
+}
