@@ -145,13 +145,17 @@ impl Expr {
     /// `a op b`, folded and ordered.
     pub(crate) fn binary(op: Op, a: Arc<Expr>, b: Arc<Expr>) -> Result<Arc<Expr>, Unusable> {
         if let (Some(x), Some(y)) = (a.constant(), b.constant()) {
-            return op.apply(x, y).map(|v| Arc::new(Expr::Const(v))).ok_or(AlwaysFails);
+            return op
+                .apply(x, y)
+                .map(|v| Arc::new(Expr::Const(v)))
+                .ok_or(AlwaysFails);
         }
-        let (a, b) = if op.commutative() && (a.constant().is_some() || (b.constant().is_none() && b < a)) {
-            (b, a)
-        } else {
-            (a, b)
-        };
+        let (a, b) =
+            if op.commutative() && (a.constant().is_some() || (b.constant().is_none() && b < a)) {
+                (b, a)
+            } else {
+                (a, b)
+            };
         // Identities. Dropping an operand is safe: any load or division inside it was executed
         // and is recorded separately as a requirement of the path.
         match (op, b.constant()) {
@@ -204,11 +208,13 @@ impl Expr {
                 (Op::Shr, Some(s)) => a.possible_bits().checked_shr(s).unwrap_or(0),
                 (Op::Shl, Some(s)) => a.possible_bits().checked_shl(s).unwrap_or(0),
                 // The quotient is at most the dividend, so it fits in the dividend's width.
-                (Op::Div, Some(_)) => u32::MAX.checked_shr(a.possible_bits().leading_zeros()).unwrap_or(0),
+                (Op::Div, Some(_)) => u32::MAX
+                    .checked_shr(a.possible_bits().leading_zeros())
+                    .unwrap_or(0),
                 // The remainder is below the divisor.
-                (Op::Mod, Some(m)) => {
-                    u32::MAX.checked_shr(m.saturating_sub(1).leading_zeros()).unwrap_or(0)
-                }
+                (Op::Mod, Some(m)) => u32::MAX
+                    .checked_shr(m.saturating_sub(1).leading_zeros())
+                    .unwrap_or(0),
                 _ => u32::MAX,
             },
         }
@@ -347,11 +353,20 @@ impl Atom {
                 None => Cond::Atom(Atom::Cmp { rel, lhs, rhs }),
             },
             (None, None) => {
-                if lhs == rhs && matches!(rel, Rel::Eq | Rel::Ge | Rel::Le | Rel::Ne | Rel::Gt | Rel::Lt) {
+                if lhs == rhs
+                    && matches!(
+                        rel,
+                        Rel::Eq | Rel::Ge | Rel::Le | Rel::Ne | Rel::Gt | Rel::Lt
+                    )
+                {
                     return Cond::Decided(matches!(rel, Rel::Eq | Rel::Ge | Rel::Le));
                 }
                 if rhs < lhs {
-                    Cond::Atom(Atom::Cmp { rel: rel.mirror(), lhs: rhs, rhs: lhs })
+                    Cond::Atom(Atom::Cmp {
+                        rel: rel.mirror(),
+                        lhs: rhs,
+                        rhs: lhs,
+                    })
                 } else {
                     Cond::Atom(Atom::Cmp { rel, lhs, rhs })
                 }
@@ -362,7 +377,11 @@ impl Atom {
     /// `(field, k)` when the atom is `field == k`: a key of the dispatch tables.
     pub(crate) fn as_key(&self) -> Option<(&Arc<Expr>, u32)> {
         match self {
-            Atom::Cmp { rel: Rel::Eq, lhs, rhs } => rhs.constant().map(|k| (lhs, k)),
+            Atom::Cmp {
+                rel: Rel::Eq,
+                lhs,
+                rhs,
+            } => rhs.constant().map(|k| (lhs, k)),
             _ => None,
         }
     }
@@ -394,7 +413,10 @@ mod tests {
     fn constant_index_folds_into_offset() {
         let i = Expr::load(Some(k(10)), 4, LoadSize::Half).unwrap();
         assert_eq!(i, load(14, LoadSize::Half));
-        assert_eq!(Expr::load(Some(k(u32::MAX)), 4, LoadSize::Half), Err(AlwaysFails));
+        assert_eq!(
+            Expr::load(Some(k(u32::MAX)), 4, LoadSize::Half),
+            Err(AlwaysFails)
+        );
     }
 
     #[test]
@@ -404,11 +426,21 @@ mod tests {
             Atom::compare(Rel::Eq, k(6), b.clone()),
             Atom::compare(Rel::Eq, b.clone(), k(6))
         );
-        assert_eq!(Atom::compare(Rel::Eq, b.clone(), k(300)), Cond::Decided(false));
-        assert_eq!(Atom::compare(Rel::Le, b.clone(), k(255)), Cond::Decided(true));
+        assert_eq!(
+            Atom::compare(Rel::Eq, b.clone(), k(300)),
+            Cond::Decided(false)
+        );
+        assert_eq!(
+            Atom::compare(Rel::Le, b.clone(), k(255)),
+            Cond::Decided(true)
+        );
         assert_eq!(
             Atom::compare(Rel::Gt, k(5), b.clone()),
-            Cond::Atom(Atom::Cmp { rel: Rel::Lt, lhs: b, rhs: k(5) })
+            Cond::Atom(Atom::Cmp {
+                rel: Rel::Lt,
+                lhs: b,
+                rhs: k(5)
+            })
         );
     }
 

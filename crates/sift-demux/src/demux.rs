@@ -7,9 +7,9 @@ use std::sync::Arc;
 use arc_swap::ArcSwap;
 use sift_ir::{Function, Interpreter, VerifyError};
 
+use crate::extract::Extractor;
 use crate::paths::{decompose, Limits, NotDecomposed};
 use crate::reader::Reader;
-use crate::extract::Extractor;
 use crate::shape::{split, Key, ShapeSig};
 use crate::snapshot::{Engine, Residual, ShapeView, Snapshot};
 use crate::table::{Entry, KeyHasher, Table};
@@ -183,6 +183,13 @@ impl Demux {
         })
     }
 
+    /// The priority and delivery an installed filter was given.
+    pub fn priority(&self, id: FilterId) -> Option<(i32, Delivery)> {
+        self.filters
+            .get(&id)
+            .map(|f| (f.entry.priority, f.entry.delivery))
+    }
+
     pub fn len(&self) -> usize {
         self.filters.len()
     }
@@ -253,7 +260,9 @@ impl Demux {
                     entry,
                     engine: Arc::new(engine),
                 };
-                let at = self.residuals.partition_point(|x| x.entry.rank() < entry.rank());
+                let at = self
+                    .residuals
+                    .partition_point(|x| x.entry.rank() < entry.rank());
                 self.residuals.insert(at, r);
                 Where::Residual(why)
             }
@@ -325,7 +334,12 @@ impl Demux {
             self.published_residuals = self.residuals.clone().into();
         }
         let snapshot = Snapshot {
-            shapes: self.shapes.iter().flatten().map(|s| s.view.clone()).collect(),
+            shapes: self
+                .shapes
+                .iter()
+                .flatten()
+                .map(|s| s.view.clone())
+                .collect(),
             residuals: self.published_residuals.clone(),
             hasher: self.hasher.clone(),
         };

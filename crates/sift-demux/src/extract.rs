@@ -21,22 +21,77 @@ pub(crate) type Regs = [u32; MAX_REGS];
 
 #[derive(Clone, Copy, Debug)]
 enum Step {
-    Const { dst: u8, k: u32 },
-    WireLen { dst: u8 },
-    Load { dst: u8, offset: u32, bytes: u8 },
-    LoadAt { dst: u8, index: u8, offset: u32, bytes: u8 },
-    Bin { dst: u8, op: Op, a: u8, b: u8 },
-    BinK { dst: u8, op: Op, a: u8, k: u32 },
-    Neg { dst: u8, a: u8 },
+    Const {
+        dst: u8,
+        k: u32,
+    },
+    WireLen {
+        dst: u8,
+    },
+    Load {
+        dst: u8,
+        offset: u32,
+        bytes: u8,
+    },
+    LoadAt {
+        dst: u8,
+        index: u8,
+        offset: u32,
+        bytes: u8,
+    },
+    Bin {
+        dst: u8,
+        op: Op,
+        a: u8,
+        b: u8,
+    },
+    BinK {
+        dst: u8,
+        op: Op,
+        a: u8,
+        k: u32,
+    },
+    Neg {
+        dst: u8,
+        a: u8,
+    },
     /// Reject unless `r[a] rel k`.
-    Check { rel: Rel, a: u8, k: u32 },
-    CheckRegs { rel: Rel, a: u8, b: u8 },
+    Check {
+        rel: Rel,
+        a: u8,
+        k: u32,
+    },
+    CheckRegs {
+        rel: Rel,
+        a: u8,
+        b: u8,
+    },
     /// A fixed-offset load compared once.
-    CheckLoad { offset: u32, bytes: u8, rel: Rel, k: u32 },
-    Key { a: u8, word: u8, shift: u8 },
+    CheckLoad {
+        offset: u32,
+        bytes: u8,
+        rel: Rel,
+        k: u32,
+    },
+    Key {
+        a: u8,
+        word: u8,
+        shift: u8,
+    },
     /// A fixed-offset load that is only a key field.
-    KeyLoad { offset: u32, bytes: u8, word: u8, shift: u8 },
-    KeyLoadAt { index: u8, offset: u32, bytes: u8, word: u8, shift: u8 },
+    KeyLoad {
+        offset: u32,
+        bytes: u8,
+        word: u8,
+        shift: u8,
+    },
+    KeyLoadAt {
+        index: u8,
+        offset: u32,
+        bytes: u8,
+        word: u8,
+        shift: u8,
+    },
 }
 
 /// The compiled form of a [`ShapeSig`].
@@ -146,8 +201,22 @@ impl Builder {
         self.steps.push(match step {
             Step::Const { k, .. } => Step::Const { dst: r, k },
             Step::WireLen { .. } => Step::WireLen { dst: r },
-            Step::Load { offset, bytes, .. } => Step::Load { dst: r, offset, bytes },
-            Step::LoadAt { index, offset, bytes, .. } => Step::LoadAt { dst: r, index, offset, bytes },
+            Step::Load { offset, bytes, .. } => Step::Load {
+                dst: r,
+                offset,
+                bytes,
+            },
+            Step::LoadAt {
+                index,
+                offset,
+                bytes,
+                ..
+            } => Step::LoadAt {
+                dst: r,
+                index,
+                offset,
+                bytes,
+            },
             Step::Bin { op, a, b, .. } => Step::Bin { dst: r, op, a, b },
             Step::BinK { op, a, k, .. } => Step::BinK { dst: r, op, a, k },
             Step::Neg { a, .. } => Step::Neg { dst: r, a },

@@ -53,5 +53,5 @@ mod table;
 
 pub use demux::{Batch, Delivery, Demux, FilterId, InsertError, Placement, Stats};
 pub use paths::NotDecomposed;
-pub use reader::Reader;
+pub use reader::{LocalReader, Reader};
 pub use snapshot::Matches;

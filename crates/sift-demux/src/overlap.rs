@@ -77,7 +77,13 @@ impl Demux {
             }
         }
         let Ok(paths) = decompose(filter, self.limits()) else {
-            return Ok(self.filters.keys().copied().collect::<BTreeSet<_>>().into_iter().collect());
+            return Ok(self
+                .filters
+                .keys()
+                .copied()
+                .collect::<BTreeSet<_>>()
+                .into_iter()
+                .collect());
         };
         for conj in &paths {
             let (sig, key) = split(conj);

@@ -95,7 +95,11 @@ pub(crate) fn decompose(f: &Function, limits: Limits) -> Result<Vec<Conjunction>
             env[param.index()] = Some(arg);
         }
         for &v in &data.insts {
-            let value = |x: sift_ir::Value| env[x.index()].clone().expect("verified: defined before use");
+            let value = |x: sift_ir::Value| {
+                env[x.index()]
+                    .clone()
+                    .expect("verified: defined before use")
+            };
             let e = match f.values[v.index()] {
                 Inst::Const(k) => Arc::new(Expr::Const(k)),
                 Inst::WireLen => Arc::new(Expr::WireLen),
@@ -133,7 +137,11 @@ pub(crate) fn decompose(f: &Function, limits: Limits) -> Result<Vec<Conjunction>
             };
             env[v.index()] = Some(e);
         }
-        let value = |x: sift_ir::Value| env[x.index()].clone().expect("verified: defined before use");
+        let value = |x: sift_ir::Value| {
+            env[x.index()]
+                .clone()
+                .expect("verified: defined before use")
+        };
         let here = (atoms.len(), required.len());
         let follow = |t: &Target, edge: Vec<Atom>, stack: &mut Vec<Pending>| {
             stack.push(Pending {
@@ -235,7 +243,12 @@ fn decide(path: &[Atom], rel: Rel, lhs: Arc<Expr>, rhs: Arc<Expr>) -> Cond {
     let Some(k) = rhs.constant() else {
         // Same comparison of two fields seen before: implied or contradicted.
         for a in path {
-            if let Atom::Cmp { rel: r, lhs: l, rhs: x } = a {
+            if let Atom::Cmp {
+                rel: r,
+                lhs: l,
+                rhs: x,
+            } = a
+            {
                 if l == lhs && x == rhs {
                     if r == rel {
                         return Cond::Decided(true);
@@ -249,7 +262,12 @@ fn decide(path: &[Atom], rel: Rel, lhs: Arc<Expr>, rhs: Arc<Expr>) -> Cond {
         return cond;
     };
     for a in path {
-        let Atom::Cmp { rel: r, lhs: l, rhs: x } = a else {
+        let Atom::Cmp {
+            rel: r,
+            lhs: l,
+            rhs: x,
+        } = a
+        else {
             continue;
         };
         if l != lhs {
@@ -329,4 +347,71 @@ fn finish(atoms: &[Atom], required: &[Arc<Expr>]) -> Conjunction {
     out.sort();
     out.dedup();
     Conjunction { atoms: out }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use sift_ir::parse_function;
+
+    fn paths(text: &str) -> Vec<Conjunction> {
+        decompose(&parse_function(text).unwrap(), Limits::default()).unwrap()
+    }
+
+    #[test]
+    fn unused_loads_become_requirements() {
+        // The load at 40 is never compared, but out of bounds it rejects the packet.
+        let p = paths("block0:\n v0 = load.b [40]\n v1 = load.h [12]\n v2 = const 0x800\n br eq v1, v2, block1, block2\nblock1:\n ret 1\nblock2:\n ret 0\n");
+        assert_eq!(p.len(), 1);
+        assert!(
+            p[0].atoms.contains(&Atom::MinCapLen(41)),
+            "{:?}",
+            p[0].atoms
+        );
+    }
+
+    #[test]
+    fn implied_branches_do_not_multiply_paths() {
+        // The second test of the same field is decided by the first.
+        let text = "block0:\n v0 = load.h [12]\n v1 = const 0x800\n br eq v0, v1, block1, block3\n\
+                    block1:\n v2 = load.h [12]\n v3 = const 0x800\n br eq v2, v3, block2, block3\n\
+                    block2:\n ret 1\nblock3:\n v4 = load.h [12]\n v5 = const 0x86dd\n br eq v4, v5, block2, block4\n\
+                    block4:\n ret 0\n";
+        let p = paths(text);
+        assert_eq!(p.len(), 2);
+        assert!(p.iter().all(|c| c.atoms.len() == 1 || c.atoms.len() == 2));
+    }
+
+    #[test]
+    fn returned_values_accept_when_non_zero() {
+        let p = paths("block0:\n v0 = load.b [0]\n ret v0\n");
+        assert_eq!(p.len(), 1);
+        assert!(matches!(&p[0].atoms[..], [Atom::Cmp { rel: Rel::Ne, .. }]));
+    }
+
+    #[test]
+    fn switch_default_excludes_every_case() {
+        let p = paths("block0:\n v0 = load.b [0]\n switch v0, default block2, 1: block1, 2: block1\nblock1:\n ret 0\nblock2:\n ret 1\n");
+        assert_eq!(p.len(), 1);
+        assert_eq!(
+            p[0].atoms
+                .iter()
+                .filter(|a| matches!(a, Atom::Cmp { rel: Rel::Ne, .. }))
+                .count(),
+            2
+        );
+    }
+
+    #[test]
+    fn exponential_expressions_are_refused() {
+        // v(i+1) = v(i) * v(i): a tree of 2^40 nodes from 40 instructions.
+        let mut text = String::from("block0:\n v0 = load.b [0]\n");
+        for i in 0..40 {
+            text += &format!(" v{} = mul v{i}, v{i}\n", i + 1);
+        }
+        text +=
+            " v41 = const 7\n br eq v40, v41, block1, block2\nblock1:\n ret 1\nblock2:\n ret 0\n";
+        let r = decompose(&parse_function(&text).unwrap(), Limits::default());
+        assert_eq!(r, Err(NotDecomposed::ExpressionTooLarge));
+    }
 }

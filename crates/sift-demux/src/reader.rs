@@ -2,6 +2,7 @@
 
 use std::sync::Arc;
 
+use arc_swap::cache::Cache;
 use arc_swap::ArcSwap;
 
 use crate::snapshot::{Matches, Snapshot};
@@ -52,8 +53,49 @@ impl Reader {
     }
 
     /// The exclusive winner for one packet, for callers that only dispatch.
-    pub fn best(&self, packet: &[u8], wire_len: u32, scratch: &mut Matches) -> Option<crate::FilterId> {
+    pub fn best(
+        &self,
+        packet: &[u8],
+        wire_len: u32,
+        scratch: &mut Matches,
+    ) -> Option<crate::FilterId> {
         self.match_packet(packet, wire_len, scratch);
         scratch.exclusive()
+    }
+}
+
+/// A [`Reader`] for one thread (`Send`, not `Sync`): it keeps the current snapshot and only
+/// checks, with one atomic load per packet, whether a newer one was published. Same results
+/// as [`Reader`], without the per-call cost of `arc-swap`'s shared load; holding it keeps the
+/// last snapshot it saw alive until its next match.
+pub struct LocalReader {
+    cache: Cache<Arc<ArcSwap<Snapshot>>, Arc<Snapshot>>,
+}
+
+impl std::fmt::Debug for LocalReader {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("LocalReader").finish_non_exhaustive()
+    }
+}
+
+impl Reader {
+    /// A per-thread reader.
+    pub fn local(&self) -> LocalReader {
+        LocalReader {
+            cache: Cache::new(self.shared.clone()),
+        }
+    }
+}
+
+impl LocalReader {
+    /// As [`Reader::match_packet`].
+    #[inline]
+    pub fn match_packet(&mut self, packet: &[u8], wire_len: u32, out: &mut Matches) {
+        self.cache.load().run(packet, wire_len, out, false);
+    }
+
+    /// As [`Reader::match_all`].
+    pub fn match_all(&mut self, packet: &[u8], wire_len: u32, out: &mut Matches) {
+        self.cache.load().run(packet, wire_len, out, true);
     }
 }

@@ -17,7 +17,7 @@ use crate::paths::Conjunction;
 pub(crate) const KEY_WORDS: usize = 6;
 
 /// A packed tuple of key field values.
-#[derive(Clone, Copy, Debug, Default, Eq, Hash)]
+#[derive(Clone, Copy, Debug, Default, Eq)]
 pub(crate) struct Key(pub(crate) [u64; KEY_WORDS]);
 
 impl PartialEq for Key {
@@ -25,7 +25,13 @@ impl PartialEq for Key {
     #[inline]
     fn eq(&self, other: &Key) -> bool {
         let (a, b) = (&self.0, &other.0);
-        ((a[0] ^ b[0]) | (a[1] ^ b[1]) | (a[2] ^ b[2]) | (a[3] ^ b[3]) | (a[4] ^ b[4]) | (a[5] ^ b[5])) == 0
+        ((a[0] ^ b[0])
+            | (a[1] ^ b[1])
+            | (a[2] ^ b[2])
+            | (a[3] ^ b[3])
+            | (a[4] ^ b[4])
+            | (a[5] ^ b[5]))
+            == 0
     }
 }
 
@@ -104,10 +110,13 @@ pub(crate) fn key_values(sig: &ShapeSig, key: &Key) -> Vec<(Arc<Expr>, u32)> {
         .map(|(e, s)| {
             let s = s.expect("keys of a signature fit by construction");
             let width = 32 - e.possible_bits().leading_zeros();
-            let mask = if width == 0 { 0 } else { u64::MAX >> (64 - width) };
+            let mask = if width == 0 {
+                0
+            } else {
+                u64::MAX >> (64 - width)
+            };
             let v = (key.0[usize::from(s.word)] >> s.shift) & mask;
             (e.clone(), v as u32)
         })
         .collect()
 }
-

@@ -95,7 +95,10 @@ impl Matches {
     /// The accepting copy filters among [`Matches::delivered`].
     pub fn copies(&self) -> impl Iterator<Item = FilterId> + '_ {
         let winner = self.exclusive;
-        self.delivered.iter().copied().filter(move |&id| Some(id) != winner)
+        self.delivered
+            .iter()
+            .copied()
+            .filter(move |&id| Some(id) != winner)
     }
 
     pub fn is_empty(&self) -> bool {
@@ -128,7 +131,10 @@ impl Snapshot {
         let mut best: Option<Entry> = None;
         let mut key = Key::default();
         for shape in &self.shapes {
-            if !shape.extractor.extract(pkt, wire_len, &mut m.regs, &mut key) {
+            if !shape
+                .extractor
+                .extract(pkt, wire_len, &mut m.regs, &mut key)
+            {
                 continue;
             }
             let Some(entries) = shape.table.get(&key, &self.hasher) else {

@@ -69,7 +69,12 @@ impl Entries {
 
     /// Without `id`; `None` when nothing is left.
     fn without(&self, id: FilterId) -> Option<Entries> {
-        let v: Vec<Entry> = self.as_slice().iter().filter(|e| e.id != id).copied().collect();
+        let v: Vec<Entry> = self
+            .as_slice()
+            .iter()
+            .filter(|e| e.id != id)
+            .copied()
+            .collect();
         match v.len() {
             0 => None,
             1 => Some(Entries::One(v[0])),
@@ -315,7 +320,9 @@ impl Table {
             match n {
                 Node::Small(v) => v.capacity() * slot,
                 Node::Leaf(t) => t.capacity() * (slot + 1),
-                Node::Branch(c) => FANOUT * std::mem::size_of::<Node>() + c.iter().map(walk).sum::<usize>(),
+                Node::Branch(c) => {
+                    FANOUT * std::mem::size_of::<Node>() + c.iter().map(walk).sum::<usize>()
+                }
             }
         }
         walk(&self.root)
@@ -376,10 +383,22 @@ mod tests {
         t.insert(key(1), entry(5, 0), &h);
         t.insert(key(1), entry(6, 10), &h);
         t.insert(key(1), entry(7, 0), &h);
-        let ids: Vec<u64> = t.get(&key(1), &h).unwrap().as_slice().iter().map(|e| e.id.0).collect();
+        let ids: Vec<u64> = t
+            .get(&key(1), &h)
+            .unwrap()
+            .as_slice()
+            .iter()
+            .map(|e| e.id.0)
+            .collect();
         assert_eq!(ids, [6, 5, 7]);
         assert!(t.remove(&key(1), FilterId(6), &h));
-        let ids: Vec<u64> = t.get(&key(1), &h).unwrap().as_slice().iter().map(|e| e.id.0).collect();
+        let ids: Vec<u64> = t
+            .get(&key(1), &h)
+            .unwrap()
+            .as_slice()
+            .iter()
+            .map(|e| e.id.0)
+            .collect();
         assert_eq!(ids, [5, 7]);
         assert_eq!(t.len(), 1);
     }

@@ -61,6 +61,7 @@ fn run_seed(seed: u64, tally: &mut Tally) {
     let mut rng = Rng::new(seed ^ 0xdead_beef);
     let mut demux = Demux::new();
     let reader = demux.reader();
+    let mut local = reader.local();
     let mut installed: Vec<Installed> = Vec::new();
     let mut m = Matches::new();
     let mut cache = Cache::new();
@@ -68,8 +69,14 @@ fn run_seed(seed: u64, tally: &mut Tally) {
         if installed.is_empty() || rng.chance(7, 10) {
             let (expr, f) = rng.pick(&pool.filters);
             let priority = rng.range(0, 4) as i32 - 1;
-            let delivery = if rng.chance(3, 10) { Delivery::Copy } else { Delivery::Exclusive };
-            let id = demux.insert(f, priority, delivery).unwrap_or_else(|e| panic!("{expr}: {e}"));
+            let delivery = if rng.chance(3, 10) {
+                Delivery::Copy
+            } else {
+                Delivery::Exclusive
+            };
+            let id = demux
+                .insert(f, priority, delivery)
+                .unwrap_or_else(|e| panic!("{expr}: {e}"));
             match demux.placement(id) {
                 Some(Placement::Keyed { .. }) => tally.keyed += 1,
                 _ => tally.residual += 1,
@@ -95,6 +102,8 @@ fn run_seed(seed: u64, tally: &mut Tally) {
                 let (want, winner) = oracle(&installed, &p.data, p.wire_len, all, &mut cache);
                 if all {
                     reader.match_all(&p.data, p.wire_len, &mut m);
+                } else if step % 24 == 11 {
+                    local.match_packet(&p.data, p.wire_len, &mut m);
                 } else {
                     reader.match_packet(&p.data, p.wire_len, &mut m);
                 }
@@ -103,8 +112,17 @@ fn run_seed(seed: u64, tally: &mut Tally) {
                         ids.iter()
                             .map(|id| {
                                 let f = installed.iter().find(|f| f.id == *id);
-                                let expr = pool.filters.iter().find(|(_, g)| Some(g) == f.map(|f| f.interp.function()));
-                                format!("{id} prio {:?} {:?} {:?}: {}", f.map(|f| f.priority), f.map(|f| f.delivery), demux.placement(*id), expr.map_or("?", |e| e.0.as_str()))
+                                let expr = pool
+                                    .filters
+                                    .iter()
+                                    .find(|(_, g)| Some(g) == f.map(|f| f.interp.function()));
+                                format!(
+                                    "{id} prio {:?} {:?} {:?}: {}",
+                                    f.map(|f| f.priority),
+                                    f.map(|f| f.delivery),
+                                    demux.placement(*id),
+                                    expr.map_or("?", |e| e.0.as_str())
+                                )
                             })
                             .collect()
                     };
@@ -118,7 +136,12 @@ fn run_seed(seed: u64, tally: &mut Tally) {
             }
         }
         // The batch interface agrees with one-at-a-time matching.
-        let batch: Vec<(&[u8], u32)> = pool.packets.iter().take(50).map(|p| (&p.data[..], p.wire_len)).collect();
+        let batch: Vec<(&[u8], u32)> = pool
+            .packets
+            .iter()
+            .take(50)
+            .map(|p| (&p.data[..], p.wire_len))
+            .collect();
         let mut scratch = Matches::new();
         reader.match_batch(batch.iter().copied(), &mut scratch, |i, got| {
             let (want, winner) = oracle(&installed, batch[i].0, batch[i].1, false, &mut cache);
@@ -138,8 +161,14 @@ fn demux_equals_filters_run_alone_in_priority_order() {
         "{} packet checks, {} deliveries; inserts: {} keyed, {} residual; up to {} shapes",
         tally.checks, tally.delivered, tally.keyed, tally.residual, tally.max_shapes
     );
-    assert!(tally.delivered > 1000, "the packets must actually hit filters");
-    assert!(tally.keyed > 4 * tally.residual, "most filters must decompose");
+    assert!(
+        tally.delivered > 1000,
+        "the packets must actually hit filters"
+    );
+    assert!(
+        tally.keyed > 4 * tally.residual,
+        "most filters must decompose"
+    );
 }
 
 #[test]
@@ -152,12 +181,18 @@ fn connection_filters_share_one_shape() {
         let mut c = Conn::random(&mut rng, false);
         c.udp = false;
         c.src = vec![10, (i >> 8) as u8, i as u8, 1];
-        let id = batch.insert(&compile(&c.expr()).unwrap(), 0, Delivery::Exclusive).unwrap();
+        let id = batch
+            .insert(&compile(&c.expr()).unwrap(), 0, Delivery::Exclusive)
+            .unwrap();
         conns.push((c, id));
     }
     drop(batch);
     let stats = demux.stats();
-    assert_eq!((stats.shapes, stats.keys, stats.residuals), (1, 500, 0), "{stats:?}");
+    assert_eq!(
+        (stats.shapes, stats.keys, stats.residuals),
+        (1, 500, 0),
+        "{stats:?}"
+    );
     let reader = demux.reader();
     let mut m = Matches::new();
     for (c, id) in &conns {

@@ -28,16 +28,31 @@ fn readers_see_consistent_sets_during_updates() {
     // Stable connections: 10.1.x.y -> 10.2.0.1.
     let stable: Vec<(Conn, FilterId)> = (0..200u16)
         .map(|i| {
-            let c = tcp([10, 1, (i >> 8) as u8, i as u8], [10, 2, 0, 1], 2000 + i, 80);
-            let id = demux.insert(&compile(&c.expr()).unwrap(), 0, Delivery::Exclusive).unwrap();
+            let c = tcp(
+                [10, 1, (i >> 8) as u8, i as u8],
+                [10, 2, 0, 1],
+                2000 + i,
+                80,
+            );
+            let id = demux
+                .insert(&compile(&c.expr()).unwrap(), 0, Delivery::Exclusive)
+                .unwrap();
             (c, id)
         })
         .collect();
     // Churn connections use other addresses: they never accept a stable packet.
     let churn: Vec<Conn> = (0..400u16)
-        .map(|i| tcp([10, 3, (i >> 8) as u8, i as u8], [10, 2, 0, 1], 3000 + i, 80))
+        .map(|i| {
+            tcp(
+                [10, 3, (i >> 8) as u8, i as u8],
+                [10, 2, 0, 1],
+                3000 + i,
+                80,
+            )
+        })
         .collect();
-    let churn_filters: Vec<sift_ir::Function> = churn.iter().map(|c| compile(&c.expr()).unwrap()).collect();
+    let churn_filters: Vec<sift_ir::Function> =
+        churn.iter().map(|c| compile(&c.expr()).unwrap()).collect();
     // Copy filters at a higher priority (some run whole) that also see stable packets: they must
     // not take them away from their owners.
     let monitors: Vec<sift_ir::Function> = random_expressions(3, ETHERNET, 40)
@@ -63,14 +78,19 @@ fn readers_see_consistent_sets_during_updates() {
         handles.push(thread::spawn(move || {
             let mut rng = Rng::new(t + 100);
             let mut m = Matches::new();
-            let stable_packets: Vec<Vec<u8>> = stable.iter().map(|(c, _)| c.packet(0, 0, 8)).collect();
+            let stable_packets: Vec<Vec<u8>> =
+                stable.iter().map(|(c, _)| c.packet(0, 0, 8)).collect();
             let churn_packets: Vec<Vec<u8>> = churn.iter().map(|c| c.packet(0, 0, 8)).collect();
             let mut checked = 0u64;
             while !done.load(Ordering::Acquire) || checked < 20_000 {
                 let i = rng.index(stable.len());
                 let p = &stable_packets[i];
                 reader.match_packet(p, p.len() as u32, &mut m);
-                assert_eq!(m.exclusive(), Some(stable[i].1), "stable packet misdelivered");
+                assert_eq!(
+                    m.exclusive(),
+                    Some(stable[i].1),
+                    "stable packet misdelivered"
+                );
                 assert_eq!(m.delivered().last(), Some(&stable[i].1));
 
                 let j = rng.index(churn.len());
@@ -79,8 +99,14 @@ fn readers_see_consistent_sets_during_updates() {
                 let p = &churn_packets[j];
                 reader.match_packet(p, p.len() as u32, &mut m);
                 if let Some(id) = m.exclusive() {
-                    assert!(id.0 >= first_churn, "churn packet went to a stable filter {id}");
-                    assert!(id.0 > floor, "removed filter {id} still matched (removed up to {floor})");
+                    assert!(
+                        id.0 >= first_churn,
+                        "churn packet went to a stable filter {id}"
+                    );
+                    assert!(
+                        id.0 > floor,
+                        "removed filter {id} still matched (removed up to {floor})"
+                    );
                 }
                 checked += 2;
             }
@@ -102,7 +128,9 @@ fn readers_see_consistent_sets_during_updates() {
         }
         if live.len() < 300 && (live.is_empty() || rng.chance(1, 2)) {
             let k = rng.index(churn.len());
-            let id = demux.insert(&churn_filters[k], 0, Delivery::Exclusive).unwrap();
+            let id = demux
+                .insert(&churn_filters[k], 0, Delivery::Exclusive)
+                .unwrap();
             if step == 0 {
                 churn_ids_from.store(id.0, Ordering::Release);
             }
@@ -113,7 +141,10 @@ fn readers_see_consistent_sets_during_updates() {
         }
     }
     done.store(true, Ordering::Release);
-    let checked: u64 = handles.into_iter().map(|h| h.join().expect("reader panicked")).sum();
+    let checked: u64 = handles
+        .into_iter()
+        .map(|h| h.join().expect("reader panicked"))
+        .sum();
     eprintln!("{checked} matches checked during 6000 updates");
     assert!(checked >= 40_000);
 }

@@ -43,7 +43,11 @@ impl Conn {
             a[15] = rng.below(4) as u8;
             a
         };
-        let (src, dst) = if v6 { (a6(rng), a6(rng)) } else { (a4(rng), a4(rng)) };
+        let (src, dst) = if v6 {
+            (a6(rng), a6(rng))
+        } else {
+            (a4(rng), a4(rng))
+        };
         Conn {
             src,
             dst,
@@ -55,7 +59,10 @@ impl Conn {
 
     /// The per-connection filter of the issue.
     pub fn expr(&self) -> String {
-        let (ip, proto) = (if self.src.len() == 4 { "ip" } else { "ip6" }, if self.udp { "udp" } else { "tcp" });
+        let (ip, proto) = (
+            if self.src.len() == 4 { "ip" } else { "ip6" },
+            if self.udp { "udp" } else { "tcp" },
+        );
         format!(
             "{ip} src {} and {ip} dst {} and {proto} src port {} and {proto} dst port {}",
             addr_text(&self.src),
