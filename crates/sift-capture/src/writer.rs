@@ -119,6 +119,12 @@ impl<W: Write> PcapWriter<W> {
         Ok(PcapWriter { out, header })
     }
 
+    /// A writer that continues a file whose `header` has already been written (`out` opened
+    /// for appending): no header is written.
+    pub fn resume(out: W, header: PcapHeader) -> Self {
+        PcapWriter { out, header }
+    }
+
     /// A writer whose output matches `tcpdump -r INPUT -w OUTPUT` for the
     /// capture `reader` is reading (see [`PcapHeader::tcpdump_for`]).
     pub fn tcpdump_compatible<R: Read>(

@@ -6,7 +6,9 @@ use std::process::ExitCode;
 
 mod capture;
 mod filter;
+mod flow;
 mod lang;
+mod split;
 
 use anyhow::{anyhow, bail, Context, Result};
 use clap::{Parser, Subcommand, ValueEnum};
@@ -66,6 +68,19 @@ enum Command {
         engine: Engine,
         /// The filter expression (several arguments are joined with spaces, as tcpdump does).
         expression: Vec<String>,
+    },
+    /// Write one capture per flow (both directions), per direction (`5-tuple`) or per host
+    /// pair, in one pass; prints the packet count of each file.
+    Split {
+        /// Capture files to read (pcap or pcapng); several are read in order.
+        #[arg(short = 'r', value_name = "FILE", required = true)]
+        read: Vec<PathBuf>,
+        /// How to group packets.
+        #[arg(long, value_enum, default_value_t = flow::SplitBy::Flow)]
+        by: flow::SplitBy,
+        /// Directory for the output files (created if missing).
+        #[arg(long = "out-dir", value_name = "DIR")]
+        out_dir: PathBuf,
     },
     /// Capture live on a Linux interface, the filter running in the kernel (like `tcpdump -i`).
     Capture {
@@ -183,6 +198,7 @@ fn run(cli: Cli) -> Result<ExitCode> {
             }
             Ok(ExitCode::SUCCESS)
         }
+        Command::Split { read, by, out_dir } => split::run(&read, &out_dir, by),
         Command::Capture {
             interface,
             write,
