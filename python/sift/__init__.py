@@ -8,6 +8,10 @@
   returns what libpcap's ``bpf_filter`` returns (0 rejects, else the bytes to keep);
   ``match_many(packets)`` and ``match_buffer(buffer, offsets, lengths)`` run a whole batch
   without a Python-level loop and with the GIL released, returning an ``array.array('I')``.
+* ``Demux(linktype=1)``: many filters matched in one pass per packet. ``insert(expression,
+  priority=0, copy=False)`` returns an id; ``match(packet)`` the id of the highest-ranked filter
+  receiving the packet (0 if none); ``deliver(packet)`` every receiving id (CSPF delivery);
+  ``match_many``/``match_buffer`` as for ``Filter`` (an ``array.array('Q')`` of ids).
 * ``read_capture(path)``: iterate over the ``Record`` objects of a pcap or pcapng file.
 * ``CaptureWriter(path, linktype, snaplen)``: write a pcap file as ``tcpdump -w`` does.
 * ``FilterError`` (with the position of the problem in the expression) and ``CaptureError``
@@ -20,6 +24,7 @@ from sift._errors import CaptureError, FilterError
 from sift._sift import (
     CaptureReader,
     CaptureWriter,
+    Demux,
     Filter,
     Record,
     __version__,
@@ -47,6 +52,7 @@ __all__ = [
     "CaptureError",
     "CaptureReader",
     "CaptureWriter",
+    "Demux",
     "Filter",
     "FilterError",
     "LINKTYPE_ETHERNET",

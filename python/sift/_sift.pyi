@@ -81,6 +81,61 @@ class Filter:
     def bytecode(self) -> str:
         """The verified bytecode the filter runs, as text."""
 
+class Demux:
+    """Many filters, one pass per packet: which installed filters receive a packet.
+
+    Filters are tried by decreasing priority, ties broken by insertion order. An accepting
+    exclusive filter (``copy=False``) receives the packet and ends the walk; an accepting copy
+    filter (``copy=True``) receives a copy and the walk continues (CSPF's delivery rule). The
+    result is exactly what running every filter alone in that order would give. Matching may
+    run in several threads (batches release the GIL) while another thread updates."""
+
+    def __init__(self, linktype: int = 1, snaplen: int = 262144) -> None: ...
+    @property
+    def linktype(self) -> int:
+        """The link type expressions are compiled for."""
+    @property
+    def snaplen(self) -> int:
+        """The snapshot length expressions are compiled for."""
+    def insert(self, expression: str, priority: int = 0, copy: bool = False) -> int:
+        """Compiles and installs a filter; returns its id (positive, never reused). Raises
+        ``sift.FilterError`` for an invalid expression."""
+    def remove(self, id: int) -> bool:
+        """Removes a filter; ``False`` if there is no such filter."""
+    def __len__(self) -> int: ...
+    def __contains__(self, id: int) -> bool: ...
+    def match(self, packet: BytesLike | Record, wirelen: int | None = None) -> int:
+        """The id of the highest-ranked filter that receives the packet, or 0."""
+    def deliver(
+        self, packet: BytesLike | Record, wirelen: int | None = None, *, all: bool = False
+    ) -> list[int]:
+        """Every filter receiving the packet, in matching order (copies ranked before the
+        exclusive winner, then the winner); ``all=True``: every accepting filter."""
+    def match_many(
+        self,
+        packets: Iterable[BytesLike | Record],
+        wirelens: IndexArray | None = None,
+        *,
+        out: _Out | None = None,
+    ) -> array.array[int] | _Out:
+        """``match`` for every packet of a sequence (GIL released); an ``array.array('Q')`` of
+        ids, or ``out`` (a writable uint64 buffer) filled."""
+    def match_buffer(
+        self,
+        buffer: BytesLike,
+        offsets: IndexArray,
+        lengths: IndexArray,
+        wirelens: IndexArray | None = None,
+        *,
+        out: _Out | None = None,
+    ) -> array.array[int] | _Out:
+        """``match`` for packets stored back to back in one buffer (as
+        ``Filter.match_buffer``); an ``array.array('Q')`` of ids, or ``out`` filled."""
+    def placement(self, id: int) -> str | None:
+        """``"keyed"`` (hashed paths), ``"residual"`` (run whole), or ``None``."""
+    def stats(self) -> dict[str, int]:
+        """``filters``, ``shapes``, ``keys``, ``residuals``, ``table_bytes``."""
+
 class Record:
     """One captured packet.
 

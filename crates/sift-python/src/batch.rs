@@ -49,9 +49,10 @@ impl<'py> PacketList<'py> {
     }
 
     /// Runs `matcher` on every packet, with the GIL released.
-    pub fn run<M>(&self, py: Python<'_>, matcher: M) -> Vec<u32>
+    pub fn run<M, T>(&self, py: Python<'_>, matcher: M) -> Vec<T>
     where
-        M: Fn(&[u8], u32) -> u32 + Sync,
+        M: Fn(&[u8], u32) -> T + Sync,
+        T: Send,
     {
         // Plain slices, so that they may cross `Python::detach`.
         let slices: Vec<(&[u8], u32)> = self
@@ -76,7 +77,12 @@ pub struct BufferBatch<'py> {
 enum BatchError {
     Negative(&'static str, BadIndex),
     TooLong(&'static str, BadIndex),
-    OutOfBounds { index: usize, offset: u64, length: u64, size: usize },
+    OutOfBounds {
+        index: usize,
+        offset: u64,
+        length: u64,
+        size: usize,
+    },
 }
 
 impl<'py> BufferBatch<'py> {
@@ -110,14 +116,15 @@ impl<'py> BufferBatch<'py> {
 
     /// Runs `matcher` on every packet, with the GIL released; packets are checked against the
     /// buffer as they are reached.
-    pub fn run<M>(&self, py: Python<'_>, matcher: M) -> PyResult<Vec<u32>>
+    pub fn run<M, T>(&self, py: Python<'_>, matcher: M) -> PyResult<Vec<T>>
     where
-        M: Fn(&[u8], u32) -> u32 + Sync,
+        M: Fn(&[u8], u32) -> T + Sync,
+        T: Send,
     {
         let data = self.data.as_slice();
         // Only the plain parts cross into the GIL-free closure (`Held` is tied to the GIL).
         let (offsets, lengths, wirelens) = (&self.offsets, &self.lengths, &self.wirelens);
-        let result = py.detach(|| -> Result<Vec<u32>, BatchError> {
+        let result = py.detach(|| -> Result<Vec<T>, BatchError> {
             let n = offsets.len();
             let mut out = Vec::with_capacity(n);
             for i in 0..n {
@@ -138,7 +145,9 @@ impl<'py> BufferBatch<'py> {
                         size: data.len(),
                     })?;
                 let wire = match wirelens {
-                    Some(w) => w.get_u32(i).map_err(|b| BatchError::TooLong("wirelens", b))?,
+                    Some(w) => w
+                        .get_u32(i)
+                        .map_err(|b| BatchError::TooLong("wirelens", b))?,
                     None => u32::try_from(length).map_err(|_| {
                         BatchError::TooLong(
                             "lengths",

@@ -150,10 +150,15 @@ fn timestamp_from_seconds(t: &Bound<'_, PyAny>) -> PyResult<Timestamp> {
         return Ok(Timestamp::new(secs, 0));
     }
     let secs: f64 = t.extract().map_err(|_| {
-        PyTypeError::new_err(format!("a timestamp is a number of seconds, not {}", type_name(t)))
+        PyTypeError::new_err(format!(
+            "a timestamp is a number of seconds, not {}",
+            type_name(t)
+        ))
     })?;
     if !secs.is_finite() || secs.abs() > 9.0e9 {
-        return Err(PyValueError::new_err(format!("timestamp {secs} out of range")));
+        return Err(PyValueError::new_err(format!(
+            "timestamp {secs} out of range"
+        )));
     }
     // |secs| <= 9e9 s = 9e18 ns, inside i128 and exact enough in f64 arithmetic.
     timestamp_from_nanos((secs * 1e9).round() as i128)
@@ -181,8 +186,8 @@ impl CaptureReader {
     #[new]
     fn new(py: Python<'_>, path: std::path::PathBuf) -> PyResult<Self> {
         let shown = path.display().to_string();
-        let reader = sift_capture::CaptureReader::open(&path)
-            .map_err(|e| capture_error(py, e, &shown))?;
+        let reader =
+            sift_capture::CaptureReader::open(&path).map_err(|e| capture_error(py, e, &shown))?;
         let nanosecond = reader
             .pcap_header()
             .is_some_and(|h| h.resolution == TsResolution::NANO);
@@ -306,14 +311,24 @@ pub struct CaptureWriter {
 impl CaptureWriter {
     #[new]
     #[pyo3(signature = (path, linktype = 1, snaplen = 262144, *, nanosecond = false))]
-    fn new(path: std::path::PathBuf, linktype: u32, snaplen: u32, nanosecond: bool) -> PyResult<Self> {
+    fn new(
+        path: std::path::PathBuf,
+        linktype: u32,
+        snaplen: u32,
+        nanosecond: bool,
+    ) -> PyResult<Self> {
         let file = File::create(&path)?;
         let resolution = if nanosecond {
             Resolution::Nano
         } else {
             Resolution::Micro
         };
-        let writer = PcapWriter::new(BufWriter::with_capacity(64 * 1024, file), linktype, snaplen, resolution)?;
+        let writer = PcapWriter::new(
+            BufWriter::with_capacity(64 * 1024, file),
+            linktype,
+            snaplen,
+            resolution,
+        )?;
         Ok(CaptureWriter {
             writer: Some(writer),
             path: path.display().to_string(),

@@ -47,14 +47,8 @@ pub fn filter_error(py: Python<'_>, err: &sift::Error, expression: &str) -> PyEr
         other => other.to_string(),
     };
     let build = || -> PyResult<PyErr> {
-        let value = error_class(py, "FilterError")?.call1((
-            message,
-            expression,
-            start,
-            end,
-            rendered,
-            kind,
-        ))?;
+        let value = error_class(py, "FilterError")?
+            .call1((message, expression, start, end, rendered, kind))?;
         Ok(PyErr::from_value(value))
     };
     build().unwrap_or_else(|e| e)
@@ -71,8 +65,7 @@ pub fn capture_error(py: Python<'_>, err: CaptureError, path: &str) -> PyErr {
         return PyErr::from(source);
     }
     let build = || -> PyResult<PyErr> {
-        let value =
-            error_class(py, "CaptureError")?.call1((message, path, offset, truncated))?;
+        let value = error_class(py, "CaptureError")?.call1((message, path, offset, truncated))?;
         Ok(PyErr::from_value(value))
     };
     build().unwrap_or_else(|e| e)

@@ -4,7 +4,7 @@
 //! them as verified bytecode. This crate sits on top of the pipeline: it exposes the facade's
 //! [`sift::Filter`] as `sift.Filter` (per packet, and in batches that run without the GIL and
 //! without a Python-level loop), and [`sift_capture`]'s reader and writer as
-//! `sift.read_capture` / `sift.CaptureWriter`. Errors become Python exceptions that keep their
+//! `sift.read_capture` / `sift.CaptureWriter`, and [`sift_demux`]'s demultiplexer as `sift.Demux`. Errors become Python exceptions that keep their
 //! positions: `sift.FilterError` (columns in the expression and the caret rendering) and
 //! `sift.CaptureError` (byte offset in the file).
 //!
@@ -17,6 +17,7 @@
 
 mod batch;
 mod capture;
+mod demux;
 mod errors;
 mod filter;
 mod indices;
@@ -32,6 +33,7 @@ fn _sift(m: &Bound<'_, PyModule>) -> PyResult<()> {
     m.add_class::<capture::Record>()?;
     m.add_class::<capture::CaptureReader>()?;
     m.add_class::<capture::CaptureWriter>()?;
+    m.add_class::<demux::Demux>()?;
     m.add_function(wrap_pyfunction!(capture::read_capture, m)?)?;
     Ok(())
 }
