@@ -11,22 +11,29 @@
 //!
 //! How (MPF's collapse over DPF-style canonical atoms):
 //!
-//! 1. [`paths`](crate::paths): each filter's graph is decomposed into its accepting paths, each a
-//!    conjunction of canonical [`atoms`](crate::canon) — comparisons of field expressions
+//! 1. `paths`: each filter's graph is decomposed into its accepting paths, each a
+//!    conjunction of canonical atoms (`canon`) — comparisons of field expressions
 //!    (packet loads with their index expressions as trees, masks, shifts) with constants, plus the
 //!    requirement that every load executed on the path is in bounds (an out-of-bounds load rejects
 //!    the whole filter). Paths are mutually exclusive, so this is exact.
-//! 2. [`shape`](crate::shape): a conjunction's `field == constant` atoms form its key, the rest
+//! 2. `shape`: a conjunction's `field == constant` atoms form its key, the rest
 //!    its checks; conjunctions with the same fields and checks share a shape: one compiled
-//!    extractor (checks, then the key fields packed into a fixed-size key) and one
-//!    [`table`](crate::table) from key to filters. All per-connection filters
+//!    extractor (`extract`: checks, then the key fields packed into a fixed-size key) and one
+//!    `table` from key to filters. All per-connection filters
 //!    (`ip src A and ip dst B and tcp src port P and tcp dst port Q`) share one shape, so
 //!    matching costs one extraction and one lookup whatever their number.
 //! 3. Filters that do not decompose (too many paths) run whole, in priority order, as verified
 //!    bytecode — only those ranked before the best keyed exclusive match.
-//! 4. [`Demux`] (the writer) publishes immutable [`snapshot`](crate::snapshot)s through an
-//!    atomic pointer swap (`arc-swap`); [`Reader`]s never block. Tables are persistent (a shallow
-//!    trie of small hash tables), so an update copies one small leaf, not the table.
+//! 4. [`Demux`] (the writer) publishes immutable snapshots (`snapshot`) through an atomic
+//!    pointer swap (`arc-swap`); [`Reader`]s and [`LocalReader`]s never block and each match
+//!    sees one whole snapshot. Tables are persistent (a shallow trie of small hash tables), so an
+//!    update copies one small leaf, not the table.
+//!
+//! [`Demux::overlaps`] is the exclusivity check (which installed filters may accept a packet a
+//! new filter accepts); see `overlap` for when it is exact.
+//!
+//! Not here yet: fragment dispatch (MPF section 3), native code for the extractors (they are
+//! interpreted), DPF's sharing of atom prefixes between shapes.
 //!
 //! ```
 //! use sift_demux::{Delivery, Demux, Matches};

@@ -22,7 +22,7 @@ use crate::{Delivery, FilterId};
 /// Keys up to which a table is a plain array.
 const SMALL_MAX: usize = 8;
 /// Keys above which a leaf splits into 64 leaves.
-const LEAF_MAX: usize = 256;
+const LEAF_MAX: usize = 64;
 const FANOUT_BITS: u32 = 6;
 const FANOUT: usize = 1 << FANOUT_BITS;
 /// Hash bits the trie uses start here: hashbrown uses the lowest bits for the bucket and the top
