@@ -56,6 +56,48 @@ size_t sift_filter_run_batch(const sift_filter *f, const uint8_t *const *pkts,
 /* Frees a filter. NULL is ignored. */
 void sift_filter_free(sift_filter *f);
 
+/*
+ * The demultiplexer: many filters, one pass per packet. Filters are tried by priority, highest
+ * first (equal priorities: the earlier insertion wins). A packet goes to the first matching
+ * exclusive filter, and to every matching copy filter ranked before it. Matching may run on
+ * many threads while another thread inserts and deletes; each match sees the filter set
+ * before or after any update, never a mixture.
+ */
+typedef struct sift_demux sift_demux;
+
+sift_demux *sift_demux_new(uint32_t linktype);
+
+/* Installs an exclusive filter: its id (> 0), or < 0 on error with the message in `err`. */
+int64_t sift_demux_insert(sift_demux *d, const char *expr, int32_t priority, char *err,
+                          size_t errlen);
+
+/* Installs a copy filter: it gets the packets it matches and passes them on. */
+int64_t sift_demux_insert_copy(sift_demux *d, const char *expr, int32_t priority, char *err,
+                               size_t errlen);
+
+/* Removes a filter: 0, or < 0 for an unknown id. */
+int sift_demux_delete(sift_demux *d, int64_t id);
+
+/* The id of the exclusive filter the packet goes to, 0 if none. */
+int64_t sift_demux_match(const sift_demux *d, const uint8_t *pkt, uint32_t caplen,
+                         uint32_t wirelen);
+
+/*
+ * The ids the packet is delivered to, highest rank first (the copy filters ranked before the
+ * exclusive winner, then the winner; with `all` nonzero, every matching filter). Writes at most
+ * `max` ids to `ids` and returns how many there are.
+ */
+size_t sift_demux_match_ids(const sift_demux *d, const uint8_t *pkt, uint32_t caplen,
+                            uint32_t wirelen, int all, int64_t *ids, size_t max);
+
+/* best[i] = sift_demux_match(d, pkts[i], caplens[i], wirelens[i]), against one filter set. */
+void sift_demux_match_batch(const sift_demux *d, const uint8_t *const *pkts,
+                            const uint32_t *caplens, const uint32_t *wirelens, int64_t *best,
+                            size_t count);
+
+/* Frees a demultiplexer. NULL is ignored; no other call may be running on it. */
+void sift_demux_free(sift_demux *d);
+
 #ifdef __cplusplus
 }
 #endif

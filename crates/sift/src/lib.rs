@@ -18,6 +18,9 @@
 
 #[allow(unsafe_code)]
 pub mod capi;
+pub mod demux;
+
+pub use demux::{Delivery, Demux, FilterId, Matches};
 
 use std::cell::RefCell;
 use std::fmt;
@@ -105,6 +108,19 @@ pub fn compile_ir(expr: &str, opts: &Options) -> Result<Function, Error> {
     sift_lower::lower(ast.as_ref(), opts).map_err(Error::Semantic)
 }
 
+/// Parses, lowers and optimizes an expression (what the back ends and the demultiplexer take).
+pub fn compile_optimized_ir(expr: &str, opts: &Options) -> Result<Function, Error> {
+    let mut ir = compile_ir(expr, opts)?;
+    optimize(&mut ir)?;
+    Ok(ir)
+}
+
+fn optimize(ir: &mut Function) -> Result<(), Error> {
+    sift_opt::try_optimize_with(ir, &sift_opt::Options::default())
+        .map(drop)
+        .map_err(|e| Error::Optimizer(Box::new(e)))
+}
+
 thread_local! {
     static CACHE: RefCell<sift_bytecode::Cache> = RefCell::new(sift_bytecode::Cache::new());
     static REFERENCE_CACHE: RefCell<sift_ir::Cache> = RefCell::new(sift_ir::Cache::new());
@@ -134,8 +150,7 @@ impl Filter {
     pub fn from_ir(ir: Function) -> Result<Filter, Error> {
         let mut optimized = ir.clone();
         let reference = Interpreter::new(ir).map_err(Error::InvalidIr)?;
-        sift_opt::try_optimize_with(&mut optimized, &sift_opt::Options::default())
-            .map_err(|e| Error::Optimizer(Box::new(e)))?;
+        optimize(&mut optimized)?;
         let program = sift_bytecode::compile(&optimized).map_err(Error::Codegen)?;
         // A program the JIT cannot compile (none is known) still runs, interpreted.
         let native = sift_jit::supported()

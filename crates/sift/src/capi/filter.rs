@@ -1,41 +1,12 @@
-//! The C library: `libsift.so` / `libsift.a` with `include/sift.h`.
-//!
-//! Every function is safe against NULL arguments and never unwinds into C: a panic (a bug in
-//! sift) is caught at the boundary and reported as an error result. Compiled filters are
-//! immutable, so `sift_filter_run` may be called on one filter from many threads at once.
+//! `sift_filter_*`: one compiled filter. Compiled filters are immutable, so `sift_filter_run`
+//! may be called on one filter from many threads at once.
 
-use std::ffi::{c_char, CStr};
+use std::ffi::c_char;
 use std::panic::{catch_unwind, AssertUnwindSafe};
 use std::ptr;
 
+use super::{expression, packet, write_error};
 use crate::Filter;
-
-/// Writes `msg` into the caller's `err` buffer of `errlen` bytes, truncated and NUL-terminated.
-fn write_error(err: *mut c_char, errlen: usize, msg: &str) {
-    if err.is_null() || errlen == 0 {
-        return;
-    }
-    let n = msg.len().min(errlen - 1);
-    // SAFETY: the caller promises `err` points to `errlen` writable bytes; we write n < errlen
-    // bytes and the terminator at index n.
-    unsafe {
-        ptr::copy_nonoverlapping(msg.as_ptr(), err.cast::<u8>(), n);
-        *err.add(n) = 0;
-    }
-}
-
-/// The packet bytes behind a C pointer and length (`NULL` means no bytes).
-///
-/// # Safety
-/// `pkt` must be NULL or point to `caplen` readable bytes that stay valid for `'a`.
-unsafe fn packet<'a>(pkt: *const u8, caplen: u32) -> &'a [u8] {
-    if pkt.is_null() || caplen == 0 {
-        &[]
-    } else {
-        // SAFETY: guaranteed by the caller (see above).
-        unsafe { std::slice::from_raw_parts(pkt, caplen as usize) }
-    }
-}
 
 /// `sift_filter *sift_filter_compile(const char *expr, uint32_t linktype, uint32_t snaplen,
 /// char *err, size_t errlen)`: NULL on error, with the message (and a caret line under the
@@ -51,15 +22,13 @@ pub unsafe extern "C" fn sift_filter_compile(
     err: *mut c_char,
     errlen: usize,
 ) -> *mut Filter {
-    if expr.is_null() {
-        write_error(err, errlen, "expression is NULL");
-        return ptr::null_mut();
-    }
-    // SAFETY: `expr` is a NUL-terminated string (caller's promise), checked non-NULL above.
-    let bytes = unsafe { CStr::from_ptr(expr) };
-    let Ok(text) = bytes.to_str() else {
-        write_error(err, errlen, "expression is not valid UTF-8");
-        return ptr::null_mut();
+    // SAFETY: `expr` is NULL or a NUL-terminated string (caller's promise).
+    let text = match unsafe { expression(expr) } {
+        Ok(text) => text,
+        Err(msg) => {
+            write_error(err, errlen, msg);
+            return ptr::null_mut();
+        }
     };
     match catch_unwind(|| Filter::compile(text, linktype, snaplen)) {
         Ok(Ok(filter)) => Box::into_raw(Box::new(filter)),
@@ -161,10 +130,4 @@ pub unsafe extern "C" fn sift_filter_free(f: *mut Filter) {
         // SAFETY: `f` came from Box::into_raw in sift_filter_compile and is freed once.
         drop(unsafe { Box::from_raw(f) });
     }
-}
-
-/// `const char *sift_version(void)`: the library version, a static string.
-#[no_mangle]
-pub extern "C" fn sift_version() -> *const c_char {
-    concat!(env!("CARGO_PKG_VERSION"), "\0").as_ptr().cast()
 }
