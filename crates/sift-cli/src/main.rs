@@ -5,6 +5,7 @@ use std::path::PathBuf;
 use std::process::ExitCode;
 
 mod capture;
+mod demux;
 mod filter;
 mod flow;
 mod lang;
@@ -68,6 +69,25 @@ enum Command {
         engine: Engine,
         /// The filter expression (several arguments are joined with spaces, as tcpdump does).
         expression: Vec<String>,
+    },
+    /// Dispatch packets to many filters in one pass, writing `DIR/NAME.pcap` for each rule of
+    /// the rules file (`NAME [PRIORITY] [copy]: EXPRESSION` per line) and printing counts.
+    Demux {
+        /// The rules file.
+        #[arg(long, value_name = "FILE")]
+        rules: PathBuf,
+        /// Capture files to read (pcap or pcapng); several are read in order.
+        #[arg(short = 'r', value_name = "FILE", required = true)]
+        read: Vec<PathBuf>,
+        /// Directory for the output files (created if missing).
+        #[arg(long = "out-dir", value_name = "DIR")]
+        out_dir: PathBuf,
+        /// Deliver each packet to every rule that matches it, not only the first exclusive one.
+        #[arg(long)]
+        all: bool,
+        /// The language of the rules' filters.
+        #[arg(long, value_enum, default_value_t = Lang::Pcap)]
+        lang: Lang,
     },
     /// Write one capture per flow (both directions), per direction (`5-tuple`) or per host
     /// pair, in one pass; prints the packet count of each file.
@@ -199,6 +219,19 @@ fn run(cli: Cli) -> Result<ExitCode> {
             Ok(ExitCode::SUCCESS)
         }
         Command::Split { read, by, out_dir } => split::run(&read, &out_dir, by),
+        Command::Demux {
+            rules,
+            read,
+            out_dir,
+            all,
+            lang,
+        } => demux::run(&demux::Request {
+            rules: &rules,
+            inputs: &read,
+            out_dir: &out_dir,
+            all,
+            lang,
+        }),
         Command::Capture {
             interface,
             write,

@@ -313,3 +313,75 @@ fn split_writes_every_packet_once_grouped_by_flow() {
         assert_eq!(listed as usize, total, "{by}");
     }
 }
+
+/// `sift demux` on the sample: per-rule counts, and the packets in each output file.
+fn demux_counts(rules: &str, extra: &[&str]) -> Vec<(String, u64)> {
+    let dir =
+        std::env::temp_dir().join(format!("sift-demux-{}-{}", std::process::id(), extra.len()));
+    std::fs::create_dir_all(&dir).unwrap();
+    let rules_path = dir.join("rules.txt");
+    std::fs::write(&rules_path, rules).unwrap();
+    let sample = sample();
+    let mut args = vec![
+        "demux",
+        "--rules",
+        rules_path.to_str().unwrap(),
+        "-r",
+        sample.to_str().unwrap(),
+        "--out-dir",
+        dir.to_str().unwrap(),
+    ];
+    args.extend(extra);
+    let out = sift(&args);
+    assert!(
+        out.status.success(),
+        "{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    let counts: Vec<(String, u64)> = String::from_utf8(out.stdout)
+        .unwrap()
+        .lines()
+        .map(|l| {
+            let mut w = l.split_whitespace();
+            let n = w.next().unwrap().parse().unwrap();
+            (w.next().unwrap().to_owned(), n)
+        })
+        .collect();
+    for (name, n) in &counts {
+        assert_eq!(
+            records(&dir.join(format!("{name}.pcap"))).len() as u64,
+            *n,
+            "{name}"
+        );
+    }
+    std::fs::remove_dir_all(&dir).ok();
+    counts
+}
+
+#[test]
+fn demux_delivers_by_priority_and_to_every_match_with_all() {
+    let rules = "# ranked by priority, then file order\n\
+                 rest -1:\n\
+                 tcp 5: tcp\n\
+                 web 10: tcp port 80\n\
+                 watch 20 copy: host 10.0.0.1\n";
+    let total = records(&sample()).len() as u64;
+    let (web, tcp, host) = (
+        libpcap_count("tcp port 80"),
+        libpcap_count("tcp"),
+        libpcap_count("host 10.0.0.1"),
+    );
+    assert!(web > 0 && tcp > web);
+    let counts = demux_counts(rules, &[]);
+    let get = |c: &[(String, u64)], n: &str| c.iter().find(|(k, _)| k == n).unwrap().1;
+    assert_eq!(get(&counts, "watch"), host);
+    assert_eq!(get(&counts, "web"), web);
+    assert_eq!(get(&counts, "tcp"), tcp - web);
+    assert_eq!(get(&counts, "rest"), total - tcp);
+    // With --all each rule gets exactly what it matches alone.
+    let all = demux_counts(rules, &["--all"]);
+    assert_eq!(get(&all, "web"), web);
+    assert_eq!(get(&all, "tcp"), tcp);
+    assert_eq!(get(&all, "rest"), total);
+    assert_eq!(get(&all, "watch"), host);
+}
