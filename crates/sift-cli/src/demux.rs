@@ -99,7 +99,7 @@ struct Compiled {
 }
 
 fn compile_rules(rules: &[Rule], lang: Lang, opts: &Options) -> Result<Compiled> {
-    let mut demux = Demux::with_options(opts.clone());
+    let mut demux = Demux::with_options(*opts);
     let mut rule_of = HashMap::new();
     for (i, rule) in rules.iter().enumerate() {
         let filter = lang::compile(lang, &rule.expr, opts)
