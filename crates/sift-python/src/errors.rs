@@ -40,12 +40,7 @@ pub fn filter_error(py: Python<'_>, err: &sift::Error, expression: &str) -> PyEr
         None => (None, None),
     };
     let rendered = err.render(expression);
-    // The facade's Display prefixes "syntax error: " to a parse error whose own text already
-    // starts with it; the parse error's text alone reads right.
-    let message = match err {
-        sift::Error::Syntax(e) => e.to_string(),
-        other => other.to_string(),
-    };
+    let message = err.to_string();
     let build = || -> PyResult<PyErr> {
         let value = error_class(py, "FilterError")?
             .call1((message, expression, start, end, rendered, kind))?;

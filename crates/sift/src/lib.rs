@@ -86,7 +86,7 @@ impl Error {
 impl fmt::Display for Error {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
         match self {
-            Error::Syntax(e) => write!(f, "syntax error: {e}"),
+            Error::Syntax(e) => write!(f, "{e}"),
             Error::Semantic(e) => write!(f, "{e}"),
             Error::InvalidIr(e) => write!(f, "invalid IR: {e}"),
             Error::Codegen(e) => write!(f, "{e}"),
