@@ -5,16 +5,17 @@
 //! the file. A packet goes to the first matching rule that is not `copy`, and to every matching
 //! `copy` rule ranked before it; with `--all`, to every matching rule.
 
-use std::collections::HashMap;
+use std::collections::hash_map::{Entry, HashMap};
 use std::fs::File;
-use std::io::{BufReader, BufWriter};
+use std::io::BufWriter;
 use std::path::{Path, PathBuf};
 use std::process::ExitCode;
 
 use anyhow::{anyhow, bail, Context, Result};
 use sift::{Delivery, Demux, FilterId, Matches, Options};
-use sift_capture::{ByteOrder, CaptureReader, PcapHeader, PcapWriter};
+use sift_capture::{PcapHeader, PcapWriter};
 
+use crate::captures;
 use crate::lang::{self, Lang};
 
 /// One line of the rules file.
@@ -120,21 +121,13 @@ pub fn run(req: &Request<'_>) -> Result<ExitCode> {
     }
     std::fs::create_dir_all(req.out_dir)
         .with_context(|| format!("creating {}", req.out_dir.display()))?;
-    let native = if cfg!(target_endian = "little") {
-        ByteOrder::Little
-    } else {
-        ByteOrder::Big
-    };
     let mut writers: Vec<PcapWriter<BufWriter<File>>> = Vec::new();
     let mut counts = vec![0u64; rules.len()];
     let mut matches = Matches::new();
-    let mut failure = None;
-    for path in req.inputs {
-        let file = File::open(path).with_context(|| format!("opening {}", path.display()))?;
-        let mut reader = CaptureReader::new(BufReader::new(file))
-            .map_err(|e| anyhow!("{}: {e}", path.display()))?;
+    let mut compiled: HashMap<(u32, u32, bool), Compiled> = HashMap::new();
+    let damage = captures::for_each_record(req.inputs, |reader, record| {
         if writers.is_empty() {
-            let header = PcapHeader::tcpdump_for(&reader)?;
+            let header = PcapHeader::tcpdump_for(reader)?;
             for rule in &rules {
                 let out = req.out_dir.join(format!("{}.pcap", rule.name));
                 let f =
@@ -143,49 +136,37 @@ pub fn run(req: &Request<'_>) -> Result<ExitCode> {
             }
         }
         let snaplen = reader.snaplen().unwrap_or(262144);
-        let mut by_linktype: HashMap<u32, Compiled> = HashMap::new();
-        loop {
-            let record = match reader.next_record() {
-                Ok(Some(r)) => r,
-                Ok(None) => break,
-                Err(e) => {
-                    failure = Some(anyhow!("{}: {e}", path.display()));
-                    break;
-                }
-            };
-            let compiled = match by_linktype.entry(record.linktype) {
-                std::collections::hash_map::Entry::Occupied(e) => e.into_mut(),
-                std::collections::hash_map::Entry::Vacant(e) => {
-                    let opts = Options {
-                        swapped: reader.byte_order() != native,
-                        ..Options::new(record.linktype, snaplen)
-                    };
-                    e.insert(compile_rules(&rules, req.lang, &opts)?)
-                }
-            };
-            let demux_reader = compiled.demux.reader();
-            if req.all {
-                demux_reader.match_all(&record.data, record.wire_len, &mut matches);
-            } else {
-                demux_reader.match_packet(&record.data, record.wire_len, &mut matches);
+        let swapped = captures::swapped(reader);
+        let rules_here = match compiled.entry((record.linktype, snaplen, swapped)) {
+            Entry::Occupied(e) => e.into_mut(),
+            Entry::Vacant(e) => {
+                let opts = Options {
+                    swapped,
+                    ..Options::new(record.linktype, snaplen)
+                };
+                e.insert(compile_rules(&rules, req.lang, &opts)?)
             }
-            for id in matches.delivered() {
-                let i = compiled.rule_of[id];
-                counts[i] += 1;
-                writers[i].write_record(&record)?;
-            }
+        };
+        let demux_reader = rules_here.demux.reader();
+        if req.all {
+            demux_reader.match_all(&record.data, record.wire_len, &mut matches);
+        } else {
+            demux_reader.match_packet(&record.data, record.wire_len, &mut matches);
         }
-        if failure.is_some() {
-            break;
+        for id in matches.delivered() {
+            let i = rules_here.rule_of[id];
+            counts[i] += 1;
+            writers[i].write_record(&record)?;
         }
-    }
+        Ok(())
+    })?;
     for w in &mut writers {
         w.flush()?;
     }
     for (rule, count) in rules.iter().zip(&counts) {
         println!("{count:>10}  {}", rule.name);
     }
-    match failure {
+    match damage {
         Some(e) => Err(e),
         None => Ok(ExitCode::SUCCESS),
     }

@@ -2,15 +2,16 @@
 
 use std::collections::hash_map::{Entry, HashMap};
 use std::fs::File;
-use std::io::{self, BufReader, BufWriter, IsTerminal, Write};
+use std::io::{self, BufWriter, IsTerminal, Write};
 use std::path::PathBuf;
 use std::process::ExitCode;
 
-use anyhow::{anyhow, bail, Context, Result};
+use anyhow::{bail, Context, Result};
 use clap::ValueEnum;
 use sift::{Filter, Options};
-use sift_capture::{ByteOrder, CaptureReader, PcapWriter};
+use sift_capture::PcapWriter;
 
+use crate::captures;
 use crate::lang::{self, Lang};
 
 /// Which engine runs the filter.
@@ -53,63 +54,41 @@ pub fn run(req: &Request<'_>) -> Result<ExitCode> {
         bail!("--engine jit: this machine has no JIT (x86-64 and aarch64 only)");
     }
     let mut writer: Option<PcapWriter<BufWriter<File>>> = None;
-    let mut accepted: u64 = 0;
-    let mut seen: u64 = 0;
+    let mut filters: HashMap<(u32, u32, bool), Filter> = HashMap::new();
+    let (mut accepted, mut seen) = (0u64, 0u64);
     let progress = io::stderr().is_terminal();
-    let native = if cfg!(target_endian = "little") {
-        ByteOrder::Little
-    } else {
-        ByteOrder::Big
-    };
-    let mut failure = None;
-    for path in req.inputs {
-        let file = File::open(path).with_context(|| format!("opening {}", path.display()))?;
-        let mut reader = CaptureReader::new(BufReader::new(file))
-            .map_err(|e| anyhow!("{}: {e}", path.display()))?;
+    let damage = captures::for_each_record(req.inputs, |reader, record| {
         if writer.is_none() {
             if let Some(out) = req.output {
                 let f = File::create(out).with_context(|| format!("creating {}", out.display()))?;
-                writer = Some(PcapWriter::tcpdump_compatible(BufWriter::new(f), &reader)?);
+                writer = Some(PcapWriter::tcpdump_compatible(BufWriter::new(f), reader)?);
             }
         }
+        let lt = req.linktype.unwrap_or(record.linktype);
         let snaplen = reader.snaplen().unwrap_or(262144);
-        let mut filters: HashMap<u32, Filter> = HashMap::new();
-        loop {
-            let record = match reader.next_record() {
-                Ok(Some(r)) => r,
-                Ok(None) => break,
-                Err(e) => {
-                    // Every packet before the damage has been delivered; report and stop.
-                    failure = Some(anyhow!("{}: {e}", path.display()));
-                    break;
-                }
-            };
-            let lt = req.linktype.unwrap_or(record.linktype);
-            let filter = match filters.entry(lt) {
-                Entry::Occupied(e) => e.into_mut(),
-                Entry::Vacant(e) => {
-                    let opts = Options {
-                        swapped: reader.byte_order() != native,
-                        ..Options::new(lt, snaplen)
-                    };
-                    e.insert(lang::compile(req.lang, req.expr, &opts)?)
-                }
-            };
-            seen += 1;
-            if req.engine.run(filter, &record.data, record.wire_len) != 0 {
-                accepted += 1;
-                if let Some(w) = writer.as_mut() {
-                    w.write_record(&record)?;
-                }
+        let swapped = captures::swapped(reader);
+        let filter = match filters.entry((lt, snaplen, swapped)) {
+            Entry::Occupied(e) => e.into_mut(),
+            Entry::Vacant(e) => {
+                let opts = Options {
+                    swapped,
+                    ..Options::new(lt, snaplen)
+                };
+                e.insert(lang::compile(req.lang, req.expr, &opts)?)
             }
-            if progress && seen.is_multiple_of(100_000) {
-                eprint!("\r{seen} packets read, {accepted} accepted");
+        };
+        seen += 1;
+        if req.engine.run(filter, &record.data, record.wire_len) != 0 {
+            accepted += 1;
+            if let Some(w) = writer.as_mut() {
+                w.write_record(&record)?;
             }
         }
-        if failure.is_some() {
-            break;
+        if progress && seen.is_multiple_of(100_000) {
+            eprint!("\r{seen} packets read, {accepted} accepted");
         }
-    }
+        Ok(())
+    })?;
     if progress && seen >= 100_000 {
         eprintln!();
     }
@@ -120,7 +99,7 @@ pub fn run(req: &Request<'_>) -> Result<ExitCode> {
         println!("{accepted}");
         io::stdout().flush()?;
     }
-    match failure {
+    match damage {
         Some(e) => Err(e),
         None => Ok(ExitCode::SUCCESS),
     }

@@ -5,6 +5,7 @@ use std::path::PathBuf;
 use std::process::ExitCode;
 
 mod capture;
+mod captures;
 mod demux;
 mod filter;
 mod flow;

@@ -6,13 +6,14 @@
 
 use std::collections::HashMap;
 use std::fs::{File, OpenOptions};
-use std::io::{BufReader, BufWriter};
+use std::io::BufWriter;
 use std::path::{Path, PathBuf};
 use std::process::ExitCode;
 
-use anyhow::{anyhow, Context, Result};
-use sift_capture::{CaptureReader, PcapHeader, PcapWriter, Record};
+use anyhow::{Context, Result};
+use sift_capture::{PcapHeader, PcapWriter, Record};
 
+use crate::captures;
 use crate::flow::{endpoints, SplitBy};
 
 const MAX_OPEN: usize = 256;
@@ -95,40 +96,23 @@ impl Outputs {
 pub fn run(inputs: &[PathBuf], dir: &Path, by: SplitBy) -> Result<ExitCode> {
     std::fs::create_dir_all(dir).with_context(|| format!("creating {}", dir.display()))?;
     let mut outputs: Option<Outputs> = None;
-    let mut failure = None;
-    for path in inputs {
-        let file = File::open(path).with_context(|| format!("opening {}", path.display()))?;
-        let mut reader = CaptureReader::new(BufReader::new(file))
-            .map_err(|e| anyhow!("{}: {e}", path.display()))?;
+    let damage = captures::for_each_record(inputs, |reader, record| {
         let outputs = match &mut outputs {
             Some(o) => o,
             None => outputs.insert(Outputs {
                 dir: dir.to_owned(),
-                header: PcapHeader::tcpdump_for(&reader)?,
+                header: PcapHeader::tcpdump_for(reader)?,
                 files: HashMap::new(),
                 open: 0,
                 clock: 0,
             }),
         };
-        loop {
-            let record = match reader.next_record() {
-                Ok(Some(r)) => r,
-                Ok(None) => break,
-                Err(e) => {
-                    failure = Some(anyhow!("{}: {e}", path.display()));
-                    break;
-                }
-            };
-            let name = match endpoints(record.linktype, &record.data) {
-                Some(e) => e.group_name(by),
-                None => OTHER.to_owned(),
-            };
-            outputs.write(&name, &record)?;
-        }
-        if failure.is_some() {
-            break;
-        }
-    }
+        let name = match endpoints(record.linktype, &record.data) {
+            Some(e) => e.group_name(by),
+            None => OTHER.to_owned(),
+        };
+        outputs.write(&name, &record)
+    })?;
     if let Some(mut outputs) = outputs {
         let mut names: Vec<(String, u64)> = Vec::new();
         for (name, out) in &mut outputs.files {
@@ -142,7 +126,7 @@ pub fn run(inputs: &[PathBuf], dir: &Path, by: SplitBy) -> Result<ExitCode> {
             println!("{packets:>10}  {name}.pcap");
         }
     }
-    match failure {
+    match damage {
         Some(e) => Err(e),
         None => Ok(ExitCode::SUCCESS),
     }
