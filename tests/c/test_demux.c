@@ -13,7 +13,8 @@
 
 #include <sift.h>
 
-#define MAX_PACKETS 100000
+#include "common.h"
+
 #define READERS 3
 
 struct rule {
@@ -34,43 +35,8 @@ static const struct rule RULES[] = {
 };
 #define NRULES (sizeof RULES / sizeof *RULES)
 
-static const u_char *packets[MAX_PACKETS];
-static uint32_t caplens[MAX_PACKETS], wirelens[MAX_PACKETS];
-static size_t npackets;
 static int64_t expected_best[MAX_PACKETS];
-static int failures;
 static atomic_int stop;
-
-#define CHECK(cond, ...)                                                                      \
-    do {                                                                                      \
-        if (!(cond)) {                                                                        \
-            fprintf(stderr, "FAIL %s:%d: ", __FILE__, __LINE__);                              \
-            fprintf(stderr, __VA_ARGS__);                                                     \
-            fprintf(stderr, "\n");                                                            \
-            failures++;                                                                       \
-        }                                                                                     \
-    } while (0)
-
-static void read_capture(const char *path, int *linktype) {
-    char errbuf[PCAP_ERRBUF_SIZE];
-    pcap_t *p = pcap_open_offline(path, errbuf);
-    if (!p) {
-        fprintf(stderr, "%s\n", errbuf);
-        exit(2);
-    }
-    *linktype = pcap_datalink(p);
-    struct pcap_pkthdr *h;
-    const u_char *data;
-    while (npackets < MAX_PACKETS && pcap_next_ex(p, &h, &data) == 1) {
-        u_char *copy = malloc(h->caplen ? h->caplen : 1);
-        memcpy(copy, data, h->caplen);
-        packets[npackets] = copy;
-        caplens[npackets] = h->caplen;
-        wirelens[npackets] = h->len;
-        npackets++;
-    }
-    pcap_close(p);
-}
 
 struct reader_job {
     const sift_demux *d;
@@ -94,8 +60,7 @@ int main(int argc, char **argv) {
         fprintf(stderr, "usage: %s CAPTURE\n", argv[0]);
         return 2;
     }
-    int linktype;
-    read_capture(argv[1], &linktype);
+    int linktype = read_capture(argv[1]);
     pcap_t *dead = pcap_open_dead(linktype, 262144);
     struct bpf_program progs[NRULES];
     int64_t ids[NRULES];

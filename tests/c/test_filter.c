@@ -11,7 +11,8 @@
 
 #include <sift.h>
 
-#define MAX_PACKETS 100000
+#include "common.h"
+
 #define THREADS 4
 
 static const char *const EXPRESSIONS[] = {
@@ -25,21 +26,6 @@ static const char *const EXPRESSIONS[] = {
     "not ip6 and len > 100",
     "ip[2:2] - ((ip[0]&0xf)<<2) - ((tcp[12]&0xf0)>>2) > 0",
 };
-
-static const u_char *packets[MAX_PACKETS];
-static uint32_t caplens[MAX_PACKETS], wirelens[MAX_PACKETS];
-static size_t npackets;
-static int failures;
-
-#define CHECK(cond, ...)                                                                      \
-    do {                                                                                      \
-        if (!(cond)) {                                                                        \
-            fprintf(stderr, "FAIL %s:%d: ", __FILE__, __LINE__);                              \
-            fprintf(stderr, __VA_ARGS__);                                                     \
-            fprintf(stderr, "\n");                                                            \
-            failures++;                                                                       \
-        }                                                                                     \
-    } while (0)
 
 struct job {
     const sift_filter *filter;
@@ -55,27 +41,6 @@ static void *run_all(void *arg) {
                 job->expected[i])
                 job->mismatches++;
     return NULL;
-}
-
-static void read_capture(const char *path, int *linktype) {
-    char errbuf[PCAP_ERRBUF_SIZE];
-    pcap_t *p = pcap_open_offline(path, errbuf);
-    if (!p) {
-        fprintf(stderr, "%s\n", errbuf);
-        exit(2);
-    }
-    *linktype = pcap_datalink(p);
-    struct pcap_pkthdr *h;
-    const u_char *data;
-    while (npackets < MAX_PACKETS && pcap_next_ex(p, &h, &data) == 1) {
-        u_char *copy = malloc(h->caplen ? h->caplen : 1);
-        memcpy(copy, data, h->caplen);
-        packets[npackets] = copy;
-        caplens[npackets] = h->caplen;
-        wirelens[npackets] = h->len;
-        npackets++;
-    }
-    pcap_close(p);
 }
 
 static void errors_and_edge_cases(void) {
@@ -116,8 +81,7 @@ int main(int argc, char **argv) {
         fprintf(stderr, "usage: %s CAPTURE\n", argv[0]);
         return 2;
     }
-    int linktype;
-    read_capture(argv[1], &linktype);
+    int linktype = read_capture(argv[1]);
     errors_and_edge_cases();
 
     pcap_t *dead = pcap_open_dead(linktype, 262144);

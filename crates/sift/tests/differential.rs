@@ -139,6 +139,22 @@ fn shared_dir() -> Option<&'static Path> {
     }
 }
 
+/// The shared expressions for the link type libpcap calls `dlt_name`, and for Ethernet the
+/// shared random suite too.
+fn shared_list(shared: &Path, dlt_name: &str) -> Vec<String> {
+    let exprs = sift_oracle::diff::load_shared_exprs(shared.join("exprs")).unwrap();
+    let mut list: Vec<String> = exprs
+        .into_iter()
+        .filter(|(n, _)| n == dlt_name)
+        .map(|(_, e)| e)
+        .collect();
+    if dlt_name == "EN10MB" {
+        let random = std::fs::read_to_string(shared.join("exprs/random.txt")).unwrap();
+        list.extend(random.lines().map(str::to_owned));
+    }
+    list
+}
+
 fn capture_packets(path: &Path) -> Vec<(Vec<u8>, u32)> {
     let mut r = sift_capture::CaptureReader::open(path).unwrap();
     let mut out = Vec::new();
@@ -151,12 +167,6 @@ fn capture_packets(path: &Path) -> Vec<(Vec<u8>, u32)> {
 #[test]
 fn shared_expressions_on_shared_corpus() {
     let Some(shared) = shared_dir() else { return };
-    let exprs = sift_oracle::diff::load_shared_exprs(shared.join("exprs")).unwrap();
-    let random: Vec<String> = std::fs::read_to_string(shared.join("exprs/random.txt"))
-        .unwrap()
-        .lines()
-        .map(str::to_owned)
-        .collect();
     let synthetic = shared.join("corpus/synthetic");
     for (name, lt, file) in [
         ("EN10MB", 1, "eth.pcap"),
@@ -167,14 +177,7 @@ fn shared_expressions_on_shared_corpus() {
         ("IPV6", 229, "raw.pcap"),
         ("LINUX_SLL2", 276, "sll.pcap"),
     ] {
-        let mut list: Vec<String> = exprs
-            .iter()
-            .filter(|(n, _)| n == name)
-            .map(|(_, e)| e.clone())
-            .collect();
-        if lt == 1 {
-            list.extend(random.iter().cloned());
-        }
+        let list = shared_list(shared, name);
         let packets = capture_packets(&synthetic.join(file));
         let engine = sift_engine;
         check(
@@ -190,12 +193,6 @@ fn shared_expressions_on_shared_corpus() {
 #[test]
 fn shared_expressions_on_real_captures() {
     let Some(shared) = shared_dir() else { return };
-    let exprs = sift_oracle::diff::load_shared_exprs(shared.join("exprs")).unwrap();
-    let random: Vec<String> = std::fs::read_to_string(shared.join("exprs/random.txt"))
-        .unwrap()
-        .lines()
-        .map(str::to_owned)
-        .collect();
     let real = shared.join("corpus/real");
     let manifest = std::fs::read_to_string(real.join("MANIFEST.tsv")).unwrap();
     let mut by_linktype: std::collections::BTreeMap<u32, Vec<(Vec<u8>, u32)>> = Default::default();
@@ -226,14 +223,7 @@ fn shared_expressions_on_real_captures() {
         let Some(packets) = by_linktype.get(&lt) else {
             continue;
         };
-        let mut list: Vec<String> = exprs
-            .iter()
-            .filter(|(n, _)| *n == name)
-            .map(|(_, e)| e.clone())
-            .collect();
-        if lt == 1 {
-            list.extend(random.iter().cloned());
-        }
+        let list = shared_list(shared, name);
         let engine = sift_engine;
         let report = run_diff(&engine, lt, &list, packets, &DiffOptions::default()).unwrap();
         compared += report.pairs_compared;
