@@ -32,7 +32,12 @@
 //! [`Demux::overlaps`] is the exclusivity check (which installed filters may accept a packet a
 //! new filter accepts); see `overlap` for when it is exact.
 //!
-//! Not here yet: fragment dispatch (MPF section 3), native code for the extractors (they are
+//! [`FragmentDemux`] puts MPF's fragment dispatch (section 3) in front of a [`Reader`]: later
+//! fragments of an IP datagram go where its first fragment (the one with the transport
+//! header) went, through bounded per-datagram state; fragments that arrive before their first
+//! are postponed and handed back when it comes, or dropped (counted) at the timeout.
+//!
+//! Not here yet: native code for the extractors (they are
 //! interpreted), DPF's sharing of atom prefixes between shapes.
 //!
 //! ```
@@ -51,6 +56,7 @@
 mod canon;
 mod demux;
 mod extract;
+mod fragments;
 mod overlap;
 mod paths;
 mod reader;
@@ -59,6 +65,11 @@ mod snapshot;
 mod table;
 
 pub use demux::{Batch, Delivery, Demux, FilterId, InsertError, Placement, Stats};
+pub use fragments::{
+    DatagramKey, DropReason, FragmentConfig, FragmentDemux, FragmentError, FragmentOutcome,
+    FragmentStats, Overflow, Recipients, Release, Verdict, DATAGRAM_STATE_BYTES,
+    POSTPONED_OVERHEAD_BYTES,
+};
 pub use paths::NotDecomposed;
 pub use reader::{LocalReader, Reader};
 pub use snapshot::Matches;

@@ -104,6 +104,13 @@ impl Matches {
     pub fn is_empty(&self) -> bool {
         self.delivered.is_empty()
     }
+
+    /// Sets a delivery decided elsewhere (fragment dispatch: the first fragment's recipients).
+    pub(crate) fn set_delivery(&mut self, delivered: &[FilterId], exclusive: Option<FilterId>) {
+        self.delivered.clear();
+        self.delivered.extend_from_slice(delivered);
+        self.exclusive = exclusive;
+    }
 }
 
 impl Engine {
