@@ -141,8 +141,11 @@ enum Command {
         dump: u8,
         /// Read a classic BPF program from a file (any text form, or a binary `struct
         /// sock_filter` array) instead of an expression.
-        #[arg(long = "bpf", value_name = "FILE")]
+        #[arg(long = "bpf", value_name = "FILE", conflicts_with = "expr_file")]
         bpf_file: Option<PathBuf>,
+        /// Read the expression (or program) from a file.
+        #[arg(short = 'F', value_name = "EXPRFILE")]
+        expr_file: Option<PathBuf>,
         /// Optimization level: 0 compiles without optimizing, as `tcpdump -O` (which also gives
         /// the filter libpcap's unoptimized meaning on truncated packets).
         #[arg(short = 'O', value_name = "LEVEL", default_value_t = 1)]
@@ -160,10 +163,13 @@ enum Command {
     },
     /// Print a stage of the compiler for an expression.
     Debug {
-        /// `ast`, `ir` (as lowered, with libpcap's semantics: the reference), `opt` (the
+        /// `ast`, `ir` (as lowered, with libpcap's semantics: the reference), `ir-opt` (the
         /// optimized IR), `bytecode` (what runs) or `cbpf` (classic BPF, as `tcpdump -d`
         /// prints it).
         stage: String,
+        /// Read the expression (or program) from a file.
+        #[arg(short = 'F', value_name = "EXPRFILE")]
+        expr_file: Option<PathBuf>,
         /// The language of the expression.
         #[arg(long, value_enum, default_value_t = Lang::Pcap)]
         lang: Lang,
@@ -191,12 +197,13 @@ fn run(cli: Cli) -> Result<ExitCode> {
     match cli.command {
         Command::Debug {
             stage,
+            expr_file,
             lang,
             linktype,
             snaplen,
             expression: args,
         } => {
-            let expr = args.join(" ");
+            let (lang, expr) = lang::source(&args, expr_file.as_deref(), None, lang)?;
             let filter = || compile(lang, &expr, &Options::new(linktype, snaplen));
             match stage.as_str() {
                 "ast" if lang == Lang::Pcap => {
@@ -254,13 +261,15 @@ fn run(cli: Cli) -> Result<ExitCode> {
             output,
             dump,
             bpf_file,
+            expr_file,
             level,
             lang,
             linktype,
             snaplen,
             expression: args,
         } => {
-            let (lang, expr) = lang::source(&args, None, bpf_file.as_deref(), lang)?;
+            let (lang, expr) =
+                lang::source(&args, expr_file.as_deref(), bpf_file.as_deref(), lang)?;
             let opts = Options {
                 optimize: level > 0,
                 ..Options::new(linktype, snaplen)
