@@ -44,6 +44,10 @@ struct Simplifier<'f> {
     repl: Replacements,
     /// Constants created by rules, to be placed before the instruction being rewritten.
     fresh: Vec<Value>,
+    /// Whether anything read each value when the pass started. An instruction found equal to
+    /// another is left for dead-code elimination; once nothing reads it, finding it again is no
+    /// change (counting it would keep the pipeline from ever reaching its fixed point).
+    used: Vec<bool>,
     changes: usize,
 }
 
@@ -51,11 +55,13 @@ struct Simplifier<'f> {
 pub fn run(f: &mut Function) -> usize {
     let ranges = range::compute(f);
     let repl = Replacements::new(f);
+    let used = used_values(f);
     let mut s = Simplifier {
         f,
         ranges,
         repl,
         fresh: Vec::new(),
+        used,
         changes: 0,
     };
     for b in crate::cfg::rpo(s.f) {
@@ -66,6 +72,22 @@ pub fn run(f: &mut Function) -> usize {
     repl.apply(f);
     remove_unreachable(f);
     changes
+}
+
+/// Whether any instruction or terminator reads each value.
+fn used_values(f: &Function) -> Vec<bool> {
+    let mut used = vec![false; f.values.len()];
+    for data in &f.blocks {
+        for &v in &data.insts {
+            for o in f.inst(v).operands() {
+                used[o.index()] = true;
+            }
+        }
+        for o in data.term.operands() {
+            used[o.index()] = true;
+        }
+    }
+    used
 }
 
 impl Simplifier<'_> {
@@ -89,7 +111,8 @@ impl Simplifier<'_> {
         let insts = std::mem::take(&mut self.f.block_mut(b).insts);
         let mut kept = Vec::with_capacity(insts.len());
         let mut rejected = false;
-        for v in insts {
+        let count = insts.len();
+        for (position, v) in insts.into_iter().enumerate() {
             let mut inst = self.f.values[v.index()].clone();
             crate::rewrite::map_inst_operands(&mut inst, |x| self.repl.resolve(x));
             self.f.values[v.index()] = inst.clone();
@@ -114,12 +137,18 @@ impl Simplifier<'_> {
                     kept.push(v);
                 }
                 Outcome::Same(w) => {
-                    self.changes += 1;
+                    if self.used.get(v.index()).copied().unwrap_or(false) {
+                        self.changes += 1;
+                    }
                     self.repl.replace(v, w);
                     kept.push(v); // left for dead-code elimination
                 }
                 Outcome::Rejects => {
-                    self.changes += 1;
+                    // Already the last instruction of a block returning 0: nothing changes.
+                    let last = position + 1 == count;
+                    if !last || self.f.block(b).term != Terminator::Return(0) {
+                        self.changes += 1;
+                    }
                     kept.push(v);
                     rejected = true;
                     break;

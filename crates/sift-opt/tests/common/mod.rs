@@ -4,6 +4,9 @@
 
 #![allow(dead_code)]
 
+pub mod passes;
+pub mod random_ir;
+
 use sift_ir::{Cache, Function, Interpreter};
 use sift_syntax::ast::Expr;
 
