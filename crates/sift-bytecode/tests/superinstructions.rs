@@ -100,10 +100,12 @@ impl Builder<'_> {
 
     /// A constant that packet bytes often equal.
     fn imm(&mut self) -> u32 {
-        match self.rng.below(6) {
+        match self.rng.below(7) {
             0 => self.rng.next_u32(),
             1 => u32::MAX - self.rng.below(2) as u32,
             2 => self.rng.below(0x300) as u32,
+            // A half-word of two small bytes.
+            3 => (self.rng.below(8) << 8 | self.rng.below(8)) as u32,
             _ => self.rng.below(8) as u32,
         }
     }
@@ -213,11 +215,15 @@ impl Builder<'_> {
 
     fn switch(&mut self, key: Reg) {
         let i = self.here();
-        let size = *self.rng.pick(&[1usize, 2, 3, 4, 5, 8, 20, 40]);
+        let size = *self.rng.pick(&[1usize, 2, 3, 3, 4, 5, 8, 20, 40]);
         let mut keys: Vec<u32> = (0..size).map(|_| self.imm()).collect();
         keys.sort_unstable();
         keys.dedup();
-        let entries = keys.into_iter().map(|k| (k, self.target(i))).collect();
+        let shared = self.rng.chance(1, 2).then(|| self.target(i));
+        let entries = keys
+            .into_iter()
+            .map(|k| (k, shared.unwrap_or_else(|| self.target(i))))
+            .collect();
         let default = self.target(i);
         self.code.push(Insn::Switch {
             key,
@@ -261,6 +267,21 @@ impl Builder<'_> {
                     lhs: dst,
                     rhs: Operand::Imm(k),
                 });
+                if self.rng.chance(1, 2) {
+                    return;
+                }
+                // The transport-header idiom: a load indexed by the header length, then a test.
+                let (base, loaded) = (self.mostly(dst), self.reg());
+                let width = *self.rng.pick(&Width::ALL);
+                let offset = self.rng.below(24) as u32;
+                self.code.push(Insn::Load {
+                    width,
+                    dst: loaded,
+                    base: Some(base),
+                    offset,
+                });
+                let reg = self.mostly(loaded);
+                self.tests(reg);
                 return;
             }
         }
@@ -349,7 +370,7 @@ fn agree(p: &Program, rng: &mut Rng, cache: &mut Cache) {
 fn fused_sequences_agree_with_the_specification() {
     let mut rng = Rng::new(0x5eed);
     let mut cache = Cache::new();
-    for _ in 0..4000 {
+    for _ in 0..20_000 {
         let n = 12 + rng.below(40) as usize;
         let p = Builder {
             rng: &mut rng,

@@ -240,6 +240,51 @@ impl VerifiedProgram {
                     let x = loaded!(d, load(packet, indexed(reg!(b), off), w));
                     branch!(x.wrapping_sub(lo) < span, t, f)
                 }
+                Op::LdHIn3 { d, off, keys, t, f } => {
+                    let x = loaded!(d, half(packet, off as usize));
+                    // One branch, not three: `|` rather than `||`.
+                    branch!((x == keys[0]) | (x == keys[1]) | (x == keys[2]), t, f)
+                }
+                Op::MshLdXHJeq {
+                    xd,
+                    xoff,
+                    d,
+                    off,
+                    k,
+                    t,
+                    f,
+                } => {
+                    let base = loaded!(xd, byte(packet, xoff as usize).map(|x| (x & 15) << 2));
+                    let x = loaded!(d, half(packet, indexed(base, off)));
+                    branch!(x == k, t, f)
+                }
+                Op::MshLdXBJset {
+                    xd,
+                    xoff,
+                    d,
+                    off,
+                    k,
+                    t,
+                    f,
+                } => {
+                    let base = loaded!(xd, byte(packet, xoff as usize).map(|x| (x & 15) << 2));
+                    let x = loaded!(d, byte(packet, indexed(base, off)));
+                    branch!(x & k != 0, t, f)
+                }
+                Op::MshLdXHRange {
+                    xd,
+                    xoff,
+                    d,
+                    off,
+                    lo,
+                    span,
+                    t,
+                    f,
+                } => {
+                    let base = loaded!(xd, byte(packet, xoff as usize).map(|x| (x & 15) << 2));
+                    let x = loaded!(d, half(packet, indexed(base, off)));
+                    branch!(x.wrapping_sub(lo) < span, t, f)
+                }
                 Op::JeqI { a, k, t, f } => branch!(reg!(a) == k, t, f),
                 Op::JgtI { a, k, t, f } => branch!(reg!(a) > k, t, f),
                 Op::JgeI { a, k, t, f } => branch!(reg!(a) >= k, t, f),

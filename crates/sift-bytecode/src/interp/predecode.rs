@@ -16,7 +16,8 @@
 //! | `ld.b [k]` ; `and rd, rd, 15` ; `shl rd, rd, 2` | `Msh` (classic BPF's `ldx 4*([k]&0xf)`) |
 //! | `ld [rb+k]` ; `jcc rd, imm` | `LdXHJeq`, `LdXBJset`, `LdXBr` |
 //! | `ld [rb+k]` ; a range test (below) | `LdXRange` |
-//! | `ld [k]` ; `switch rd` | `LdSwitch` |
+//! | `ld [k]` ; `switch rd` | `LdSwitch`; `LdHIn3` for a set of up to three keys |
+//! | `Msh` ; `and` ; `shl` ; an indexed `LdX…` op based on its register | `MshLdX…` |
 //! | `jeq ra, k1` else `jeq ra, k2` | `Jeq2` |
 //! | `jge ra, lo` then `jgt ra, hi` (either order) | `InRange` (one unsigned compare) |
 //!
@@ -25,13 +26,16 @@
 //! instructions it absorbed keep their own slots unchanged: a branch that lands on one of them
 //! still runs it on its own, and no target needs renumbering.
 
-use crate::insn::{AluOp, Cond, Insn, Operand, Program, Width};
+use crate::insn::{AluOp, Cond, Insn, Operand, Program, Table, Width};
 
 use super::lookup::Lookup;
 
 /// One pre-decoded step. Registers are `u8` (verified `< 16`), slots `u8` (verified `< 256`),
-/// targets absolute slot indices (verified in bounds and forward).
+/// targets absolute slot indices (verified in bounds and forward). Aligned to 32 bytes, so that
+/// finding slot `i` is a shift (at 28 bytes it took three instructions on the dispatch path) and
+/// no op straddles a cache line.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
+#[repr(align(32))]
 pub(crate) enum Op {
     MovR {
         d: u8,
@@ -273,6 +277,44 @@ pub(crate) enum Op {
         t: u32,
         f: u32,
     },
+    /// `d = half [off]`, then `d` in `keys` (a table of one to three keys, one target).
+    LdHIn3 {
+        d: u8,
+        off: u32,
+        keys: [u32; 3],
+        t: u32,
+        f: u32,
+    },
+    /// `Msh` (writing `xd`) and then the op after it, an indexed load based on `xd` and a test:
+    /// the transport-port idiom `ldx 4*([14]&0xf); ldh [x+k]; jeq`.
+    MshLdXHJeq {
+        xd: u8,
+        xoff: u32,
+        d: u8,
+        off: u32,
+        k: u32,
+        t: u32,
+        f: u32,
+    },
+    MshLdXBJset {
+        xd: u8,
+        xoff: u32,
+        d: u8,
+        off: u32,
+        k: u32,
+        t: u32,
+        f: u32,
+    },
+    MshLdXHRange {
+        xd: u8,
+        xoff: u32,
+        d: u8,
+        off: u32,
+        lo: u32,
+        span: u32,
+        t: u32,
+        f: u32,
+    },
     Switch {
         key: u8,
         table: u32,
@@ -311,8 +353,13 @@ impl Code {
             .map(|&i| thread(&p.code, predecode(i)))
             .collect();
         let mut ops: Vec<Op> = (0..plain.len())
-            .map(|i| fuse(&p.code, i).unwrap_or(plain[i]))
+            .map(|i| fuse(p, i).unwrap_or(plain[i]))
             .collect();
+        for i in 0..ops.len() {
+            if let Some(&next) = ops.get(i + 3) {
+                ops[i] = fuse_msh(ops[i], next).unwrap_or(ops[i]);
+            }
+        }
         ops.resize(ops.len().next_power_of_two(), Op::RetI { k: 0 });
         let lookups = p.tables.iter().map(|t| Lookup::new(&t.entries)).collect();
         Code {
@@ -406,8 +453,71 @@ fn eq_chain(code: &[Insn], first: &Test) -> Option<(u32, u32, u32, u32, u32)> {
         .then_some((first.k, first.t, second.k, second.t, second.f))
 }
 
+/// `Msh` followed (three slots on, past its `and` and `shl`) by an indexed load from the
+/// register it writes, fused into one op.
+fn fuse_msh(msh: Op, next: Op) -> Option<Op> {
+    let Op::Msh { d: xd, off: xoff } = msh else {
+        return None;
+    };
+    Some(match next {
+        Op::LdXHJeq { d, b, off, k, t, f } if b == xd => Op::MshLdXHJeq {
+            xd,
+            xoff,
+            d,
+            off,
+            k,
+            t,
+            f,
+        },
+        Op::LdXBJset { d, b, off, k, t, f } if b == xd => Op::MshLdXBJset {
+            xd,
+            xoff,
+            d,
+            off,
+            k,
+            t,
+            f,
+        },
+        Op::LdXRange {
+            w: Width::Half,
+            d,
+            b,
+            off,
+            lo,
+            span,
+            t,
+            f,
+        } if b == xd => Op::MshLdXHRange {
+            xd,
+            xoff,
+            d,
+            off,
+            lo,
+            span,
+            t,
+            f,
+        },
+        _ => return None,
+    })
+}
+
+/// A table of one to three keys that all lead to one target: `(keys, target)`, the keys padded
+/// by repeating the first.
+fn small_set(table: &Table) -> Option<([u32; 3], u32)> {
+    let (&(k0, target), rest) = table.entries.split_first()?;
+    if rest.len() > 2 || rest.iter().any(|&(_, t)| t != target) {
+        return None;
+    }
+    let mut keys = [k0; 3];
+    for (slot, &(k, _)) in keys[1..].iter_mut().zip(rest) {
+        *slot = k;
+    }
+    Some((keys, target))
+}
+
 /// The superinstruction starting at slot `i`, if a known sequence starts there.
-fn fuse(code: &[Insn], i: usize) -> Option<Op> {
+fn fuse(p: &Program, i: usize) -> Option<Op> {
+    let code = &p.code[..];
     let at = |j: usize| code.get(j);
     let thread_ops = |op: Op| thread(code, op);
     let fused = match *at(i)? {
@@ -451,6 +561,16 @@ fn fuse(code: &[Insn], i: usize) -> Option<Op> {
                 }),
             ) = (mask, at(next))
             {
+                let set = p.tables.get(table as usize).and_then(small_set);
+                if let (true, Width::Half, Some((keys, target))) = (key == dst, w, set) {
+                    return Some(thread_ops(Op::LdHIn3 {
+                        d,
+                        off,
+                        keys,
+                        t: target,
+                        f: default,
+                    }));
+                }
                 if key == dst {
                     return Some(thread_ops(Op::LdSwitch {
                         w,
@@ -643,7 +763,11 @@ fn thread(code: &[Insn], op: Op) -> Op {
         | Op::LdXHJeq { t, f, .. }
         | Op::LdXBJset { t, f, .. }
         | Op::LdXBr { t, f, .. }
-        | Op::LdXRange { t, f, .. } => {
+        | Op::LdXRange { t, f, .. }
+        | Op::LdHIn3 { t, f, .. }
+        | Op::MshLdXHJeq { t, f, .. }
+        | Op::MshLdXBJset { t, f, .. }
+        | Op::MshLdXHRange { t, f, .. } => {
             d(t);
             d(f);
         }
