@@ -150,7 +150,8 @@ pub enum Verdict {
 #[derive(Debug)]
 pub struct Release<H> {
     pub handle: H,
-    /// The `now_ns` it was dispatched with.
+    /// The `now_ns` it was dispatched with (as the clock saw it: never earlier than an earlier
+    /// call's).
     pub arrival_ns: u64,
     pub verdict: Verdict,
 }
@@ -169,6 +170,35 @@ pub struct Release<H> {
 /// datagram's fragments in arrival order); at the end of the input call
 /// [`flush`](FragmentDemux::flush) and drain again. Releases not drained stay queued (they are
 /// outside the postponed limits, so drain after every call).
+///
+/// ```
+/// use sift_demux::{Demux, FragmentConfig, FragmentDemux, Matches, Verdict};
+/// # let records: Vec<(u64, Vec<u8>)> = vec![(1_000, vec![0u8; 60])];
+/// # fn write(_record: &(u64, Vec<u8>), _to: &[sift_demux::FilterId]) {}
+/// let demux = Demux::new(); // filters inserted elsewhere
+/// // The handle is the capture record itself: released packets are written out as recorded.
+/// let mut frag: FragmentDemux<(u64, Vec<u8>)> =
+///     FragmentDemux::new(&demux.reader(), 1, FragmentConfig::default()).unwrap();
+/// let mut m = Matches::new();
+/// let mut handle = |frag: &mut FragmentDemux<_>| {
+///     for r in frag.releases() {
+///         if let Verdict::Deliver(to) = &r.verdict {
+///             write(&r.handle, to.delivered());
+///         }
+///     }
+/// };
+/// for record in &records {
+///     let (ts_ns, data) = record;
+///     let outcome = frag.dispatch(data, data.len() as u32, *ts_ns, || record.clone(), &mut m);
+///     handle(&mut frag); // earlier packets first: each datagram stays in arrival order
+///     if outcome.delivers_now() {
+///         write(record, m.delivered());
+///     }
+/// }
+/// frag.flush();
+/// handle(&mut frag);
+/// println!("{} fragments dropped", frag.stats().dropped());
+/// ```
 pub struct FragmentDemux<H> {
     reader: LocalReader,
     link: LinkLayer,
@@ -347,7 +377,9 @@ impl<H> FragmentDemux<H> {
             self.stats.datagrams_refused += 1;
             return;
         }
-        while self.datagrams.len() >= limits.0 || self.datagrams.bytes() + bytes > limits.1 {
+        while self.datagrams.len() >= limits.0
+            || self.datagrams.bytes().saturating_add(bytes) > limits.1
+        {
             match self.config.overflow {
                 Overflow::EvictOldest => {
                     self.datagrams.pop_oldest();
@@ -378,7 +410,9 @@ impl<H> FragmentDemux<H> {
         if limits.0 == 0 || bytes > limits.1 {
             return self.refuse();
         }
-        while self.postponed.len() >= limits.0 || self.postponed.bytes() + bytes > limits.1 {
+        while self.postponed.len() >= limits.0
+            || self.postponed.bytes().saturating_add(bytes) > limits.1
+        {
             match self.config.overflow {
                 Overflow::EvictOldest => {
                     let held = self.postponed.pop_oldest().expect("full, so not empty");

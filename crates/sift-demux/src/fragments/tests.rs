@@ -511,3 +511,10 @@ fn unsupported_link_types_are_refused() {
     assert_eq!(err, FragmentError::UnsupportedLinkType(147));
     assert!(err.to_string().contains("147"));
 }
+
+#[test]
+fn dispatch_state_moves_between_threads() {
+    fn send<T: Send>() {}
+    send::<FragmentDemux<Vec<u8>>>();
+    send::<Release<Vec<u8>>>();
+}
