@@ -33,6 +33,8 @@
 //! * **Bounds**: remembered datagrams and postponed fragments are limited in count and in bytes
 //!   ([`FragmentConfig`]); at a limit the oldest are evicted or newcomers refused
 //!   ([`Overflow`]); every fragment not delivered is counted by [`DropReason`].
+//! * **Filters change meanwhile**: recipients are those of the first fragment's match, even if
+//!   the filters were updated since (the datagram belongs to whoever owned its first fragment).
 //! * **Expiry**: a datagram is forgotten `timeout_ns` after its first fragment, not refreshed by
 //!   later ones (as Linux's reassembly timer); a postponed fragment is dropped `timeout_ns` after
 //!   its own arrival (MPF's `postpone #T`).
@@ -61,6 +63,10 @@ use held::{Held, Postponed};
 use parse::LinkLayer;
 
 /// Where a datagram's first fragment went: shared by all its fragments.
+///
+/// Recorded when the first fragment was matched: a filter removed since then still appears
+/// here (its id is never reused), so a caller that removes filters checks ids it no longer
+/// serves.
 #[derive(Clone, Debug, PartialEq, Eq)]
 pub struct Recipients {
     delivered: Arc<[FilterId]>,
