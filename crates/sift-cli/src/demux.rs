@@ -3,7 +3,9 @@
 //! The rules file has one rule per line, `NAME [PRIORITY] [copy]: EXPRESSION`, with `#`
 //! comments. Rules are ranked by priority (highest first, default 0), then by their order in
 //! the file. A packet goes to the first matching rule that is not `copy`, and to every matching
-//! `copy` rule ranked before it; with `--all`, to every matching rule.
+//! `copy` rule ranked before it; with `--all`, to every matching rule. With `--fragments`, an
+//! IP fragment goes where its datagram's first fragment went (fragments that come before their
+//! first are held until it arrives, with the capture's timestamps as the clock).
 
 use std::collections::hash_map::{Entry, HashMap};
 use std::fs::File;
@@ -12,8 +14,9 @@ use std::path::{Path, PathBuf};
 use std::process::ExitCode;
 
 use anyhow::{anyhow, bail, Context, Result};
+use sift::demux::{FragmentConfig, FragmentDemux, FragmentStats, Verdict};
 use sift::{Delivery, Demux, FilterId, Matches, Options};
-use sift_capture::{PcapHeader, PcapWriter};
+use sift_capture::{PcapHeader, PcapWriter, Record};
 
 use crate::captures;
 use crate::lang::{self, Lang};
@@ -91,15 +94,61 @@ pub struct Request<'a> {
     pub out_dir: &'a Path,
     pub all: bool,
     pub lang: Lang,
+    /// Dispatch IP fragments with their first fragment, holding early ones this long (ns).
+    pub fragment_timeout_ns: Option<u64>,
 }
 
 /// The rules compiled for one link type, and which rule each filter id stands for.
 struct Compiled {
     demux: Demux,
     rule_of: HashMap<FilterId, usize>,
+    /// With `--fragments`: the fragment state in front of `demux`, holding early fragments.
+    fragments: Option<FragmentDemux<Record>>,
 }
 
-fn compile_rules(rules: &[Rule], lang: Lang, opts: &Options) -> Result<Compiled> {
+/// The per-rule outputs.
+struct Outputs {
+    writers: Vec<PcapWriter<BufWriter<File>>>,
+    counts: Vec<u64>,
+}
+
+impl Outputs {
+    fn deliver(
+        &mut self,
+        ids: &[FilterId],
+        rule_of: &HashMap<FilterId, usize>,
+        record: &Record,
+    ) -> Result<()> {
+        for id in ids {
+            let i = rule_of[id];
+            self.counts[i] += 1;
+            self.writers[i].write_record(record)?;
+        }
+        Ok(())
+    }
+
+    /// Writes the held fragments whose fate was decided (dropped ones are only counted).
+    fn release(
+        &mut self,
+        fragments: &mut FragmentDemux<Record>,
+        rule_of: &HashMap<FilterId, usize>,
+    ) -> Result<()> {
+        for release in fragments.releases() {
+            if let Verdict::Deliver(recipients) = release.verdict {
+                self.deliver(recipients.delivered(), rule_of, &release.handle)?;
+            }
+        }
+        Ok(())
+    }
+}
+
+fn timestamp_ns(record: &Record) -> u64 {
+    let ts = record.timestamp;
+    u64::try_from(ts.secs()).unwrap_or(0) * 1_000_000_000 + u64::from(ts.nanos())
+}
+
+fn compile_rules(rules: &[Rule], req: &Request<'_>, opts: &Options) -> Result<Compiled> {
+    let lang = req.lang;
     let mut demux = Demux::with_options(*opts);
     let mut rule_of = HashMap::new();
     for (i, rule) in rules.iter().enumerate() {
@@ -108,7 +157,25 @@ fn compile_rules(rules: &[Rule], lang: Lang, opts: &Options) -> Result<Compiled>
         let id = demux.insert_filter(&filter, rule.priority, rule.delivery)?;
         rule_of.insert(id, i);
     }
-    Ok(Compiled { demux, rule_of })
+    let fragments = match req.fragment_timeout_ns {
+        Some(timeout_ns) => {
+            let config = FragmentConfig {
+                timeout_ns,
+                match_all: req.all,
+                ..FragmentConfig::default()
+            };
+            Some(
+                FragmentDemux::new(&demux.reader(), opts.linktype, config)
+                    .map_err(|e| anyhow!("--fragments: {e}"))?,
+            )
+        }
+        None => None,
+    };
+    Ok(Compiled {
+        demux,
+        rule_of,
+        fragments,
+    })
 }
 
 pub fn run(req: &Request<'_>) -> Result<ExitCode> {
@@ -121,18 +188,22 @@ pub fn run(req: &Request<'_>) -> Result<ExitCode> {
     }
     std::fs::create_dir_all(req.out_dir)
         .with_context(|| format!("creating {}", req.out_dir.display()))?;
-    let mut writers: Vec<PcapWriter<BufWriter<File>>> = Vec::new();
-    let mut counts = vec![0u64; rules.len()];
+    let mut outputs = Outputs {
+        writers: Vec::new(),
+        counts: vec![0u64; rules.len()],
+    };
     let mut matches = Matches::new();
     let mut compiled: HashMap<(u32, u32, bool), Compiled> = HashMap::new();
     let damage = captures::for_each_record(req.inputs, |reader, record| {
-        if writers.is_empty() {
+        if outputs.writers.is_empty() {
             let header = PcapHeader::tcpdump_for(reader)?;
             for rule in &rules {
                 let out = req.out_dir.join(format!("{}.pcap", rule.name));
                 let f =
                     File::create(&out).with_context(|| format!("creating {}", out.display()))?;
-                writers.push(PcapWriter::with_header(BufWriter::new(f), header)?);
+                outputs
+                    .writers
+                    .push(PcapWriter::with_header(BufWriter::new(f), header)?);
             }
         }
         let snaplen = reader.snaplen().unwrap_or(262144);
@@ -144,32 +215,70 @@ pub fn run(req: &Request<'_>) -> Result<ExitCode> {
                     swapped,
                     ..Options::new(record.linktype, snaplen)
                 };
-                e.insert(compile_rules(&rules, req.lang, &opts)?)
+                e.insert(compile_rules(&rules, req, &opts)?)
             }
         };
+        if let Some(fragments) = rules_here.fragments.as_mut() {
+            let now = timestamp_ns(&record);
+            let outcome = fragments.dispatch(
+                &record.data,
+                record.wire_len,
+                now,
+                || record.clone(),
+                &mut matches,
+            );
+            // Held fragments arrived earlier: they go out first, keeping capture order.
+            outputs.release(fragments, &rules_here.rule_of)?;
+            if outcome.delivers_now() {
+                outputs.deliver(matches.delivered(), &rules_here.rule_of, &record)?;
+            }
+            return Ok(());
+        }
         let demux_reader = rules_here.demux.reader();
         if req.all {
             demux_reader.match_all(&record.data, record.wire_len, &mut matches);
         } else {
             demux_reader.match_packet(&record.data, record.wire_len, &mut matches);
         }
-        for id in matches.delivered() {
-            let i = rules_here.rule_of[id];
-            counts[i] += 1;
-            writers[i].write_record(&record)?;
-        }
-        Ok(())
+        outputs.deliver(matches.delivered(), &rules_here.rule_of, &record)
     })?;
-    for w in &mut writers {
+    let mut stats = Vec::new();
+    for compiled in compiled.values_mut() {
+        if let Some(fragments) = compiled.fragments.as_mut() {
+            fragments.flush();
+            outputs.release(fragments, &compiled.rule_of)?;
+            stats.push(fragments.stats());
+        }
+    }
+    for w in &mut outputs.writers {
         w.flush()?;
     }
-    for (rule, count) in rules.iter().zip(&counts) {
+    for (rule, count) in rules.iter().zip(&outputs.counts) {
         println!("{count:>10}  {}", rule.name);
+    }
+    for s in stats {
+        report_fragments(&s);
     }
     match damage {
         Some(e) => Err(e),
         None => Ok(ExitCode::SUCCESS),
     }
+}
+
+/// What happened to the fragments, on standard error.
+fn report_fragments(s: &FragmentStats) {
+    eprintln!(
+        "fragments: {} first, {} following, {} postponed ({} released); dropped: {} at \
+         timeout, {} evicted, {} refused, {} never saw their first fragment",
+        s.first,
+        s.following,
+        s.postponed,
+        s.released,
+        s.dropped_timeout,
+        s.dropped_evicted,
+        s.dropped_refused,
+        s.dropped_flushed
+    );
 }
 
 #[cfg(test)]

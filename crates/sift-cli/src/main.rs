@@ -89,6 +89,13 @@ enum Command {
         /// The language of the rules' filters.
         #[arg(long, value_enum, default_value_t = Lang::Pcap)]
         lang: Lang,
+        /// IP fragments go where their datagram's first fragment went; fragments that arrive
+        /// before it are held (up to the timeout, by capture time).
+        #[arg(long)]
+        fragments: bool,
+        /// How long fragment state and held fragments live, in milliseconds.
+        #[arg(long, value_name = "MS", default_value_t = 30_000)]
+        fragment_timeout: u64,
     },
     /// Write one capture per flow (both directions), per direction (`5-tuple`) or per host
     /// pair, in one pass; prints the packet count of each file.
@@ -233,12 +240,15 @@ fn run(cli: Cli) -> Result<ExitCode> {
             out_dir,
             all,
             lang,
+            fragments,
+            fragment_timeout,
         } => demux::run(&demux::Request {
             rules: &rules,
             inputs: &read,
             out_dir: &out_dir,
             all,
             lang,
+            fragment_timeout_ns: fragments.then(|| fragment_timeout.saturating_mul(1_000_000)),
         }),
         Command::Capture {
             interface,

@@ -6,6 +6,11 @@ use sift_demux::InsertError;
 use sift_ir::Function;
 
 pub use sift_demux::{Delivery, FilterId, LocalReader, Matches, Placement, Reader, Stats};
+/// Fragment dispatch (MPF section 3): IP fragments follow their datagram's first fragment.
+pub use sift_demux::{
+    DropReason, FragmentConfig, FragmentDemux, FragmentError, FragmentOutcome, FragmentStats,
+    Overflow, Recipients, Release, Verdict,
+};
 
 use crate::{compile_optimized_ir, Error, Filter, Options};
 
