@@ -98,6 +98,33 @@ void sift_demux_match_batch(const sift_demux *d, const uint8_t *const *pkts,
 /* Frees a demultiplexer. NULL is ignored; no other call may be running on it. */
 void sift_demux_free(sift_demux *d);
 
+/*
+ * Fragment dispatch in front of a demultiplexer (MPF's): an IP fragment goes where its
+ * datagram's first fragment went; fragments that come before it are held, and handed back by
+ * sift_fragments_next_release when the first arrives (or dropped after `timeout_ns`, by the
+ * caller's clock `now_ns`). One sift_fragments serves one stream of packets on one thread.
+ */
+typedef struct sift_fragments sift_fragments;
+
+#define SIFT_FRAGMENT_DELIVERED 0 /* deliver now to *best (0: no filter) */
+#define SIFT_FRAGMENT_POSTPONED 1 /* held: comes back with its cookie */
+#define SIFT_FRAGMENT_DROPPED 2
+
+/* NULL for an unsupported link type. max_postponed 0 keeps the default bound (8192). */
+sift_fragments *sift_fragments_new(const sift_demux *d, uint32_t linktype, uint64_t timeout_ns,
+                                   size_t max_postponed);
+
+int sift_fragments_dispatch(sift_fragments *f, const uint8_t *pkt, uint32_t caplen,
+                            uint32_t wirelen, uint64_t now_ns, uint64_t cookie, int64_t *best);
+
+/* 1 when a held packet was decided (*best: its filter, 0 if dropped or none), 0 if none. */
+int sift_fragments_next_release(sift_fragments *f, uint64_t *cookie, int64_t *best);
+
+/* End of input: every held packet is dropped (and returned by sift_fragments_next_release). */
+void sift_fragments_flush(sift_fragments *f);
+
+void sift_fragments_free(sift_fragments *f);
+
 #ifdef __cplusplus
 }
 #endif

@@ -16,6 +16,12 @@ pub struct CDemux {
     reader: Reader,
 }
 
+impl CDemux {
+    pub(super) fn reader(&self) -> &Reader {
+        &self.reader
+    }
+}
+
 thread_local! {
     static MATCHES: RefCell<Matches> = RefCell::new(Matches::new());
 }

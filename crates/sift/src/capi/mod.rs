@@ -8,9 +8,11 @@ use std::ptr;
 
 mod demux;
 mod filter;
+mod fragments;
 
 pub use demux::*;
 pub use filter::*;
+pub use fragments::*;
 
 /// Writes `msg` into the caller's `err` buffer of `errlen` bytes, truncated and NUL-terminated.
 fn write_error(err: *mut c_char, errlen: usize, msg: &str) {
