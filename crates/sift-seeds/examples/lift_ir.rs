@@ -1,5 +1,5 @@
 //! Prints the IR lifted from a CSPF (`.cspf`), DPF (`.dpf`) or MPF (`.mpf`; with its classic BPF
-//! expansion) file, or explains why it does not parse or lift: `cargo run -p sift-seeds --example show_ir -- tests/programs/figure11.cspf`.
+//! expansion) file, or explains why it does not parse or lift: `cargo run -p sift-seeds --example lift_ir -- tests/programs/figure11.cspf`.
 
 use std::process::ExitCode;
 
@@ -7,7 +7,7 @@ use sift_seeds::{cspf, dpf, mpf};
 
 fn main() -> ExitCode {
     let Some(path) = std::env::args().nth(1) else {
-        eprintln!("usage: show_ir FILE.cspf|FILE.dpf|FILE.mpf");
+        eprintln!("usage: lift_ir FILE.cspf|FILE.dpf|FILE.mpf");
         return ExitCode::FAILURE;
     };
     let text = match std::fs::read_to_string(&path) {
