@@ -13,7 +13,7 @@ mod common;
 
 use std::time::{Duration, Instant};
 
-use common::random_ir::{self, Program, SplitMix};
+use common::random_ir::{self, Program, Size, SplitMix};
 use sift_ir::{Cache, Function, Interpreter};
 use sift_opt::{try_optimize_with, Options};
 
@@ -170,14 +170,13 @@ fn env_number(name: &str, default: u64) -> u64 {
         .unwrap_or(default)
 }
 
-#[test]
-fn every_pass_preserves_verdicts_on_random_ir() {
-    let functions = env_number("SIFT_TV_FUNCTIONS", 20_000);
-    let first = env_number("SIFT_TV_SEED", 0x7a11_0000);
+/// Validates `count` functions of at most `size` from consecutive seeds and reports.
+fn suite(label: &str, size: Size, first: u64, count: u64) {
     let configs = configurations();
     let mut tally = Tally::default();
-    for seed in first..first + functions {
-        let program = random_ir::generate(&mut SplitMix(seed));
+    let mut largest = 0;
+    for seed in first..first + count {
+        let program = random_ir::generate_sized(&mut SplitMix(seed), size);
         let orig = program.function.clone();
         if let Err(e) = sift_ir::verify(&orig) {
             panic!("the generator made invalid IR (seed {seed:#x}): {e}\n{orig}");
@@ -186,6 +185,7 @@ fn every_pass_preserves_verdicts_on_random_ir() {
         let cases = cases(&program, &interp, seed, 24);
         tally.functions += 1;
         tally.blocks += orig.blocks.len();
+        largest = largest.max(orig.blocks.len());
         tally.cases += cases.len();
         tally.accepted += cases.iter().filter(|c| c.expected != 0).count();
         for (name, opts) in &configs {
@@ -204,9 +204,9 @@ fn every_pass_preserves_verdicts_on_random_ir() {
         }
     }
     eprintln!(
-        "translation validation: {} functions ({} blocks), {} optimizations, {} runs \
-         ({:.1}% of packets accepted), instructions {} -> {}, slowest optimization {:?} (seed {:#x}), \
-         {} failures",
+        "[{label}] {} functions ({} blocks, largest {largest}), {} optimizations, {} runs \
+         ({:.1}% of packets accepted), instructions {} -> {} (whole pipeline), slowest \
+         optimization {:?} (seed {:#x}), at most {} rounds, {} failures",
         tally.functions,
         tally.blocks,
         tally.optimizations,
@@ -216,17 +216,34 @@ fn every_pass_preserves_verdicts_on_random_ir() {
         tally.size_after,
         tally.max_time,
         tally.max_time_seed,
+        tally.max_rounds,
         tally.failures.len()
     );
-    eprintln!(
-        "at most {} rounds; pass alone: rewrites (functions rewritten)",
-        tally.max_rounds
-    );
+    eprintln!("[{label}] each pass alone: rewrites (functions rewritten)");
     for (name, n, fns) in &tally.changes {
         eprintln!("  {name:10} {n:8} ({fns})");
     }
     for f in tally.failures.iter().take(3) {
         eprintln!("----\n{f}");
     }
-    assert!(tally.failures.is_empty(), "the optimizer changed verdicts");
+    assert!(
+        tally.failures.is_empty(),
+        "[{label}] the optimizer changed verdicts"
+    );
+}
+
+#[test]
+fn every_pass_preserves_verdicts_on_random_ir() {
+    let count = env_number("SIFT_TV_FUNCTIONS", 20_000);
+    let first = env_number("SIFT_TV_SEED", 0x7a11_0000);
+    suite("small", Size::SMALL, first, count);
+}
+
+/// Fewer, larger functions (up to 600 tests or 300 random blocks): the rounds and passes must
+/// still converge, and the slowest optimization is reported (not asserted: no timed tests).
+#[test]
+fn every_pass_preserves_verdicts_on_large_random_ir() {
+    let count = env_number("SIFT_TV_LARGE_FUNCTIONS", 300);
+    let first = env_number("SIFT_TV_SEED", 0x1a46_0000);
+    suite("large", Size::LARGE, first, count);
 }

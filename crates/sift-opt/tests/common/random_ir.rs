@@ -163,12 +163,41 @@ const SPECIAL: [u32; 12] = [0, 1, 2, 3, 4, 15, 31, 32, 33, 0xff, 0xffff, u32::MA
 
 /// Generates one function: filter-shaped most of the time, fully random otherwise.
 pub fn generate(e: &mut impl Entropy) -> Program {
+    generate_sized(e, Size::SMALL)
+}
+
+/// Upper bounds on a generated function's size.
+#[derive(Clone, Copy, Debug)]
+pub struct Size {
+    /// Tests in a filter-shaped function.
+    pub tests: usize,
+    /// Nesting of and/or/not in a filter-shaped function.
+    pub depth: usize,
+    /// Blocks of a fully random function.
+    pub blocks: usize,
+}
+
+impl Size {
+    pub const SMALL: Size = Size {
+        tests: 40,
+        depth: 4,
+        blocks: 20,
+    };
+    pub const LARGE: Size = Size {
+        tests: 600,
+        depth: 7,
+        blocks: 300,
+    };
+}
+
+/// Generates one function no larger than `size`.
+pub fn generate_sized(e: &mut impl Entropy, size: Size) -> Program {
     let mut g = Gen::new(e);
     let filter_shaped = g.e.chance(70);
     let nodes = if filter_shaped {
-        g.filter_skeleton()
+        g.filter_skeleton(size)
     } else {
-        g.random_skeleton()
+        g.random_skeleton(size)
     };
     let mut p = g.fill(nodes);
     if e.chance(if filter_shaped { 40 } else { 15 }) {
@@ -341,8 +370,8 @@ impl<'e, E: Entropy> Gen<'e, E> {
     // ---- skeletons ----
 
     /// A random acyclic graph: block `i` only targets blocks after it.
-    fn random_skeleton(&mut self) -> Vec<Node> {
-        let n = 1 + self.e.below(20);
+    fn random_skeleton(&mut self, size: Size) -> Vec<Node> {
+        let n = 1 + self.e.below(size.blocks);
         let mut nodes = Vec::with_capacity(n);
         for i in 0..n {
             let params = if i == 0 || !self.e.chance(25) {
@@ -410,7 +439,7 @@ impl<'e, E: Entropy> Gen<'e, E> {
 
     /// A predicate tree laid out as lowering does. Nodes are allocated targets first, so
     /// reversing the allocation order numbers them topologically.
-    fn filter_skeleton(&mut self) -> Vec<Node> {
+    fn filter_skeleton(&mut self, size: Size) -> Vec<Node> {
         let mut alloc: Vec<Node> = Vec::new();
         let reject = push(&mut alloc, 0, Kind::Return(0), vec![]);
         let accept_kind = if self.e.chance(85) {
@@ -419,8 +448,8 @@ impl<'e, E: Entropy> Gen<'e, E> {
             Kind::ReturnValue
         };
         let accept = push(&mut alloc, 0, accept_kind, vec![]);
-        let mut budget = 4 + self.e.below(36);
-        let root = self.predicate(&mut alloc, 4, &mut budget, accept, reject);
+        let mut budget = 4 + self.e.below(size.tests.saturating_sub(4));
+        let root = self.predicate(&mut alloc, size.depth, &mut budget, accept, reject);
         // The root must become block 0, so it must have been allocated last.
         if root + 1 != alloc.len() {
             push(&mut alloc, 0, Kind::Jump, vec![root]);
