@@ -9,6 +9,10 @@
 //! * up to [`HASH_MAX`] keys: a collision-free multiplicative hash, `slot = (key * mul) >> shift`,
 //!   found by trying a few multipliers and table sizes: one multiply, one load, one compare;
 //! * anything larger, or a key set no multiplier separates: bisection.
+//!
+//! A program comes from an untrusted side, so hashing is bounded per program by a [`Budget`]:
+//! memory (hash slots) and load-time work (keys hashed while searching for a multiplier), both
+//! proportional to the program's table entries. Tables past the budget are bisected.
 
 /// Largest table searched linearly.
 pub(crate) const LINEAR_MAX: usize = 4;
@@ -16,6 +20,24 @@ pub(crate) const LINEAR_MAX: usize = 4;
 pub(crate) const HASH_MAX: usize = 4096;
 /// Multipliers tried per table size.
 const HASH_TRIES: u32 = 64;
+
+/// What hashing may still spend for one program.
+#[derive(Clone, Debug)]
+pub(crate) struct Budget {
+    slots: usize,
+    work: usize,
+}
+
+impl Budget {
+    /// For a program with `entries` table entries in all: at most four hash slots per entry
+    /// (plus a little for small programs) and a few hundred key hashes per entry.
+    pub(crate) fn new(entries: usize) -> Budget {
+        Budget {
+            slots: 4 * entries + 4096,
+            work: 256 * entries + 65_536,
+        }
+    }
+}
 
 /// One table in its searchable form.
 #[derive(Clone, Debug)]
@@ -39,14 +61,14 @@ pub(crate) enum Lookup {
 
 impl Lookup {
     /// The searchable form of `entries` (keys strictly ascending, as verified).
-    pub(crate) fn new(entries: &[(u32, u32)]) -> Lookup {
+    pub(crate) fn new(entries: &[(u32, u32)], budget: &mut Budget) -> Lookup {
         let keys: Box<[u32]> = entries.iter().map(|&(k, _)| k).collect();
         let targets: Box<[u32]> = entries.iter().map(|&(_, t)| t).collect();
         if entries.len() <= LINEAR_MAX {
             return Lookup::Linear { keys, targets };
         }
         if entries.len() <= HASH_MAX {
-            if let Some(hashed) = hashed(entries) {
+            if let Some(hashed) = hashed(entries, budget) {
                 return hashed;
             }
         }
@@ -74,8 +96,9 @@ impl Lookup {
     }
 }
 
-/// A collision-free hash of `entries` (at least two), or `None` if no multiplier tried works.
-fn hashed(entries: &[(u32, u32)]) -> Option<Lookup> {
+/// A collision-free hash of `entries` (at least two), or `None` if no multiplier tried works
+/// within the budget.
+fn hashed(entries: &[(u32, u32)], budget: &mut Budget) -> Option<Lookup> {
     let bits = entries.len().next_power_of_two().trailing_zeros();
     // Deterministic odd multipliers (a SplitMix-style sequence): the same table always gets the
     // same layout.
@@ -94,8 +117,15 @@ fn hashed(entries: &[(u32, u32)]) -> Option<Lookup> {
         }
         let shift = 32 - size_bits;
         let size = 1usize << size_bits;
+        if size > budget.slots {
+            return None;
+        }
         let mut used = vec![false; size];
         for _ in 0..HASH_TRIES {
+            if budget.work < entries.len() {
+                return None;
+            }
+            budget.work -= entries.len();
             let mul = next_multiplier();
             used.iter_mut().for_each(|u| *u = false);
             let slot = |k: u32| (k.wrapping_mul(mul) >> shift) as usize;
@@ -111,6 +141,7 @@ fn hashed(entries: &[(u32, u32)]) -> Option<Lookup> {
             for &(k, t) in entries {
                 slots[slot(k)] = (k, t);
             }
+            budget.slots -= size;
             return Some(Lookup::Hashed { mul, shift, slots });
         }
     }
@@ -121,8 +152,12 @@ fn hashed(entries: &[(u32, u32)]) -> Option<Lookup> {
 mod tests {
     use super::*;
 
+    fn lookup(entries: &[(u32, u32)]) -> Lookup {
+        Lookup::new(entries, &mut Budget::new(entries.len()))
+    }
+
     fn check(entries: &[(u32, u32)], probes: impl IntoIterator<Item = u32>) {
-        let lookup = Lookup::new(entries);
+        let lookup = lookup(entries);
         for x in probes {
             let want = entries.iter().find(|&&(k, _)| k == x).map(|&(_, t)| t);
             assert_eq!(lookup.find(x), want, "key {x} in {lookup:?}");
@@ -132,16 +167,33 @@ mod tests {
     #[test]
     fn every_form_finds_exactly_the_listed_keys() {
         let small = [(1, 10), (9, 11), (200, 12)];
-        assert!(matches!(Lookup::new(&small), Lookup::Linear { .. }));
+        assert!(matches!(lookup(&small), Lookup::Linear { .. }));
         check(&small, 0..300);
 
         let hosts: Vec<(u32, u32)> = (1..=20).map(|i| (0x0a00_0000 + i, 100 + i)).collect();
-        assert!(matches!(Lookup::new(&hosts), Lookup::Hashed { .. }));
+        assert!(matches!(lookup(&hosts), Lookup::Hashed { .. }));
         check(&hosts, (0x09ff_fff0..0x0a00_0030).chain([0, u32::MAX]));
 
         let big: Vec<(u32, u32)> = (0..5000).map(|i| (i * 7 + 3, i)).collect();
-        assert!(matches!(Lookup::new(&big), Lookup::Sorted { .. }));
+        assert!(matches!(lookup(&big), Lookup::Sorted { .. }));
         check(&big, (0..40_000).step_by(3));
+    }
+
+    #[test]
+    fn hashing_stops_at_the_budget() {
+        let hosts: Vec<(u32, u32)> = (1..=20).map(|i| (0x0a00_0000 + i, i)).collect();
+        let mut budget = Budget { slots: 0, work: 0 };
+        assert!(matches!(
+            Lookup::new(&hosts, &mut budget),
+            Lookup::Sorted { .. }
+        ));
+        let mut budget = Budget::new(hosts.len());
+        let before = budget.slots;
+        assert!(matches!(
+            Lookup::new(&hosts, &mut budget),
+            Lookup::Hashed { .. }
+        ));
+        assert!(budget.slots < before);
     }
 
     #[test]

@@ -28,7 +28,7 @@
 
 use crate::insn::{AluOp, Cond, Insn, Operand, Program, Table, Width};
 
-use super::lookup::Lookup;
+use super::lookup::{Budget, Lookup};
 
 /// One pre-decoded step. Registers are `u8` (verified `< 16`), slots `u8` (verified `< 256`),
 /// targets absolute slot indices (verified in bounds and forward). Aligned to 32 bytes, so that
@@ -361,7 +361,13 @@ impl Code {
             }
         }
         ops.resize(ops.len().next_power_of_two(), Op::RetI { k: 0 });
-        let lookups = p.tables.iter().map(|t| Lookup::new(&t.entries)).collect();
+        let entries = p.tables.iter().map(|t| t.entries.len()).sum();
+        let mut budget = Budget::new(entries);
+        let lookups = p
+            .tables
+            .iter()
+            .map(|t| Lookup::new(&t.entries, &mut budget))
+            .collect();
         Code {
             ops: ops.into_boxed_slice(),
             lookups,
