@@ -405,7 +405,7 @@ mod tests {
         let layout = ring_layout(&Config::new("x").buffer(4096, 2).snaplen(262_144));
         assert!(layout.block_size.is_power_of_two());
         assert!(layout.block_size >= BLOCK_HEADER_LEN + 262_144 + PACKET_OVERHEAD);
-        assert!(layout.frame_size % 16 == 0 && layout.frame_size <= layout.block_size);
+        assert!(layout.frame_size.is_multiple_of(16) && layout.frame_size <= layout.block_size);
         let small = ring_layout(&Config::new("x").buffer(1, 3).snaplen(64));
         assert_eq!((small.block_size, small.block_count), (sys::page_size(), 3));
         assert!(small.request().is_some());
