@@ -30,6 +30,15 @@
 //!
 //! The predicate algebra is in [`facts`], value ranges in [`range`], the dominator tree in
 //! [`cfg`], and the shared rewriting helpers in [`rewrite`].
+//!
+//! Testing: `tests/differential.rs` checks optimized against unoptimized IR on lowered
+//! pcap-filter expressions; `tests/translation_validation.rs` runs every pass alone, random
+//! combinations and the whole pipeline on thousands of random functions (filter-shaped and
+//! fully random, from `tests/common/random_ir.rs`) and compares verdicts on random packets and
+//! their truncations; `tests/regressions/*.ir` keep the cases those found. The `fuzz/` crate
+//! (`cargo +nightly fuzz run random_ir` / `expression`) drives the same generator from fuzzer
+//! input, and pcap-filter text through `sift::Filter::compile` comparing the JIT, the bytecode
+//! interpreter and the reference interpreter.
 
 #![forbid(unsafe_code)]
 

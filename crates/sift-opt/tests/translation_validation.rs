@@ -1,19 +1,22 @@
 //! Randomized translation validation: thousands of random functions (see
-//! `common/random_ir.rs`), each optimized by every pass alone and by the whole pipeline with the
-//! verifier on after every pass; the optimized function must return exactly what the original
-//! returns on random packets and on every truncation of some of them (a load out of bounds
-//! rejects, and that must be preserved exactly).
+//! `common/random_ir.rs`), each optimized by every pass alone, by one random combination of
+//! passes, and by the whole pipeline (then once more, on its own output), with the verifier on
+//! after every pass; the optimized function must return exactly what the original returns on
+//! random packets and on every truncation of some of them (a load out of bounds rejects, and
+//! that must be preserved exactly).
 //!
 //! A divergence prints what reproduces it: the seed, the pass, the original and optimized IR
 //! text and the packet. Reduced cases go into `tests/regressions/` (see `regressions.rs`).
 //!
-//! `SIFT_TV_FUNCTIONS=n` changes the number of functions, `SIFT_TV_SEED=s` the first seed.
+//! `SIFT_TV_FUNCTIONS=n` and `SIFT_TV_LARGE_FUNCTIONS=n` change the number of functions,
+//! `SIFT_TV_SEED=s` the first seed, `SIFT_TV_DEBUG=1` prints each function that sets a new
+//! record of rounds.
 
 mod common;
 
 use std::time::{Duration, Instant};
 
-use common::random_ir::{self, Program, Size, SplitMix};
+use common::random_ir::{self, Entropy, Program, Size, SplitMix};
 use sift_ir::{Cache, Function, Interpreter};
 use sift_opt::{try_optimize_with, Options};
 
@@ -28,7 +31,7 @@ struct Case {
 
 /// Random packets for `p`; every truncation of the first few, two cuts of the others.
 fn cases(p: &Program, interp: &Interpreter, seed: u64, count: usize) -> Vec<Case> {
-    let mut e = SplitMix(seed ^ 0x5eed_0f_9ac7);
+    let mut e = SplitMix(seed ^ 0x5eed_0f9a_c7c7);
     let mut cache = Cache::new();
     let mut out = Vec::new();
     for i in 0..count {
@@ -67,7 +70,10 @@ struct Tally {
     max_time_seed: u64,
     size_before: usize,
     size_after: usize,
+    /// Most rounds the whole pipeline took (any configuration: `max_rounds_any`; combinations
+    /// without threading converge slowly, by design).
     max_rounds: usize,
+    max_rounds_any: usize,
     /// Per pass: rewrites over all functions, and functions it rewrote (pass alone).
     changes: Vec<(&'static str, usize, usize)>,
     failures: Vec<String>,
@@ -100,7 +106,10 @@ fn validate(
                 stats.rounds
             );
         }
-        tally.max_rounds = tally.max_rounds.max(stats.rounds);
+        tally.max_rounds_any = tally.max_rounds_any.max(stats.rounds);
+        if name == "all" {
+            tally.max_rounds = tally.max_rounds.max(stats.rounds);
+        }
         record_changes(tally, name, &stats.changes);
     }
     tally.optimizations += 1;
@@ -170,6 +179,40 @@ fn env_number(name: &str, default: u64) -> u64 {
         .unwrap_or(default)
 }
 
+/// A combination of passes chosen by `seed`, named by the passes it enables.
+fn random_combination(seed: u64) -> (String, Options) {
+    let bits = SplitMix(seed ^ 0xc0_4b15).word();
+    let on = |i: u32| bits >> i & 1 == 1;
+    let opts = Options {
+        simplify: on(0),
+        gvn: on(1),
+        predicates: on(2),
+        threading: on(3),
+        dce: on(4),
+        merge: on(5),
+        tables: on(6),
+        sink_constants: on(7),
+        min_table_keys: if on(8) { 2 } else { 3 },
+        verify: true,
+        ..Options::default()
+    };
+    let names = [
+        "simplify",
+        "gvn",
+        "predicates",
+        "threading",
+        "dce",
+        "merge",
+        "tables",
+        "sink",
+    ];
+    let enabled: Vec<&str> = (0..8)
+        .filter(|&i| on(i))
+        .map(|i| names[i as usize])
+        .collect();
+    (format!("combination {}", enabled.join("+")), opts)
+}
+
 /// Validates `count` functions of at most `size` from consecutive seeds and reports.
 fn suite(label: &str, size: Size, first: u64, count: u64) {
     let configs = configurations();
@@ -202,11 +245,17 @@ fn suite(label: &str, size: Size, first: u64, count: u64) {
                 Err(e) => tally.failures.push(e),
             }
         }
+        // And one random combination of passes per function.
+        let (name, opts) = random_combination(seed);
+        if let Err(e) = validate(&mut tally, seed, &name, &opts, &orig, &cases) {
+            tally.failures.push(e);
+        }
     }
     eprintln!(
         "[{label}] {} functions ({} blocks, largest {largest}), {} optimizations, {} runs \
          ({:.1}% of packets accepted), instructions {} -> {} (whole pipeline), slowest \
-         optimization {:?} (seed {:#x}), at most {} rounds, {} failures",
+         optimization {:?} (seed {:#x}), at most {} rounds ({} in any configuration), \
+         {} failures",
         tally.functions,
         tally.blocks,
         tally.optimizations,
@@ -217,6 +266,7 @@ fn suite(label: &str, size: Size, first: u64, count: u64) {
         tally.max_time,
         tally.max_time_seed,
         tally.max_rounds,
+        tally.max_rounds_any,
         tally.failures.len()
     );
     eprintln!("[{label}] each pass alone: rewrites (functions rewritten)");
@@ -234,7 +284,13 @@ fn suite(label: &str, size: Size, first: u64, count: u64) {
 
 #[test]
 fn every_pass_preserves_verdicts_on_random_ir() {
-    let count = env_number("SIFT_TV_FUNCTIONS", 20_000);
+    // Debug builds run a tenth (about as long as the release run).
+    let default = if cfg!(debug_assertions) {
+        2_000
+    } else {
+        20_000
+    };
+    let count = env_number("SIFT_TV_FUNCTIONS", default);
     let first = env_number("SIFT_TV_SEED", 0x7a11_0000);
     suite("small", Size::SMALL, first, count);
 }
@@ -243,7 +299,8 @@ fn every_pass_preserves_verdicts_on_random_ir() {
 /// still converge, and the slowest optimization is reported (not asserted: no timed tests).
 #[test]
 fn every_pass_preserves_verdicts_on_large_random_ir() {
-    let count = env_number("SIFT_TV_LARGE_FUNCTIONS", 300);
+    let default = if cfg!(debug_assertions) { 30 } else { 300 };
+    let count = env_number("SIFT_TV_LARGE_FUNCTIONS", default);
     let first = env_number("SIFT_TV_SEED", 0x1a46_0000);
     suite("large", Size::LARGE, first, count);
 }
