@@ -12,67 +12,6 @@ use std::sync::Arc;
 
 use sift_ir::{BinOp, CmpOp, LoadSize};
 
-/// Binary operators of [`Expr`] (sift-ir's [`BinOp`] with an order, so atoms can be sorted).
-#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash, PartialOrd, Ord)]
-pub(crate) enum Op {
-    Add,
-    Sub,
-    Mul,
-    Div,
-    Mod,
-    And,
-    Or,
-    Xor,
-    Shl,
-    Shr,
-}
-
-impl Op {
-    pub(crate) fn from_ir(op: BinOp) -> Op {
-        match op {
-            BinOp::Add => Op::Add,
-            BinOp::Sub => Op::Sub,
-            BinOp::Mul => Op::Mul,
-            BinOp::Div => Op::Div,
-            BinOp::Mod => Op::Mod,
-            BinOp::And => Op::And,
-            BinOp::Or => Op::Or,
-            BinOp::Xor => Op::Xor,
-            BinOp::Shl => Op::Shl,
-            BinOp::Shr => Op::Shr,
-        }
-    }
-
-    pub(crate) fn to_ir(self) -> BinOp {
-        match self {
-            Op::Add => BinOp::Add,
-            Op::Sub => BinOp::Sub,
-            Op::Mul => BinOp::Mul,
-            Op::Div => BinOp::Div,
-            Op::Mod => BinOp::Mod,
-            Op::And => BinOp::And,
-            Op::Or => BinOp::Or,
-            Op::Xor => BinOp::Xor,
-            Op::Shl => BinOp::Shl,
-            Op::Shr => BinOp::Shr,
-        }
-    }
-
-    /// `None` when the operation fails (division by zero), which rejects the packet.
-    pub(crate) fn apply(self, a: u32, b: u32) -> Option<u32> {
-        self.to_ir().apply(a, b)
-    }
-
-    fn commutative(self) -> bool {
-        matches!(self, Op::Add | Op::Mul | Op::And | Op::Or | Op::Xor)
-    }
-
-    /// Whether evaluation can fail for some operand values.
-    pub(crate) fn can_fail(self) -> bool {
-        matches!(self, Op::Div | Op::Mod)
-    }
-}
-
 /// A value computed from the packet, as a tree.
 #[derive(Clone, Debug, PartialEq, Eq, Hash, PartialOrd, Ord)]
 pub(crate) enum Expr {
@@ -85,7 +24,7 @@ pub(crate) enum Expr {
         bytes: u8,
     },
     /// The last field is the size of the tree (see [`Expr::size`]).
-    Bin(Op, Arc<Expr>, Arc<Expr>, u32),
+    Bin(BinOp, Arc<Expr>, Arc<Expr>, u32),
     Neg(Arc<Expr>),
 }
 
@@ -143,29 +82,33 @@ impl Expr {
     }
 
     /// `a op b`, folded and ordered.
-    pub(crate) fn binary(op: Op, a: Arc<Expr>, b: Arc<Expr>) -> Result<Arc<Expr>, Unusable> {
+    pub(crate) fn binary(op: BinOp, a: Arc<Expr>, b: Arc<Expr>) -> Result<Arc<Expr>, Unusable> {
         if let (Some(x), Some(y)) = (a.constant(), b.constant()) {
             return op
                 .apply(x, y)
                 .map(|v| Arc::new(Expr::Const(v)))
                 .ok_or(AlwaysFails);
         }
-        let (a, b) =
-            if op.commutative() && (a.constant().is_some() || (b.constant().is_none() && b < a)) {
-                (b, a)
-            } else {
-                (a, b)
-            };
+        let (a, b) = if op.is_commutative()
+            && (a.constant().is_some() || (b.constant().is_none() && b < a))
+        {
+            (b, a)
+        } else {
+            (a, b)
+        };
         // Identities. Dropping an operand is safe: any load or division inside it was executed
         // and is recorded separately as a requirement of the path.
         match (op, b.constant()) {
-            (Op::Div | Op::Mod, Some(0)) => return Err(AlwaysFails),
-            (Op::Add | Op::Sub | Op::Or | Op::Xor | Op::Shl | Op::Shr, Some(0)) => return Ok(a),
-            (Op::Mul | Op::Div, Some(1)) => return Ok(a),
-            (Op::And, Some(u32::MAX)) => return Ok(a),
-            (Op::Mul | Op::And, Some(0)) => return Ok(Arc::new(Expr::Const(0))),
-            (Op::Mod, Some(1)) => return Ok(Arc::new(Expr::Const(0))),
-            (Op::Shl | Op::Shr, Some(s)) if s >= 32 => return Ok(Arc::new(Expr::Const(0))),
+            (BinOp::Div | BinOp::Mod, Some(0)) => return Err(AlwaysFails),
+            (
+                BinOp::Add | BinOp::Sub | BinOp::Or | BinOp::Xor | BinOp::Shl | BinOp::Shr,
+                Some(0),
+            ) => return Ok(a),
+            (BinOp::Mul | BinOp::Div, Some(1)) => return Ok(a),
+            (BinOp::And, Some(u32::MAX)) => return Ok(a),
+            (BinOp::Mul | BinOp::And, Some(0)) => return Ok(Arc::new(Expr::Const(0))),
+            (BinOp::Mod, Some(1)) => return Ok(Arc::new(Expr::Const(0))),
+            (BinOp::Shl | BinOp::Shr, Some(s)) if s >= 32 => return Ok(Arc::new(Expr::Const(0))),
             _ => {}
         }
         let size = 1 + a.size() + b.size();
@@ -203,16 +146,16 @@ impl Expr {
             Expr::Load { bytes: 2, .. } => 0xffff,
             Expr::Load { .. } => u32::MAX,
             Expr::Bin(op, a, b, _) => match (op, b.constant()) {
-                (Op::And, _) => a.possible_bits() & b.possible_bits(),
-                (Op::Or | Op::Xor, _) => a.possible_bits() | b.possible_bits(),
-                (Op::Shr, Some(s)) => a.possible_bits().checked_shr(s).unwrap_or(0),
-                (Op::Shl, Some(s)) => a.possible_bits().checked_shl(s).unwrap_or(0),
+                (BinOp::And, _) => a.possible_bits() & b.possible_bits(),
+                (BinOp::Or | BinOp::Xor, _) => a.possible_bits() | b.possible_bits(),
+                (BinOp::Shr, Some(s)) => a.possible_bits().checked_shr(s).unwrap_or(0),
+                (BinOp::Shl, Some(s)) => a.possible_bits().checked_shl(s).unwrap_or(0),
                 // The quotient is at most the dividend, so it fits in the dividend's width.
-                (Op::Div, Some(_)) => u32::MAX
+                (BinOp::Div, Some(_)) => u32::MAX
                     .checked_shr(a.possible_bits().leading_zeros())
                     .unwrap_or(0),
                 // The remainder is below the divisor.
-                (Op::Mod, Some(m)) => u32::MAX
+                (BinOp::Mod, Some(m)) => u32::MAX
                     .checked_shr(m.saturating_sub(1).leading_zeros())
                     .unwrap_or(0),
                 _ => u32::MAX,
@@ -402,11 +345,11 @@ mod tests {
     #[test]
     fn commutative_operands_are_ordered() {
         let a = load(14, LoadSize::Byte);
-        let x = Expr::binary(Op::And, a.clone(), k(15)).unwrap();
-        let y = Expr::binary(Op::And, k(15), a.clone()).unwrap();
+        let x = Expr::binary(BinOp::And, a.clone(), k(15)).unwrap();
+        let y = Expr::binary(BinOp::And, k(15), a.clone()).unwrap();
         assert_eq!(x, y);
-        assert_eq!(Expr::binary(Op::Add, a.clone(), k(0)).unwrap(), a);
-        assert_eq!(Expr::binary(Op::Div, a, k(0)), Err(AlwaysFails));
+        assert_eq!(Expr::binary(BinOp::Add, a.clone(), k(0)).unwrap(), a);
+        assert_eq!(Expr::binary(BinOp::Div, a, k(0)), Err(AlwaysFails));
     }
 
     #[test]
@@ -447,11 +390,11 @@ mod tests {
     #[test]
     fn possible_bits_bound_values() {
         let h = load(12, LoadSize::Half);
-        let m = Expr::binary(Op::Mod, h.clone(), k(10)).unwrap();
+        let m = Expr::binary(BinOp::Mod, h.clone(), k(10)).unwrap();
         for v in [0u32, 9, 65535, 12345] {
             assert_eq!((v % 10) & !m.possible_bits(), 0);
         }
-        let s = Expr::binary(Op::Shr, h, k(4)).unwrap();
+        let s = Expr::binary(BinOp::Shr, h, k(4)).unwrap();
         assert_eq!(s.possible_bits(), 0x0fff);
     }
 }

@@ -10,8 +10,9 @@
 use std::collections::HashMap;
 use std::sync::Arc;
 
-use crate::canon::{Atom, Expr, Op, Rel};
+use crate::canon::{Atom, Expr, Rel};
 use crate::shape::{layout, Key, ShapeSig, Slot, KEY_WORDS};
+use sift_ir::BinOp;
 
 /// Registers an extractor may use; a shape needing more is not compiled (its filters run whole).
 pub(crate) const MAX_REGS: usize = 64;
@@ -41,13 +42,13 @@ enum Step {
     },
     Bin {
         dst: u8,
-        op: Op,
+        op: BinOp,
         a: u8,
         b: u8,
     },
     BinK {
         dst: u8,
-        op: Op,
+        op: BinOp,
         a: u8,
         k: u32,
     },
@@ -413,12 +414,12 @@ impl Extractor {
 
 /// `a op k` for a constant `k`; the constructors never build a division by a zero constant.
 #[inline]
-fn apply_const(op: Op, a: u32, k: u32) -> u32 {
+fn apply_const(op: BinOp, a: u32, k: u32) -> u32 {
     match op {
-        Op::And => a & k,
-        Op::Shl => a.checked_shl(k).unwrap_or(0),
-        Op::Shr => a.checked_shr(k).unwrap_or(0),
-        Op::Add => a.wrapping_add(k),
+        BinOp::And => a & k,
+        BinOp::Shl => a.checked_shl(k).unwrap_or(0),
+        BinOp::Shr => a.checked_shr(k).unwrap_or(0),
+        BinOp::Add => a.wrapping_add(k),
         _ => op.apply(a, k).unwrap_or(0),
     }
 }

@@ -17,7 +17,7 @@ use std::sync::Arc;
 
 use sift_ir::{Block, Function, Inst, Target, Terminator};
 
-use crate::canon::{Atom, Cond, Expr, Op, Rel, Unusable};
+use crate::canon::{Atom, Cond, Expr, Rel, Unusable};
 
 /// The condition under which a filter accepts along one path: every atom holds.
 #[derive(Clone, Debug, PartialEq, Eq, Hash, PartialOrd, Ord)]
@@ -115,19 +115,16 @@ pub(crate) fn decompose(f: &Function, limits: Limits) -> Result<Vec<Conjunction>
                     Err(Unusable::AlwaysFails) => continue 'paths,
                     Err(Unusable::TooLarge) => return Err(NotDecomposed::ExpressionTooLarge),
                 },
-                Inst::Binary(op, a, b) => {
-                    let op = Op::from_ir(op);
-                    match Expr::binary(op, value(a), value(b)) {
-                        Ok(e) => {
-                            if op.can_fail() && e.constant().is_none() {
-                                required.push(e.clone());
-                            }
-                            e
+                Inst::Binary(op, a, b) => match Expr::binary(op, value(a), value(b)) {
+                    Ok(e) => {
+                        if op.can_fail() && e.constant().is_none() {
+                            required.push(e.clone());
                         }
-                        Err(Unusable::AlwaysFails) => continue 'paths,
-                        Err(Unusable::TooLarge) => return Err(NotDecomposed::ExpressionTooLarge),
+                        e
                     }
-                }
+                    Err(Unusable::AlwaysFails) => continue 'paths,
+                    Err(Unusable::TooLarge) => return Err(NotDecomposed::ExpressionTooLarge),
+                },
                 Inst::Neg(a) => match Expr::neg(value(a)) {
                     Ok(e) => e,
                     Err(Unusable::AlwaysFails) => continue 'paths,

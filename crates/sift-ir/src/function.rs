@@ -63,8 +63,9 @@ impl LoadSize {
 
 /// Binary arithmetic on 32-bit unsigned values, wrapping.
 ///
-/// `Div` and `Mod` by zero reject the packet. Shifts by 32 or more give 0.
-#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
+/// `Div` and `Mod` by zero reject the packet. Shifts by 32 or more give 0. Ordered so that
+/// canonical forms (the demultiplexer's atoms) can be sorted.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash, PartialOrd, Ord)]
 pub enum BinOp {
     Add,
     Sub,
@@ -93,6 +94,19 @@ impl BinOp {
             BinOp::Shl => a.checked_shl(b).unwrap_or(0),
             BinOp::Shr => a.checked_shr(b).unwrap_or(0),
         })
+    }
+
+    /// Whether `a op b == b op a` for all operands.
+    pub fn is_commutative(self) -> bool {
+        matches!(
+            self,
+            BinOp::Add | BinOp::Mul | BinOp::And | BinOp::Or | BinOp::Xor
+        )
+    }
+
+    /// Whether [`BinOp::apply`] can fail (reject the packet) for some operands.
+    pub fn can_fail(self) -> bool {
+        matches!(self, BinOp::Div | BinOp::Mod)
     }
 }
 

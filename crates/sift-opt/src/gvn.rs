@@ -40,11 +40,7 @@ fn key_of(inst: &Inst) -> Option<Key> {
             size,
         } => Key::Load(index, offset, size),
         Inst::Binary(op, a, b) => {
-            let commutative = matches!(
-                op,
-                BinOp::Add | BinOp::Mul | BinOp::And | BinOp::Or | BinOp::Xor
-            );
-            if commutative && b < a {
+            if op.is_commutative() && b < a {
                 Key::Binary(op, b, a)
             } else {
                 Key::Binary(op, a, b)

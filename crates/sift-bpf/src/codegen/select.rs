@@ -402,10 +402,7 @@ impl Selector<'_> {
             BinOp::Shl | BinOp::Shr => k < 32,
             _ => true,
         };
-        let commutative = matches!(
-            op,
-            BinOp::Add | BinOp::Mul | BinOp::And | BinOp::Or | BinOp::Xor
-        );
+        let commutative = op.is_commutative();
         match (self.const_of(lhs), self.const_of(rhs)) {
             (_, Some(k)) if k_form_ok(k) => {
                 self.load_a(lhs);

@@ -137,13 +137,6 @@ fn width(size: LoadSize) -> Width {
     }
 }
 
-fn commutative(op: BinOp) -> bool {
-    matches!(
-        op,
-        BinOp::Add | BinOp::Mul | BinOp::And | BinOp::Or | BinOp::Xor
-    )
-}
-
 /// An edge leaving a block: where control goes, and the moves it needs first.
 struct Edge {
     label: usize,
@@ -234,7 +227,7 @@ impl Emitter<'_> {
             }
             Inst::Binary(op, a, b) => {
                 let (a, b) = match (self.f.const_value(a), self.f.const_value(b)) {
-                    (Some(_), None) if commutative(op) => (b, a),
+                    (Some(_), None) if op.is_commutative() => (b, a),
                     _ => (a, b),
                 };
                 let lhs = self.use_reg(a, TEMP_A);

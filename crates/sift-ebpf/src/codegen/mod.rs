@@ -222,13 +222,6 @@ fn swapped(op: CmpOp) -> CmpOp {
     }
 }
 
-fn commutative(op: BinOp) -> bool {
-    matches!(
-        op,
-        BinOp::Add | BinOp::Mul | BinOp::And | BinOp::Or | BinOp::Xor
-    )
-}
-
 /// Where an edge enters: directly at the block, or through a stub that first moves the block
 /// arguments.
 struct Stub {
@@ -384,7 +377,7 @@ impl<'a> Emitter<'a> {
 
     fn binary(&mut self, v: Value, op: BinOp, a: Value, b: Value) {
         let (a, b) = match (self.f.const_value(a), self.f.const_value(b)) {
-            (Some(_), None) if commutative(op) => (b, a),
+            (Some(_), None) if op.is_commutative() => (b, a),
             _ => (a, b),
         };
         let kb = self.f.const_value(b);
