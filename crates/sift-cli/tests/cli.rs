@@ -314,20 +314,25 @@ fn split_writes_every_packet_once_grouped_by_flow() {
     }
 }
 
-/// `sift demux` on the sample: per-rule counts, and the packets in each output file.
-fn demux_counts(rules: &str, extra: &[&str]) -> Vec<(String, u64)> {
-    let dir =
-        std::env::temp_dir().join(format!("sift-demux-{}-{}", std::process::id(), extra.len()));
+/// `sift demux` with `rules` over `input`: each rule's output records, after checking that the
+/// printed count of each rule is its file's.
+fn run_demux(
+    rules: &str,
+    input: &Path,
+    extra: &[&str],
+) -> Vec<(String, Vec<sift_capture::Record>)> {
+    static RUNS: std::sync::atomic::AtomicUsize = std::sync::atomic::AtomicUsize::new(0);
+    let run = RUNS.fetch_add(1, std::sync::atomic::Ordering::Relaxed);
+    let dir = std::env::temp_dir().join(format!("sift-demux-{}-{run}", std::process::id()));
     std::fs::create_dir_all(&dir).unwrap();
     let rules_path = dir.join("rules.txt");
     std::fs::write(&rules_path, rules).unwrap();
-    let sample = sample();
     let mut args = vec![
         "demux",
         "--rules",
         rules_path.to_str().unwrap(),
         "-r",
-        sample.to_str().unwrap(),
+        input.to_str().unwrap(),
         "--out-dir",
         dir.to_str().unwrap(),
     ];
@@ -338,24 +343,28 @@ fn demux_counts(rules: &str, extra: &[&str]) -> Vec<(String, u64)> {
         "{}",
         String::from_utf8_lossy(&out.stderr)
     );
-    let counts: Vec<(String, u64)> = String::from_utf8(out.stdout)
+    let outputs: Vec<(String, Vec<sift_capture::Record>)> = String::from_utf8(out.stdout)
         .unwrap()
         .lines()
         .map(|l| {
             let mut w = l.split_whitespace();
-            let n = w.next().unwrap().parse().unwrap();
-            (w.next().unwrap().to_owned(), n)
+            let n: usize = w.next().unwrap().parse().unwrap();
+            let name = w.next().unwrap().to_owned();
+            let recs = records(&dir.join(format!("{name}.pcap")));
+            assert_eq!(recs.len(), n, "{name}");
+            (name, recs)
         })
         .collect();
-    for (name, n) in &counts {
-        assert_eq!(
-            records(&dir.join(format!("{name}.pcap"))).len() as u64,
-            *n,
-            "{name}"
-        );
-    }
     std::fs::remove_dir_all(&dir).ok();
-    counts
+    outputs
+}
+
+/// `sift demux` on the sample: per-rule counts.
+fn demux_counts(rules: &str, extra: &[&str]) -> Vec<(String, u64)> {
+    run_demux(rules, &sample(), extra)
+        .into_iter()
+        .map(|(name, recs)| (name, recs.len() as u64))
+        .collect()
 }
 
 #[test]
@@ -396,41 +405,14 @@ fn demux_sends_fragments_where_their_first_fragment_went() {
         eprintln!("NOTE: ../shared not found; the fragment test is skipped");
         return;
     }
-    let dir = std::env::temp_dir().join(format!("sift-frag-{}", std::process::id()));
-    std::fs::create_dir_all(&dir).unwrap();
-    let rules = dir.join("rules.txt");
-    std::fs::write(
-        &rules,
-        "afs: udp src port 7000 and udp dst port 7001\nrest -1:\n",
-    )
-    .unwrap();
-    let run = |extra: &[&str]| -> Vec<u64> {
-        let mut args = vec![
-            "demux",
-            "--rules",
-            rules.to_str().unwrap(),
-            "-r",
-            afs.to_str().unwrap(),
-            "--out-dir",
-            dir.to_str().unwrap(),
-        ];
-        args.extend(extra);
-        let out = sift(&args);
-        assert!(
-            out.status.success(),
-            "{}",
-            String::from_utf8_lossy(&out.stderr)
-        );
-        String::from_utf8(out.stdout)
-            .unwrap()
-            .lines()
-            .map(|l| l.split_whitespace().next().unwrap().parse().unwrap())
-            .collect()
+    let rules = "afs: udp src port 7000 and udp dst port 7001\nrest -1:\n";
+    let counts = |outputs: &[(String, Vec<sift_capture::Record>)]| -> Vec<u64> {
+        outputs.iter().map(|(_, r)| r.len() as u64).collect()
     };
-    let plain = run(&[]);
-    let with_fragments = run(&["--fragments"]);
-    let written = records(&dir.join("afs.pcap"));
-    std::fs::remove_dir_all(&dir).ok();
+    let plain = counts(&run_demux(rules, &afs, &[]));
+    let fragmented = run_demux(rules, &afs, &["--fragments"]);
+    let with_fragments = counts(&fragmented);
+    let written = &fragmented[0].1;
     let total = plain[0] + plain[1];
     assert_eq!(with_fragments[0] + with_fragments[1], total);
     // The 149 later fragments of the session's datagrams move from `rest` to `afs`.
