@@ -1,7 +1,7 @@
 //! `sift.Demux`: many filters matched in one pass per packet (`sift-demux`).
 //!
-//! The writer (`sift_demux::Demux`) sits behind a mutex, taken only by `insert` and `remove`;
-//! matching goes through a `sift_demux::Reader`, which never blocks and sees each update whole,
+//! The writer (`sift::Demux`) sits behind a mutex, taken only by `insert` and `remove`;
+//! matching goes through a `sift::demux::Reader`, which never blocks and sees each update whole,
 //! so one thread may match (with the GIL released) while another installs filters.
 
 use std::cell::RefCell;
@@ -10,7 +10,7 @@ use std::sync::{Mutex, MutexGuard};
 use pyo3::exceptions::{PyRuntimeError, PyValueError};
 use pyo3::prelude::*;
 use pyo3::types::PyDict;
-use sift_demux::{Delivery, FilterId, Matches, Placement, Reader};
+use sift::demux::{Delivery, FilterId, Matches, Placement, Reader};
 
 use crate::batch::{BufferBatch, PacketList};
 use crate::errors::filter_error;
@@ -37,14 +37,14 @@ thread_local! {
 /// of filters before or after an update, never a mixture.
 #[pyclass(frozen, module = "sift")]
 pub struct Demux {
-    writer: Mutex<sift_demux::Demux>,
+    writer: Mutex<sift::Demux>,
     reader: Reader,
     linktype: u32,
     snaplen: u32,
 }
 
 impl Demux {
-    fn writer(&self) -> PyResult<MutexGuard<'_, sift_demux::Demux>> {
+    fn writer(&self) -> PyResult<MutexGuard<'_, sift::Demux>> {
         self.writer
             .lock()
             .map_err(|_| PyRuntimeError::new_err("an earlier update of this Demux panicked"))
@@ -65,7 +65,7 @@ impl Demux {
     #[new]
     #[pyo3(signature = (linktype = 1, snaplen = 262144))]
     fn new(linktype: u32, snaplen: u32) -> Self {
-        let writer = sift_demux::Demux::new();
+        let writer = sift::Demux::new(linktype, snaplen);
         let reader = writer.reader();
         Demux {
             writer: Mutex::new(writer),
@@ -94,9 +94,10 @@ impl Demux {
     /// for an invalid expression.
     #[pyo3(signature = (expression, priority = 0, copy = false))]
     fn insert(&self, py: Python<'_>, expression: &str, priority: i32, copy: bool) -> PyResult<u64> {
+        // Compiled before the update lock is taken: other updates wait only for the insert.
         let options = sift::Options::new(self.linktype, self.snaplen);
         let ir = py
-            .detach(|| sift::compile_ir(expression, &options))
+            .detach(|| sift::compile_optimized_ir(expression, &options))
             .map_err(|e| filter_error(py, &e, expression))?;
         let delivery = if copy {
             Delivery::Copy
@@ -106,7 +107,7 @@ impl Demux {
         let id = py.detach(|| -> PyResult<FilterId> {
             let mut writer = self.writer()?;
             writer
-                .insert(&ir, priority, delivery)
+                .insert_ir(&ir, priority, delivery)
                 .map_err(|e| PyValueError::new_err(format!("{expression:?}: {e}")))
         })?;
         Ok(id.0)

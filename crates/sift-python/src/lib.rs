@@ -4,9 +4,10 @@
 //! them as verified bytecode. This crate sits on top of the pipeline: it exposes the facade's
 //! [`sift::Filter`] as `sift.Filter` (per packet, and in batches that run without the GIL and
 //! without a Python-level loop), and [`sift_capture`]'s reader and writer as
-//! `sift.read_capture` / `sift.CaptureWriter`, and [`sift_demux`]'s demultiplexer as `sift.Demux`. Errors become Python exceptions that keep their
-//! positions: `sift.FilterError` (columns in the expression and the caret rendering) and
-//! `sift.CaptureError` (byte offset in the file).
+//! `sift.read_capture` / `sift.CaptureWriter`, and the facade's [`sift::Demux`] as
+//! `sift.Demux`. Errors become Python exceptions that keep their positions: `sift.FilterError`
+//! (columns in the expression and the caret rendering) and `sift.CaptureError` (byte offset in
+//! the file).
 //!
 //! The pure-Python part of the package (`python/sift/`: re-exports, the exception classes, type
 //! stubs) and its pytest suite live at the repository root; `pip install .` builds this crate
