@@ -55,6 +55,8 @@ pub enum NotDecomposed {
     ExpressionTooLarge,
     /// A path reads more distinct values than a shape's extractor has registers.
     TooManyValues,
+    /// The filter calls a coprocessor (payload search, set lookup), which atoms do not express.
+    CoprocessorCall,
 }
 
 /// One pending edge of the depth-first walk.
@@ -101,6 +103,9 @@ pub(crate) fn decompose(f: &Function, limits: Limits) -> Result<Vec<Conjunction>
                     .expect("verified: defined before use")
             };
             let e = match f.values[v.index()] {
+                Inst::Contains { .. } | Inst::Member { .. } => {
+                    return Err(NotDecomposed::CoprocessorCall)
+                }
                 Inst::Const(k) => Arc::new(Expr::Const(k)),
                 Inst::WireLen => Arc::new(Expr::WireLen),
                 Inst::Load {

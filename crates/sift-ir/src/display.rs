@@ -11,9 +11,14 @@
 //! block2:
 //!     ret 0
 //! ```
+//!
+//! A function that calls coprocessors lists its tables first, one pattern or set per line
+//! (`pattern p0 = nocase "get"`, `set s0 w32 = 0x50, 0x1f40-0x1fa4`); the calls name them
+//! (`v3 = contains p0.1, v2`: pattern 1 of set 0; `v4 = member s0, v1`).
 
 use std::fmt;
 
+use crate::coproc::{KeyWidth, Pattern};
 use crate::function::{BinOp, CmpOp, Function, Inst, LoadSize, Target, Terminator};
 
 impl BinOp {
@@ -107,8 +112,56 @@ impl fmt::Display for TargetDisplay<'_> {
     }
 }
 
+/// Writes bytes as a quoted string: printable ASCII as is, except `"`, `\\` and `;` (the text
+/// form's comment character), which are escaped as `\xNN` like every other byte.
+fn write_quoted(f: &mut fmt::Formatter<'_>, bytes: &[u8]) -> fmt::Result {
+    write!(f, "\"")?;
+    for &b in bytes {
+        if (0x20..0x7f).contains(&b) && !matches!(b, b'"' | b'\\' | b';') {
+            write!(f, "{}", b as char)?;
+        } else {
+            write!(f, "\\x{b:02x}")?;
+        }
+    }
+    write!(f, "\"")
+}
+
 impl fmt::Display for Function {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        for (i, set) in self.patterns.iter().enumerate() {
+            for p in set.patterns() {
+                write!(f, "pattern p{i} = ")?;
+                match p {
+                    Pattern::Literal { bytes, nocase } => {
+                        if *nocase {
+                            write!(f, "nocase ")?;
+                        }
+                        write_quoted(f, bytes)?;
+                    }
+                    Pattern::Regex(re) => {
+                        write!(f, "regex ")?;
+                        write_quoted(f, re.as_bytes())?;
+                    }
+                }
+                writeln!(f)?;
+            }
+        }
+        for (i, set) in self.sets.iter().enumerate() {
+            let width = match set.width() {
+                KeyWidth::W32 => 32,
+                KeyWidth::W128 => 128,
+            };
+            write!(f, "set s{i} w{width} =")?;
+            for (j, &(lo, hi)) in set.ranges().iter().enumerate() {
+                let sep = if j == 0 { " " } else { ", " };
+                if lo == hi {
+                    write!(f, "{sep}{lo:#x}")?;
+                } else {
+                    write!(f, "{sep}{lo:#x}-{hi:#x}")?;
+                }
+            }
+            writeln!(f)?;
+        }
         for (i, block) in self.blocks.iter().enumerate() {
             write!(f, "block{i}")?;
             if !block.params.is_empty() {
@@ -124,13 +177,13 @@ impl fmt::Display for Function {
             writeln!(f, ":")?;
             for &v in &block.insts {
                 write!(f, "    {v} = ")?;
-                match self.values[v.index()] {
-                    Inst::Const(k) => {
+                match &self.values[v.index()] {
+                    &Inst::Const(k) => {
                         write!(f, "const ")?;
                         write_const(f, k)?;
                     }
                     Inst::WireLen => write!(f, "len")?,
-                    Inst::Load {
+                    &Inst::Load {
                         index,
                         offset,
                         size,
@@ -144,6 +197,17 @@ impl fmt::Display for Function {
                     Inst::Binary(op, a, b) => write!(f, "{} {a}, {b}", op.name())?,
                     Inst::Neg(a) => write!(f, "neg {a}")?,
                     Inst::Param(b) => write!(f, "param {b}")?,
+                    Inst::Contains {
+                        set,
+                        pattern,
+                        start,
+                    } => write!(f, "contains p{set}.{pattern}, {start}")?,
+                    Inst::Member { set, key } => {
+                        write!(f, "member s{set}")?;
+                        for k in key {
+                            write!(f, ", {k}")?;
+                        }
+                    }
                 }
                 writeln!(f)?;
             }

@@ -1,6 +1,9 @@
 //! The data structures of the IR and the methods that build it.
 
 use std::fmt;
+use std::sync::Arc;
+
+use crate::coproc::{PatternSet, ValueSet};
 
 /// An SSA value: the result of one instruction, or a block parameter.
 #[derive(Clone, Copy, Debug, PartialEq, Eq, Hash, PartialOrd, Ord)]
@@ -155,6 +158,21 @@ pub enum Inst {
     Neg(Value),
     /// A block parameter (defined on entry to its block by the incoming edge's argument).
     Param(Block),
+    /// A coprocessor call: 1 if pattern `pattern` of [`Function::patterns`]`[set]` occurs in
+    /// the captured bytes from offset `start` on, else 0 (see [`PatternSet::occurs`]). Never
+    /// rejects the packet.
+    Contains {
+        set: u32,
+        pattern: u32,
+        start: Value,
+    },
+    /// A coprocessor call: 1 if the key is in [`Function::sets`]`[set]`, else 0 (see
+    /// [`ValueSet::contains`]). `key` has the set's [`KeyWidth::words`](crate::KeyWidth::words)
+    /// values, most significant first. Never rejects the packet.
+    Member {
+        set: u32,
+        key: Vec<Value>,
+    },
 }
 
 impl Inst {
@@ -164,8 +182,15 @@ impl Inst {
             Inst::Const(_) | Inst::WireLen | Inst::Param(_) => vec![],
             Inst::Load { index, .. } => index.into_iter().collect(),
             Inst::Binary(_, a, b) => vec![a, b],
-            Inst::Neg(a) => vec![a],
+            Inst::Neg(a) | Inst::Contains { start: a, .. } => vec![a],
+            Inst::Member { ref key, .. } => key.clone(),
         }
+    }
+
+    /// Whether this is a coprocessor call ([`Inst::Contains`] or [`Inst::Member`]), which only
+    /// engines with a coprocessor runtime can run (not classic BPF or eBPF).
+    pub fn is_call(&self) -> bool {
+        matches!(self, Inst::Contains { .. } | Inst::Member { .. })
     }
 }
 
@@ -266,6 +291,10 @@ pub struct Function {
     pub blocks: Vec<BlockData>,
     /// The instruction defining each value, indexed by `Value`.
     pub values: Vec<Inst>,
+    /// The pattern sets [`Inst::Contains`] calls search.
+    pub patterns: Vec<Arc<PatternSet>>,
+    /// The value sets [`Inst::Member`] calls look keys up in.
+    pub sets: Vec<Arc<ValueSet>>,
 }
 
 impl Function {
@@ -363,6 +392,11 @@ impl Function {
         }
         post.reverse();
         post
+    }
+
+    /// Whether any instruction calls a coprocessor.
+    pub fn has_calls(&self) -> bool {
+        self.values.iter().any(Inst::is_call)
     }
 
     /// Number of instructions (excluding parameters) over all blocks.

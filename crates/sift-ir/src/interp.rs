@@ -3,6 +3,7 @@
 //! It is deliberately simple: it walks the graph from the entry, evaluating each instruction in
 //! order. It defines what every other engine must compute.
 
+use crate::coproc::ValueSet;
 use crate::function::{Function, Inst, LoadSize, Terminator};
 use crate::verify::{verify, VerifyError};
 
@@ -59,10 +60,10 @@ impl Interpreter {
         loop {
             let data = f.block(block);
             for &v in &data.insts {
-                let x = match f.values[v.index()] {
-                    Inst::Const(k) => k,
+                let x = match &f.values[v.index()] {
+                    &Inst::Const(k) => k,
                     Inst::WireLen => wire_len,
-                    Inst::Load {
+                    &Inst::Load {
                         index,
                         offset,
                         size,
@@ -73,11 +74,24 @@ impl Interpreter {
                             None => return 0,
                         }
                     }
-                    Inst::Binary(op, a, b) => match op.apply(slots[a.index()], slots[b.index()]) {
+                    &Inst::Binary(op, a, b) => match op.apply(slots[a.index()], slots[b.index()]) {
                         Some(x) => x,
                         None => return 0,
                     },
                     Inst::Neg(a) => slots[a.index()].wrapping_neg(),
+                    Inst::Contains {
+                        set,
+                        pattern,
+                        start,
+                    } => u32::from(f.patterns[*set as usize].occurs(
+                        *pattern,
+                        pkt,
+                        slots[start.index()],
+                    )),
+                    Inst::Member { set, key } => {
+                        let words: Vec<u32> = key.iter().map(|k| slots[k.index()]).collect();
+                        u32::from(f.sets[*set as usize].contains(ValueSet::key(&words)))
+                    }
                     Inst::Param(_) => unreachable!("the verifier keeps parameters out of insts"),
                 };
                 slots[v.index()] = x;
@@ -125,6 +139,7 @@ impl Interpreter {
 mod tests {
     use super::*;
     use crate::parse_function;
+    use crate::Value;
 
     fn run(text: &str, pkt: &[u8]) -> u32 {
         let i = Interpreter::new(parse_function(text).unwrap()).unwrap();
@@ -176,5 +191,40 @@ block2:
         let text = "block0:\n v0 = load.b [0]\n jump block1(v0)\nblock1(v1):\n v2 = const 7\n br eq v1, v2, block2, block3\nblock2:\n ret 9\nblock3:\n ret 0\n";
         assert_eq!(run(text, &[7]), 9);
         assert_eq!(run(text, &[8]), 0);
+    }
+
+    #[test]
+    fn coprocessor_calls() {
+        let text = "\
+pattern p0 = \"GET\"
+pattern p0 = nocase \"admin\\x3b\"
+set s0 w32 = 0x50, 0x1f40-0x1fa4
+block0:
+    v0 = const 1
+    v1 = contains p0.1, v0
+    v2 = load.h [0]
+    v3 = member s0, v2
+    v4 = add v1, v3
+    v5 = const 2
+    br eq v4, v5, block1, block2
+block1:
+    ret 1
+block2:
+    ret 0
+";
+        let f = parse_function(text).unwrap();
+        assert_eq!(parse_function(&f.to_string()).unwrap(), f);
+        assert!(f.has_calls());
+        assert_eq!(run(text, b"\x00\x50ADMIN;"), 1);
+        assert_eq!(run(text, b"\x1f\x90ADMIN;"), 1);
+        assert_eq!(run(text, b"\x00\x51ADMIN;"), 0);
+        assert_eq!(run(text, b"\x00\x50ADMIN"), 0);
+        assert_eq!(run(text, b"\x00"), 0);
+        let mut bad = f.clone();
+        bad.values[3] = Inst::Member {
+            set: 0,
+            key: vec![Value(2), Value(2)],
+        };
+        assert!(crate::verify(&bad).is_err());
     }
 }

@@ -16,15 +16,21 @@
 //! * [`interp`] is the reference interpreter. Its semantics are the semantics of the IR, and so
 //!   of every engine: a packet load outside the captured bytes rejects the packet, as does a
 //!   division by zero, exactly as classic BPF does.
+//!
+//! Two instructions call coprocessors (NetVM's term): [`Inst::Contains`] searches the payload
+//! for a pattern, [`Inst::Member`] looks a key up in a set. They are pure and never reject;
+//! [`coproc`] defines them, and the tables they use travel with the function.
 
 #![forbid(unsafe_code)]
 
+pub mod coproc;
 mod display;
 mod function;
 pub mod interp;
 mod parse;
 pub mod verify;
 
+pub use coproc::{KeyWidth, Pattern, PatternError, PatternSet, ValueSet};
 pub use function::{
     BinOp, Block, BlockData, CmpOp, Function, Inst, LoadSize, Target, Terminator, Value,
 };

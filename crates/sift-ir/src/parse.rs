@@ -3,7 +3,9 @@
 
 use std::collections::HashMap;
 use std::fmt;
+use std::sync::Arc;
 
+use crate::coproc::{KeyWidth, Pattern, PatternSet, ValueSet};
 use crate::function::{BinOp, Block, CmpOp, Function, Inst, LoadSize, Target, Terminator, Value};
 
 /// A syntax error in IR text, with its 1-based line.
@@ -68,6 +70,12 @@ pub fn parse_function(text: &str) -> Result<Function, ParseError> {
             current = Some(b);
             continue;
         }
+        if let Some(table) = parse_table_line(&mut f, line).map_err(err)? {
+            if current.is_some() {
+                return Err(err(format!("{table} after the first block")));
+            }
+            continue;
+        }
         let b = current.ok_or_else(|| err("instruction outside a block".into()))?;
         if let Some((lhs, rhs)) = line.split_once('=') {
             let name = lhs.trim();
@@ -118,6 +126,105 @@ pub fn parse_function(text: &str) -> Result<Function, ParseError> {
         }
     }
     Ok(f)
+}
+
+/// Reads a `pattern pN = ...` or `set sN wW = ...` line into the function's tables; returns
+/// what kind of line it was, or `None` for any other line.
+fn parse_table_line(f: &mut Function, line: &str) -> Result<Option<&'static str>, String> {
+    let Some((head, body)) = line.split_once('=') else {
+        return Ok(None);
+    };
+    let mut words = head.split_whitespace();
+    let (kind, name) = (words.next(), words.next());
+    let body = body.trim();
+    match (kind, name) {
+        (Some("pattern"), Some(name)) => {
+            let i = table_index(name, 'p', f.patterns.len())?;
+            let (regex, nocase, quoted) = match body.split_once(' ') {
+                Some(("regex", rest)) => (true, false, rest.trim()),
+                Some(("nocase", rest)) => (false, true, rest.trim()),
+                _ => (false, false, body),
+            };
+            let bytes = unquote(quoted)?;
+            let pattern = if regex {
+                Pattern::Regex(String::from_utf8(bytes).map_err(|_| "regex is not UTF-8")?)
+            } else {
+                Pattern::Literal { bytes, nocase }
+            };
+            if i == f.patterns.len() {
+                f.patterns.push(Arc::new(PatternSet::new()));
+            }
+            Arc::make_mut(&mut f.patterns[i])
+                .add(pattern)
+                .map_err(|e| e.to_string())?;
+            Ok(Some("pattern"))
+        }
+        (Some("set"), Some(name)) => {
+            let i = table_index(name, 's', f.sets.len())?;
+            if i != f.sets.len() {
+                return Err(format!("set {name} defined twice"));
+            }
+            let width = match words.next() {
+                Some("w32") => KeyWidth::W32,
+                Some("w128") => KeyWidth::W128,
+                _ => return Err("set width must be w32 or w128".into()),
+            };
+            let mut ranges = Vec::new();
+            for item in split_list(body) {
+                let (lo, hi) = item.split_once('-').unwrap_or((item, item));
+                ranges.push((parse_u128(lo.trim())?, parse_u128(hi.trim())?));
+            }
+            f.sets.push(Arc::new(ValueSet::new(width, ranges)));
+            Ok(Some("set"))
+        }
+        _ => Ok(None),
+    }
+}
+
+/// The index in `pN`/`sN`, which must name an existing table or the next one.
+fn table_index(name: &str, prefix: char, len: usize) -> Result<usize, String> {
+    let i: usize = name
+        .strip_prefix(prefix)
+        .and_then(|n| n.parse().ok())
+        .ok_or_else(|| format!("bad table name {name:?}"))?;
+    if i > len {
+        return Err(format!("table {name} out of order"));
+    }
+    Ok(i)
+}
+
+fn parse_u128(s: &str) -> Result<u128, String> {
+    let r = match s.strip_prefix("0x") {
+        Some(hex) => u128::from_str_radix(hex, 16),
+        None => s.parse(),
+    };
+    r.map_err(|_| format!("bad number {s:?}"))
+}
+
+/// The bytes of a quoted string in which `\xNN` is the only escape.
+fn unquote(s: &str) -> Result<Vec<u8>, String> {
+    let inner = s
+        .strip_prefix('"')
+        .and_then(|r| r.strip_suffix('"'))
+        .ok_or_else(|| format!("expected a quoted string, found {s:?}"))?;
+    let mut out = Vec::new();
+    let mut bytes = inner.bytes();
+    while let Some(b) = bytes.next() {
+        if b == b'\\' {
+            let hex: Vec<u8> = bytes.by_ref().take(3).collect();
+            let digits = match hex.as_slice() {
+                [b'x', hi, lo] => std::str::from_utf8(&[*hi, *lo]).ok().map(str::to_owned),
+                _ => None,
+            };
+            let byte = digits
+                .and_then(|d| u8::from_str_radix(&d, 16).ok())
+                .ok_or("only \\xNN escapes are allowed")?;
+            out.push(byte);
+        } else {
+            out.push(b);
+        }
+    }
+    Ok(out)
 }
 
 fn block_named<'a>(f: &mut Function, blocks: &mut HashMap<&'a str, Block>, name: &'a str) -> Block {
@@ -186,6 +293,26 @@ fn parse_inst(
         "neg" => {
             arity(1)?;
             Ok(Inst::Neg(v(ops[0])?))
+        }
+        "contains" => {
+            arity(2)?;
+            let (set, pattern) = ops[0]
+                .strip_prefix('p')
+                .and_then(|r| r.split_once('.'))
+                .ok_or("contains names its pattern as pN.M")?;
+            Ok(Inst::Contains {
+                set: parse_u32(set)?,
+                pattern: parse_u32(pattern)?,
+                start: v(ops[1])?,
+            })
+        }
+        "member" => {
+            let (set, key) = ops.split_first().ok_or("member takes a set and a key")?;
+            let set = set.strip_prefix('s').ok_or("member names its set as sN")?;
+            Ok(Inst::Member {
+                set: parse_u32(set)?,
+                key: key.iter().map(|k| v(k)).collect::<Result<_, _>>()?,
+            })
         }
         _ => {
             let op = BinOp::ALL

@@ -7,7 +7,9 @@
 //!    block's parameter, and `Inst::Param(b)` appears only among `b`'s parameters;
 //! 4. the graph is acyclic (filters terminate);
 //! 5. every use is dominated by its definition: earlier in the same block, or in a block that
-//!    dominates the user (for unreachable blocks, only same-block definitions count).
+//!    dominates the user (for unreachable blocks, only same-block definitions count);
+//! 6. every coprocessor call names an existing pattern or set and passes as many key words as
+//!    the set's width needs.
 
 use std::fmt;
 
@@ -182,6 +184,9 @@ pub fn verify(f: &Function) -> Result<(), VerifyError> {
             if def[v.index()].replace((b, i + 1)).is_some() {
                 fail(Some(b), format!("{v} is defined twice"));
             }
+            if let Some(message) = check_call(f, &f.values[v.index()]) {
+                fail(Some(b), format!("{v}: {message}"));
+            }
         }
         match &data.term {
             Terminator::Unset => fail(Some(b), "block has no terminator".into()),
@@ -264,6 +269,29 @@ pub fn verify(f: &Function) -> Result<(), VerifyError> {
         Ok(())
     } else {
         Err(VerifyError { violations })
+    }
+}
+
+/// Whether a coprocessor call names an existing table entry with the right number of key words.
+fn check_call(f: &Function, inst: &Inst) -> Option<String> {
+    match inst {
+        Inst::Contains { set, pattern, .. } => match f.patterns.get(*set as usize) {
+            None => Some(format!("pattern set p{set} does not exist")),
+            Some(s) if *pattern as usize >= s.len() => {
+                Some(format!("pattern p{set}.{pattern} does not exist"))
+            }
+            Some(_) => None,
+        },
+        Inst::Member { set, key } => match f.sets.get(*set as usize) {
+            None => Some(format!("set s{set} does not exist")),
+            Some(s) if key.len() != s.width().words() => Some(format!(
+                "set s{set} takes {} key words, the call passes {}",
+                s.width().words(),
+                key.len()
+            )),
+            Some(_) => None,
+        },
+        _ => None,
     }
 }
 

@@ -52,6 +52,9 @@ pub struct Options {
     /// Give the filter the meaning libpcap's optimizer gives it, as tcpdump does by default
     /// (`false` is `tcpdump -O`: libpcap's optimizer changes which truncated packets match).
     pub optimize: bool,
+    /// Accept sift's extensions to the language (payload matching, sets; see
+    /// `docs/extensions.md`). Off, the language is exactly libpcap's.
+    pub extensions: bool,
 }
 
 impl Options {
@@ -62,6 +65,7 @@ impl Options {
             netmask: 0,
             swapped: false,
             optimize: true,
+            extensions: false,
         }
     }
 }
@@ -264,6 +268,8 @@ fn reachable_from(f: &Function, entry: Block) -> (Function, Vec<Option<Block>>) 
     let mut out = Function {
         blocks: Vec::with_capacity(order.len()),
         values: shifted.values.clone(),
+        patterns: shifted.patterns.clone(),
+        sets: shifted.sets.clone(),
     };
     for old in &order {
         let mut data = shifted.blocks[old.index()].clone();

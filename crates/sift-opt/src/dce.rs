@@ -53,6 +53,8 @@ pub fn run(f: &mut Function) -> usize {
     let removable = |f: &Function, v: Value| -> bool {
         match *f.inst(v) {
             Inst::Const(_) | Inst::WireLen | Inst::Neg(_) | Inst::Param(_) => true,
+            // Calls are pure and never reject.
+            Inst::Contains { .. } | Inst::Member { .. } => true,
             Inst::Binary(BinOp::Div | BinOp::Mod, _, d) => f.const_value(d).is_some_and(|k| k != 0),
             Inst::Binary(..) => true,
             Inst::Load { .. } => covered[v.index()],

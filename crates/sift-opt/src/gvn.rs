@@ -23,12 +23,14 @@ use crate::cfg::{Cfg, Visit};
 use crate::rewrite::{remove_unreachable, Replacements};
 
 /// The identity of a computation, operands already replaced by their representatives.
-#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
+#[derive(Clone, Debug, PartialEq, Eq, Hash)]
 enum Key {
     WireLen,
     Load(Option<Value>, u32, LoadSize),
     Binary(BinOp, Value, Value),
     Neg(Value),
+    Contains(u32, u32, Value),
+    Member(u32, Vec<Value>),
 }
 
 fn key_of(inst: &Inst) -> Option<Key> {
@@ -47,6 +49,12 @@ fn key_of(inst: &Inst) -> Option<Key> {
             }
         }
         Inst::Neg(a) => Key::Neg(a),
+        Inst::Contains {
+            set,
+            pattern,
+            start,
+        } => Key::Contains(set, pattern, start),
+        Inst::Member { set, ref key } => Key::Member(set, key.clone()),
         Inst::Const(_) | Inst::Param(_) => return None,
     })
 }
@@ -171,7 +179,7 @@ fn number_values(f: &mut Function, repl: &mut Replacements) {
                         Some(k) => match table.get(&k) {
                             Some(&w) => repl.replace(v, w),
                             None => {
-                                table.insert(k, v);
+                                table.insert(k.clone(), v);
                                 added.push(k);
                                 kept.push(v);
                             }

@@ -136,6 +136,10 @@ fn shape(f: &Function, b: Block) -> Vec<u64> {
             Inst::Binary(op, _, _) => 4 << 40 | op as u64,
             Inst::Neg(_) => 5 << 40,
             Inst::Param(_) => 6 << 40,
+            Inst::Contains { set, pattern, .. } => {
+                12 << 40 | u64::from(set) << 20 | u64::from(pattern)
+            }
+            Inst::Member { set, .. } => 13 << 40 | u64::from(set),
         });
     }
     match &data.term {
@@ -248,6 +252,29 @@ impl Comparison<'_> {
                     op == op2 && self.same(*p, *r) && self.same(*q, *s)
                 }
                 (Inst::Neg(p), Inst::Neg(q)) => self.same(*p, *q),
+                (
+                    Inst::Contains {
+                        set,
+                        pattern,
+                        start,
+                    },
+                    Inst::Contains {
+                        set: set2,
+                        pattern: pattern2,
+                        start: start2,
+                    },
+                ) => set == set2 && pattern == pattern2 && self.same(*start, *start2),
+                (
+                    Inst::Member { set, key },
+                    Inst::Member {
+                        set: set2,
+                        key: key2,
+                    },
+                ) => {
+                    set == set2
+                        && key.len() == key2.len()
+                        && key.iter().zip(key2).all(|(k, l)| self.same(*k, *l))
+                }
                 _ => false,
             };
             if !ok || self.rho.insert(y, x).is_some() {

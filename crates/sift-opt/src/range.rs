@@ -139,6 +139,7 @@ pub fn of_inst(inst: &Inst, range_of: impl Fn(Value) -> Range) -> Range {
             Some(k) => Range::exact(k.wrapping_neg()),
             None => Range::FULL,
         },
+        Inst::Contains { .. } | Inst::Member { .. } => Range { lo: 0, hi: 1 },
         // Filled in from the incoming edges.
         Inst::Param(_) => Range::EMPTY,
     }

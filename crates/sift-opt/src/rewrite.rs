@@ -98,7 +98,8 @@ pub fn map_inst_operands(inst: &mut Inst, mut map: impl FnMut(Value) -> Value) {
             *a = map(*a);
             *b = map(*b);
         }
-        Inst::Neg(a) => *a = map(*a),
+        Inst::Neg(a) | Inst::Contains { start: a, .. } => *a = map(*a),
+        Inst::Member { key, .. } => key.iter_mut().for_each(|k| *k = map(*k)),
     }
 }
 

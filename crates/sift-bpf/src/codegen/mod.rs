@@ -49,6 +49,9 @@ pub enum CodegenError {
     /// The program would exceed the 4096-instruction limit, or the generated code failed
     /// validation (a bug in this module).
     Invalid(ValidationError),
+    /// The function calls a coprocessor (payload search or set lookup, sift extensions), which
+    /// classic BPF has no instruction for.
+    CoprocessorCall(Value),
 }
 
 impl fmt::Display for CodegenError {
@@ -60,11 +63,22 @@ impl fmt::Display for CodegenError {
                 "{value} needs a scratch word while {live} values are live (classic BPF has 16)"
             ),
             CodegenError::Invalid(e) => write!(f, "generated code is not valid: {e}"),
+            CodegenError::CoprocessorCall(v) => write!(
+                f,
+                "{v} calls a coprocessor (payload matching or a set lookup), which classic BPF cannot express"
+            ),
         }
     }
 }
 
 impl std::error::Error for CodegenError {}
+
+/// The first coprocessor call of a function, if any.
+fn first_call(func: &Function) -> Option<Value> {
+    (0..func.values.len())
+        .map(|i| Value(i as u32))
+        .find(|&v| func.inst(v).is_call())
+}
 
 /// Compiles a verified IR function into a classic BPF program returning the same value on
 /// every packet, valid under libpcap's rules (see [`compile_for`] for the kernel's).
@@ -78,6 +92,9 @@ pub fn compile(func: &Function) -> Result<ValidProgram, CodegenError> {
 /// one instruction per word and changes no result.
 pub fn compile_for(func: &Function, dialect: Dialect) -> Result<ValidProgram, CodegenError> {
     sift_ir::verify(func).map_err(CodegenError::InvalidIr)?;
+    if let Some(v) = first_call(func) {
+        return Err(CodegenError::CoprocessorCall(v));
+    }
     let items = select::select(func);
     let items = alloc::allocate(items)?;
     let items = machine::optimize(&items);

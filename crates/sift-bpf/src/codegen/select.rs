@@ -365,6 +365,9 @@ impl Selector<'_> {
         }
         match inst {
             Inst::Const(_) | Inst::WireLen | Inst::Param(_) => return,
+            Inst::Contains { .. } | Inst::Member { .. } => {
+                unreachable!("compile_for refuses coprocessor calls")
+            }
             Inst::Load {
                 index,
                 offset,

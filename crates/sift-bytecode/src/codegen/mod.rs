@@ -32,6 +32,8 @@ pub enum CodegenError {
     TooLarge { instructions: usize },
     /// The generated program failed verification (a bug in the code generator).
     Internal(VerifyError),
+    /// The function calls a coprocessor; the bytecode has no call instruction yet.
+    CoprocessorCall(Value),
 }
 
 impl fmt::Display for CodegenError {
@@ -49,6 +51,7 @@ impl fmt::Display for CodegenError {
                 "{instructions} instructions exceed the limit of {MAX_INSNS}"
             ),
             CodegenError::Internal(e) => write!(f, "internal error, generated code rejected: {e}"),
+            CodegenError::CoprocessorCall(v) => write!(f, "{v} calls a coprocessor"),
         }
     }
 }
@@ -66,6 +69,12 @@ impl std::error::Error for CodegenError {
 /// Compiles an IR function to a verified bytecode program.
 pub fn compile(f: &Function) -> Result<VerifiedProgram, CodegenError> {
     sift_ir::verify(f).map_err(CodegenError::InvalidIr)?;
+    if let Some(v) = (0..f.values.len() as u32)
+        .map(Value)
+        .find(|&v| f.inst(v).is_call())
+    {
+        return Err(CodegenError::CoprocessorCall(v));
+    }
     let layout = f.reverse_postorder();
     let alloc = alloc::allocate(f, &layout).map_err(|_| CodegenError::TooManyLiveValues)?;
     let mut e = Emitter {
@@ -202,6 +211,9 @@ impl Emitter<'_> {
     fn inst(&mut self, v: Value) {
         match *self.f.inst(v) {
             Inst::Const(_) | Inst::Param(_) => {}
+            Inst::Contains { .. } | Inst::Member { .. } => {
+                unreachable!("compile refuses coprocessor calls")
+            }
             Inst::WireLen => self.define(v, false, |dst| Insn::WireLen { dst }),
             Inst::Load {
                 index,

@@ -46,6 +46,9 @@ pub enum CodegenError {
     JumpTooFar { from: usize, to: usize },
     /// The program exceeds the kernel's instruction limit.
     TooLarge { instructions: usize },
+    /// The function calls a coprocessor (payload search or set lookup, sift extensions); eBPF
+    /// output does not implement them yet.
+    CoprocessorCall(Value),
 }
 
 impl fmt::Display for CodegenError {
@@ -63,6 +66,10 @@ impl fmt::Display for CodegenError {
             CodegenError::TooLarge { instructions } => write!(
                 f,
                 "{instructions} instructions exceed the kernel's limit of {MAX_INSNS}"
+            ),
+            CodegenError::CoprocessorCall(v) => write!(
+                f,
+                "{v} calls a coprocessor (payload matching or a set lookup), which eBPF output does not support"
             ),
         }
     }
@@ -139,6 +146,12 @@ impl Machine {
 /// Compiles a verified-or-not IR function (it is verified first) to an eBPF program.
 pub fn compile(f: &Function, opts: &Options) -> Result<Program, CodegenError> {
     sift_ir::verify(f).map_err(CodegenError::InvalidIr)?;
+    if let Some(v) = (0..f.values.len() as u32)
+        .map(Value)
+        .find(|&v| f.inst(v).is_call())
+    {
+        return Err(CodegenError::CoprocessorCall(v));
+    }
     let layout = f.reverse_postorder();
     let machine = Machine::for_function(f, opts.program_type);
     let alloc = regalloc::allocate(f, &layout, &machine.registers(), &|i| machine.clobbers(i))
@@ -354,6 +367,9 @@ impl<'a> Emitter<'a> {
     fn inst(&mut self, v: Value) {
         match *self.f.inst(v) {
             Inst::Const(_) | Inst::Param(_) => {}
+            Inst::Contains { .. } | Inst::Member { .. } => {
+                unreachable!("compile refuses coprocessor calls")
+            }
             Inst::WireLen => packet::wire_len(self, v),
             Inst::Load {
                 index,

@@ -9,13 +9,15 @@ use super::Phase;
 /// A value number: equal numbers mean equal values on every packet.
 pub(super) type Vn = u32;
 
-#[derive(Clone, Copy, PartialEq, Eq, Hash)]
+#[derive(Clone, PartialEq, Eq, Hash)]
 enum Key {
     Const(u32),
     Len,
     Load(Option<Vn>, u32, LoadSize),
     Binary(BinOp, Vn, Vn),
     Neg(Vn),
+    Contains(u32, u32, Vn),
+    Member(u32, Vec<Vn>),
     /// Block parameters are opaque (they arise only in code libpcap does not optimize).
     Param(Value),
 }
@@ -76,6 +78,14 @@ impl Numbering {
                     } => Key::Load(index.map(|x| this.vn(x)), offset, size),
                     Inst::Binary(op, a, b) => Key::Binary(op, this.vn(a), this.vn(b)),
                     Inst::Neg(a) => Key::Neg(this.vn(a)),
+                    Inst::Contains {
+                        set,
+                        pattern,
+                        start,
+                    } => Key::Contains(set, pattern, this.vn(start)),
+                    Inst::Member { set, ref key } => {
+                        Key::Member(set, key.iter().map(|&k| this.vn(k)).collect())
+                    }
                     Inst::Param(_) => Key::Param(v),
                 };
                 let next = table.len() as Vn;
