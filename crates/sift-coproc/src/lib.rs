@@ -1,93 +1,126 @@
-//! Fast runtime for sift's coprocessor calls (`Inst::Contains`, `Inst::Member`).
+//! The fast runtime of sift's coprocessor calls.
 //!
-//! sift-ir defines what the calls mean; this crate makes them fast for the bytecode
-//! interpreter, the JIT and the demultiplexer. (Initial version: delegates to the reference.)
+//! `sift-ir` gives filters two NetVM-style "coprocessor" instructions and defines what they
+//! compute, as plainly as possible:
+//! - [`Inst::Contains`](sift_ir::Inst::Contains): whether a pattern of a
+//!   [`PatternSet`](sift_ir::PatternSet) occurs in the packet from some offset on (reference:
+//!   [`PatternSet::occurs`](sift_ir::PatternSet::occurs), a window-by-window search);
+//! - [`Inst::Member`](sift_ir::Inst::Member): whether a key lies in a
+//!   [`ValueSet`](sift_ir::ValueSet) (reference: a binary search over sorted ranges).
+//!
+//! This crate computes the same answers fast, for the engines that run filters on live traffic:
+//! the bytecode interpreter, the Cranelift JIT and the demultiplexer. [`Coprocessors::compile`]
+//! turns a function's tables into search structures once; the engines then call
+//! [`Coprocessors::contains`] and [`Coprocessors::member`] per packet, with a per-thread
+//! [`Memo`] that lets every `contains` call on a packet share one pass over the payload.
+//!
+//! Modules, one concept each:
+//! - `patterns`: multi-pattern search (one Aho-Corasick automaton for the literals of a set,
+//!   one `RegexSet` for its regular expressions), finding all patterns in one pass;
+//! - `sets`: constant-time membership (bitmaps, hashed address prefixes);
+//! - `memo`: the per-packet memory of search results;
+//! - `error`: why a table failed to compile.
+//!
+//! Every answer equals the reference's on every input; the differential tests in `tests/`
+//! check that on random tables, payloads and keys. Nothing panics on any input: offsets past
+//! the packet find nothing, and out-of-range table indexes (which the IR verifier rules out)
+//! answer 0.
+
 #![forbid(unsafe_code)]
 
-use std::fmt;
+mod error;
+mod memo;
+mod patterns;
+mod sets;
+
+use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::Arc;
 
 use sift_ir::{PatternSet, ValueSet};
 
-/// Compiled tables of one function.
+pub use error::{CompileError, CompileErrorReason};
+pub use memo::Memo;
+
+use patterns::PatternSearcher;
+use sets::SetMatcher;
+
+/// The compiled coprocessor tables of one function.
 #[derive(Debug)]
 pub struct Coprocessors {
-    patterns: Vec<Arc<PatternSet>>,
-    sets: Vec<Arc<ValueSet>>,
+    /// Distinguishes these tables' results from other tables' in a shared [`Memo`].
+    id: u64,
+    patterns: Vec<PatternSearcher>,
+    sets: Vec<SetMatcher>,
 }
 
+/// Source of [`Coprocessors::id`]; 0 is left for "no owner yet".
+static NEXT_ID: AtomicU64 = AtomicU64::new(1);
+
 impl Coprocessors {
+    /// Compiles the pattern sets and value sets of a function (in the order of
+    /// [`Function::patterns`](sift_ir::Function::patterns) and
+    /// [`Function::sets`](sift_ir::Function::sets)).
     pub fn compile(
         patterns: &[Arc<PatternSet>],
         sets: &[Arc<ValueSet>],
     ) -> Result<Coprocessors, CompileError> {
+        let patterns = patterns
+            .iter()
+            .enumerate()
+            .map(|(i, set)| PatternSearcher::compile(i as u32, set))
+            .collect::<Result<Vec<_>, _>>()?;
+        let sets = sets.iter().map(SetMatcher::compile).collect();
         Ok(Coprocessors {
-            patterns: patterns.to_vec(),
-            sets: sets.to_vec(),
+            id: NEXT_ID.fetch_add(1, Ordering::Relaxed),
+            patterns,
+            sets,
         })
     }
 
+    /// Compiles the tables of `f`: `compile(&f.patterns, &f.sets)`.
     pub fn for_function(f: &sift_ir::Function) -> Result<Coprocessors, CompileError> {
         Coprocessors::compile(&f.patterns, &f.sets)
     }
 
+    /// Whether there are no tables at all (the function makes no coprocessor calls).
     pub fn is_empty(&self) -> bool {
         self.patterns.is_empty() && self.sets.is_empty()
     }
 
-    /// Same result as `f.patterns[set].occurs(pattern, packet, start)`.
+    /// Whether pattern `pattern` of pattern set `set` occurs in `packet[start..]`: the same
+    /// result as `f.patterns[set].occurs(pattern, packet, start)`.
+    ///
+    /// The first call for a (set, start) on a packet searches for all patterns of the set in
+    /// one pass and remembers which occur in `memo`; later calls on the same packet (until
+    /// [`Memo::next_packet`]) answer from the memo.
     pub fn contains(
         &self,
-        _memo: &mut Memo,
+        memo: &mut Memo,
         set: u32,
         pattern: u32,
         packet: &[u8],
         start: u32,
     ) -> bool {
-        self.patterns
-            .get(set as usize)
-            .is_some_and(|s| (pattern as usize) < s.len() && s.occurs(pattern, packet, start))
+        let Some(searcher) = self.patterns.get(set as usize) else {
+            return false;
+        };
+        let Some(payload) = packet.get(start as usize..) else {
+            return false;
+        };
+        if pattern >= searcher.len() {
+            return false;
+        }
+        let found = memo.results(self.id, set, start, searcher.words(), |found| {
+            searcher.search(payload, found)
+        });
+        found[(pattern / 64) as usize] >> (pattern % 64) & 1 == 1
     }
 
-    /// Same result as `f.sets[set].contains(ValueSet::key(key))`.
+    /// Whether the key formed by `key` (most significant word first) is in value set `set`:
+    /// the same result as `f.sets[set].contains(ValueSet::key(key))`.
     pub fn member(&self, set: u32, key: &[u32]) -> bool {
         self.sets
             .get(set as usize)
-            .is_some_and(|s| s.contains(ValueSet::key(key)))
+            .is_some_and(|matcher| matcher.contains(key))
     }
 }
-
-/// Per-thread scratch: search results of the current packet.
-#[derive(Debug, Default)]
-pub struct Memo {
-    generation: u64,
-}
-
-impl Memo {
-    pub fn new() -> Memo {
-        Memo::default()
-    }
-
-    pub fn next_packet(&mut self) {
-        self.generation = self.generation.wrapping_add(1);
-    }
-}
-
-/// A table that cannot be compiled.
-#[derive(Clone, Debug, PartialEq, Eq)]
-pub struct CompileError {
-    pub set: u32,
-    pub pattern: Option<u32>,
-    pub message: String,
-}
-
-impl fmt::Display for CompileError {
-    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
-        match self.pattern {
-            Some(p) => write!(f, "pattern set {} pattern {}: {}", self.set, p, self.message),
-            None => write!(f, "set {}: {}", self.set, self.message),
-        }
-    }
-}
-
-impl std::error::Error for CompileError {}
