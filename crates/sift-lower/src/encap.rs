@@ -26,7 +26,10 @@ impl Gen {
         let b1 = self.or(b0, b1);
         let b2 = self.linktype(ETHERTYPE_8021QINQ)?;
         let mut b0 = self.or(b1, b2);
-        if let Some(id) = id {
+        if let Some(set) = self.member_set {
+            let b1 = self.member_cmp(OffRel::LinkPl, &[0], Half, 0x0fff, set);
+            b0 = self.and(b0, b1);
+        } else if let Some(id) = id {
             if id > 0x0fff {
                 return Err(format!("VLAN tag {id} greater than maximum 4095"));
             }

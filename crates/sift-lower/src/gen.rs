@@ -124,6 +124,9 @@ pub(crate) struct Gen {
     pub offset_uses: Vec<OffsetUse>,
     /// An error libpcap's optimizer would report (constant division by zero).
     pub optimizer_error: Option<String>,
+    /// While lowering `... in SET` (an extension): the set whose membership test replaces the
+    /// address or port comparison of the primitive being generated.
+    pub member_set: Option<u32>,
 }
 
 fn branch_cond(f: &mut Function, block: Block, op: CmpOp, lhs: Value, rhs: Value) -> Cond {
@@ -152,7 +155,7 @@ fn branch_cond(f: &mut Function, block: Block, op: CmpOp, lhs: Value, rhs: Value
 
 impl Gen {
     /// The absolute offset and optional index register for a load relative to `rel`.
-    fn address(&mut self, block: Block, rel: OffRel, offset: u32) -> (Option<Value>, u32) {
+    pub fn address(&mut self, block: Block, rel: OffRel, offset: u32) -> (Option<Value>, u32) {
         let l = &self.link;
         let base = match rel {
             OffRel::LinkHdr => l.off_linkhdr,
@@ -258,6 +261,31 @@ impl Gen {
             x = self.f.push(block, Inst::Binary(BinOp::And, x, m));
         }
         self.branch_const(block, op, x, v)
+    }
+
+    /// `member(set, key)` where the key is the loads of `size` at `offsets` (most significant
+    /// first), each masked with `mask`, in a new block: a key that is not wholly captured
+    /// rejects the packet.
+    pub fn member_cmp(
+        &mut self,
+        rel: OffRel,
+        offsets: &[u32],
+        size: LoadSize,
+        mask: u32,
+        set: u32,
+    ) -> Cond {
+        let block = self.f.create_block();
+        let mut key = Vec::with_capacity(offsets.len());
+        for &o in offsets {
+            let mut x = self.load(block, rel, o, size);
+            if mask != u32::MAX {
+                let m = self.f.iconst(block, mask);
+                x = self.f.push(block, Inst::Binary(BinOp::And, x, m));
+            }
+            key.push(x);
+        }
+        let hit = self.f.push(block, Inst::Member { set, key });
+        self.branch_const(block, CmpOp::Ne, hit, 0)
     }
 
     pub fn cmp(&mut self, rel: OffRel, offset: u32, size: LoadSize, v: u32) -> Cond {

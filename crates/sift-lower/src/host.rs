@@ -62,13 +62,11 @@ impl Gen {
             "addresses other than 802.11 MAC addresses",
             &mut |g, is_src| {
                 let b0 = g.linktype(proto)?;
-                let b1 = g.mcmp(
-                    OffRel::LinkPl,
-                    if is_src { src } else { dst },
-                    Word,
-                    addr,
-                    mask,
-                );
+                let offset = if is_src { src } else { dst };
+                let b1 = match g.member_set {
+                    Some(set) => g.member_cmp(OffRel::LinkPl, &[offset], Word, u32::MAX, set),
+                    None => g.mcmp(OffRel::LinkPl, offset, Word, addr, mask),
+                };
                 Ok(g.and(b0, b1))
             },
         )
@@ -147,6 +145,12 @@ impl Gen {
             "addresses other than 802.11 MAC addresses",
             &mut |g, is_src| {
                 let offset = if is_src { 8 } else { 24 };
+                if let Some(set) = g.member_set {
+                    let key = [offset, offset + 4, offset + 8, offset + 12];
+                    let b1 = g.member_cmp(OffRel::LinkPl, &key, Word, u32::MAX, set);
+                    let b0 = g.linktype(ETHERTYPE_IPV6)?;
+                    return Ok(g.and(b0, b1));
+                }
                 let mut b1 = g.mcmp(
                     OffRel::LinkPl,
                     offset + 12,

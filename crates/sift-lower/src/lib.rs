@@ -24,8 +24,10 @@ mod linktype;
 mod misc;
 mod names;
 mod netdb;
+mod payload;
 mod port;
 mod proto;
+mod sets;
 
 use std::fmt;
 
@@ -107,6 +109,7 @@ pub fn lower(expr: Option<&Expr>, opts: &Options) -> Result<Function, LowerError
         no_optimize: !opts.optimize,
         offset_uses: Vec::new(),
         optimizer_error: None,
+        member_set: None,
     };
     let Some(expr) = expr else {
         let b = g.f.create_block();
@@ -205,6 +208,9 @@ impl Gen {
             K::Pppoes(s) => self.pppoes(*s),
             K::Geneve(vni) => self.geneve(*vni),
             K::Llc(kind) => self.llc(kind.as_deref()),
+            K::Payload(test) => self.payload(test),
+            K::InSet { q, set } => self.in_set(*q, set),
+            K::VlanIn(set) => self.vlan_in(set),
             K::Unsupported(what) => Err(format!(
                 "'{what}' is not supported for {}",
                 self.link.linktype.description()

@@ -16,7 +16,7 @@ use crate::proto::{
 };
 
 /// libpcap's `__pcap_atoin`: a dotted IPv4 prefix and its length in bits.
-fn atoin(s: &str) -> Option<(u32, u32)> {
+pub(crate) fn atoin(s: &str) -> Option<(u32, u32)> {
     let mut addr = 0u32;
     let mut len = 0;
     for part in s.split('.') {
@@ -42,7 +42,7 @@ fn atodn(s: &str) -> Option<u32> {
     Some(((area << 10) & 0o176000) | (node & 0o1777))
 }
 
-fn port_proto(proto: Proto, what: &str) -> GenResult<PortProto> {
+pub(crate) fn port_proto(proto: Proto, what: &str) -> GenResult<PortProto> {
     Ok(match proto {
         Proto::Udp => PortProto::One(IPPROTO_UDP),
         Proto::Tcp => PortProto::One(IPPROTO_TCP),

@@ -29,6 +29,9 @@ impl Gen {
         } else {
             OffRel::TranIpv4
         };
+        if let Some(set) = self.member_set {
+            return self.member_cmp(rel, &[offset], Half, u32::MAX, set);
+        }
         match ports {
             None => self.cmp(rel, offset, Half, port),
             Some(Ports(a, b)) => {

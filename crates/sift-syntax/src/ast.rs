@@ -253,6 +253,37 @@ pub enum ByteOp {
     Eq,
 }
 
+/// A payload test (sift extension). The payload is what follows the TCP or UDP header.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub enum PayloadTest {
+    /// `payload contains [nocase] STRING`
+    Contains { bytes: Vec<u8>, nocase: bool },
+    /// `payload matches STRING`: a regular expression (the `regex` crate's syntax).
+    Matches(String),
+    /// `payload[offset:len] = VALUE` (`!=` when `negated`): the bytes at a fixed offset.
+    Equals {
+        offset: u32,
+        bytes: Vec<u8>,
+        negated: bool,
+    },
+}
+
+/// The items of a set (sift extension), as written.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub enum SetSource {
+    /// `{ item, ... }`
+    Items(Vec<SetItem>),
+    /// `@path`: one item per line of a file; the span is the `@path` token's.
+    File { path: String, span: Span },
+}
+
+/// One item of a set literal: an address, a prefix, a number, a name or a range, as written.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct SetItem {
+    pub text: String,
+    pub span: Span,
+}
+
 /// A primitive: one call into libpcap's code generator.
 #[derive(Clone, Debug, PartialEq, Eq)]
 pub struct Primitive {
@@ -339,6 +370,16 @@ pub enum PrimitiveKind {
     Geneve(Option<u32>),
     /// `llc`, `llc i`, `llc s`, `llc u`, `llc <subtype>` (the name as written, `None` for bare `llc`).
     Llc(Option<String>),
+    /// `payload ...` (sift extension).
+    Payload(PayloadTest),
+    /// `[qualifiers] in SET` (sift extension): true when the primitive with these qualifiers
+    /// holds for some item of the set (`host in {a, b}` is `host a or host b`).
+    InSet {
+        q: Qualifiers,
+        set: SetSource,
+    },
+    /// `vlan in SET` (sift extension): one VLAN tag, with its ID in the set.
+    VlanIn(SetSource),
     /// Primitives that exist in libpcap but only for link types sift does not support (pf, 802.11
     /// `type/subtype/dir`, ATM, MTP2/MTP3). Lowering rejects them with libpcap's reasoning; the
     /// keyword is kept for the message.

@@ -54,6 +54,18 @@ impl fmt::Display for Qualifiers {
     }
 }
 
+impl fmt::Display for SetSource {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        match self {
+            SetSource::Items(items) => {
+                let texts: Vec<&str> = items.iter().map(|i| i.text.as_str()).collect();
+                write!(f, "{{{}}}", texts.join(", "))
+            }
+            SetSource::File { path, .. } => write!(f, "@{path}"),
+        }
+    }
+}
+
 impl fmt::Display for ArithOp {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
         f.write_str(match self {
@@ -162,6 +174,28 @@ impl fmt::Display for PrimitiveKind {
             PrimitiveKind::Llc(None) => f.write_str("llc"),
             PrimitiveKind::Llc(Some(s)) => write!(f, "llc {s}"),
             PrimitiveKind::Unsupported(k) => write!(f, "unsupported({k})"),
+            PrimitiveKind::Payload(PayloadTest::Contains { bytes, nocase }) => {
+                let nocase = if *nocase { "nocase " } else { "" };
+                write!(f, "payload contains {nocase}\"{}\"", bytes.escape_ascii())
+            }
+            PrimitiveKind::Payload(PayloadTest::Matches(re)) => {
+                write!(f, "payload matches {re:?}")
+            }
+            PrimitiveKind::Payload(PayloadTest::Equals {
+                offset,
+                bytes,
+                negated,
+            }) => {
+                let op = if *negated { "!=" } else { "=" };
+                let len = bytes.len();
+                write!(
+                    f,
+                    "payload[{offset}:{len}] {op} \"{}\"",
+                    bytes.escape_ascii()
+                )
+            }
+            PrimitiveKind::InSet { q, set } => write!(f, "{q}in {set}"),
+            PrimitiveKind::VlanIn(set) => write!(f, "vlan in {set}"),
         }
     }
 }

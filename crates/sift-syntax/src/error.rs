@@ -30,6 +30,12 @@ pub enum ParseErrorKind {
     NoQualifiers(String),
     /// Parentheses, `not` or unary minus nested deeper than [`crate::MAX_DEPTH`].
     TooDeep,
+    /// A malformed quoted string (sift extension); the string says what is wrong.
+    BadString(String),
+    /// A malformed set literal or file reference (sift extension).
+    BadSet(String),
+    /// A malformed payload test (sift extension).
+    BadPayload(String),
     /// An error found after parsing (by the lowering stage), rendered with the same caret line.
     Semantic(String),
 }
@@ -155,6 +161,9 @@ impl fmt::Display for ParseError {
                  none); write them out, e.g. `host {s}` or `port {s}`"
             ),
             ParseErrorKind::Semantic(m) => f.write_str(m),
+            ParseErrorKind::BadString(m)
+            | ParseErrorKind::BadSet(m)
+            | ParseErrorKind::BadPayload(m) => f.write_str(m),
             ParseErrorKind::TooDeep => write!(
                 f,
                 "expression nested too deeply (sift allows {} levels of parentheses, `not` and \

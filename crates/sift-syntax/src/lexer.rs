@@ -105,6 +105,12 @@ pub enum Tok {
     Ne,
     Lsh,
     Rsh,
+    /// A quoted string (extension).
+    Str(Vec<u8>),
+    /// A `{...}` set literal (extension).
+    SetLit(Vec<crate::ast::SetItem>),
+    /// An `@path` set file (extension).
+    FileRef(String),
     Eof,
 }
 
@@ -119,6 +125,9 @@ impl fmt::Display for Tok {
             Tok::Hid6(s) => write!(f, "IPv6 address `{s}`"),
             Tok::Eid(s) => write!(f, "MAC address `{s}`"),
             Tok::Aid(s) => write!(f, "ARCnet address `{s}`"),
+            Tok::Str(s) => write!(f, "string \"{}\"", s.escape_ascii()),
+            Tok::SetLit(_) => write!(f, "a set"),
+            Tok::FileRef(p) => write!(f, "set file `@{p}`"),
             Tok::And => op(f, "and"),
             Tok::Or => op(f, "or"),
             Tok::Not => op(f, "not"),
@@ -635,6 +644,12 @@ fn valid_ipv6(text: &str) -> bool {
 /// returned as well, the tokens then ending with an `Eof` at the error's position, so that a syntax error earlier in the
 /// text is still reported first, as libpcap (which lexes on demand) does.
 pub fn tokenize(text: &str) -> (Vec<Token>, Option<ParseError>) {
+    tokenize_with(text, false)
+}
+
+/// Like [`tokenize`]; with `extensions`, also the tokens of sift's extensions (strings, set
+/// literals, set files), which start with characters libpcap rejects.
+pub fn tokenize_with(text: &str, extensions: bool) -> (Vec<Token>, Option<ParseError>) {
     static V6: std::sync::OnceLock<Vec<Vec<El>>> = std::sync::OnceLock::new();
     let s = text.as_bytes();
     let v6 = V6.get_or_init(v6_patterns);
@@ -646,7 +661,11 @@ pub fn tokenize(text: &str) -> (Vec<Token>, Option<ParseError>) {
             i += 1;
             continue;
         }
-        match next_token(text, i, v6) {
+        let next = match extensions.then(|| crate::extension::lex(text, i)).flatten() {
+            Some(t) => t,
+            None => next_token(text, i, v6),
+        };
+        match next {
             Ok((tok, end)) => {
                 toks.push(Token {
                     tok,

@@ -33,11 +33,12 @@
 pub mod ast;
 mod display;
 pub mod error;
+mod extension;
 pub mod lexer;
 pub mod parser;
 
 pub use error::{ParseError, ParseErrorKind};
-pub use parser::parse;
+pub use parser::{parse, parse_with};
 
 /// The deepest nesting of parentheses, `not`s and unary minuses accepted (libpcap's bison stack
 /// allows about 10000 symbols; sift stops earlier, with [`ParseErrorKind::TooDeep`], to bound

@@ -11,7 +11,8 @@
 
 use crate::ast::*;
 use crate::error::{ParseError, ParseErrorKind};
-use crate::lexer::{tokenize, Kw, Tok, Token};
+use crate::extension;
+use crate::lexer::{tokenize_with, Kw, Tok, Token};
 use crate::{MAX_DEPTH, MAX_TREE_DEPTH};
 
 type PResult<T> = Result<T, ParseError>;
@@ -75,6 +76,8 @@ struct Parser<'a> {
     pos: usize,
     lex_err: Option<ParseError>,
     depth: usize,
+    /// Whether sift's extensions (payload tests, sets) are accepted.
+    extensions: bool,
 }
 
 fn prim(kind: PrimitiveKind, span: Span) -> Expr {
@@ -390,6 +393,10 @@ impl Parser<'_> {
             {
                 let (a, d) = self.parse_arith_from(None)?;
                 Unit::Arith(a, d)
+            }
+            Tok::Id(ref w) if allow.term && self.extensions && w == extension::PAYLOAD => {
+                let e = self.parse_payload()?;
+                Unit::Term(e, Qualifiers::UNDEF, 1)
             }
             ref t if allow.id && is_nid_start(t) => {
                 let e = self.parse_nid(q)?;
@@ -812,6 +819,11 @@ impl Parser<'_> {
                     Tok::Num(_) | Tok::LParen => Some(self.parse_pnum()?),
                     _ => None,
                 };
+                if kw == Kw::Vlan && n.is_none() && self.at_word(extension::IN) {
+                    self.bump();
+                    let set = self.parse_set_source()?;
+                    return Ok(done(self, PrimitiveKind::VlanIn(set)));
+                }
                 let kind = match kw {
                     Kw::Vlan => PrimitiveKind::Vlan(n),
                     Kw::Mpls => PrimitiveKind::Mpls(n),
@@ -868,6 +880,12 @@ impl Parser<'_> {
     }
 
     fn head_id(&mut self, q: Qualifiers) -> PResult<(Expr, Qualifiers)> {
+        if self.at_word(extension::IN) {
+            let start = self.bump().span.start;
+            let set = self.parse_set_source()?;
+            let span = Span::new(start, self.prev_end());
+            return Ok((prim(PrimitiveKind::InSet { q, set }, span), q));
+        }
         let (e, iq, _) = self.parse_id(q)?;
         Ok((e, iq))
     }
@@ -1046,16 +1064,156 @@ impl Parser<'_> {
     }
 }
 
+impl Parser<'_> {
+    // ----- sift extensions ---------------------------------------------------------------------
+
+    /// Whether the next token is the extension keyword `word` (extensions on).
+    fn at_word(&self, word: &str) -> bool {
+        self.extensions && matches!(self.peek(), Tok::Id(w) if w == word)
+    }
+
+    fn payload_error(&self, message: &str, span: Span) -> ParseError {
+        ParseError::new(ParseErrorKind::BadPayload(message.to_string()), span)
+    }
+
+    /// `payload contains [nocase] STRING | payload matches STRING | payload[OFF[:LEN]] op VALUE`
+    fn parse_payload(&mut self) -> PResult<Expr> {
+        let start = self.bump().span.start;
+        let test = if self.at_word(extension::CONTAINS) {
+            self.bump();
+            let nocase = self.at_word(extension::NOCASE);
+            if nocase {
+                self.bump();
+            }
+            let (bytes, span) = self.expect_string()?;
+            if bytes.is_empty() {
+                return Err(self.payload_error("empty pattern", span));
+            }
+            PayloadTest::Contains { bytes, nocase }
+        } else if self.at_word(extension::MATCHES) {
+            self.bump();
+            let (bytes, span) = self.expect_string()?;
+            let re = String::from_utf8(bytes)
+                .map_err(|_| self.payload_error("a regular expression must be UTF-8", span))?;
+            PayloadTest::Matches(re)
+        } else if *self.peek() == Tok::LBracket {
+            self.bump();
+            let offset = self.expect_num()?;
+            let len = if *self.peek() == Tok::Colon {
+                self.bump();
+                let at = self.span();
+                let n = self.expect_num()?;
+                Some((n, at))
+            } else {
+                None
+            };
+            self.expect(Tok::RBracket, "`:` or `]`")?;
+            let negated = match self.peek() {
+                Tok::Eq => false,
+                Tok::Ne => true,
+                _ => return Err(self.unexpected("`=`, `==` or `!=`")),
+            };
+            self.bump();
+            let bytes = self.payload_value(len)?;
+            if offset.checked_add(bytes.len() as u32).is_none() {
+                let span = Span::new(start, self.prev_end());
+                return Err(self.payload_error("offset and length overflow 32 bits", span));
+            }
+            PayloadTest::Equals {
+                offset,
+                bytes,
+                negated,
+            }
+        } else {
+            return Err(self.unexpected("`contains`, `matches` or `[`"));
+        };
+        Ok(prim(
+            PrimitiveKind::Payload(test),
+            Span::new(start, self.prev_end()),
+        ))
+    }
+
+    /// The bytes a `payload[...]` comparison expects: a string (its length must be `len` when
+    /// given), or a number written in `len` bytes (1 when not given; at most 4), big-endian.
+    fn payload_value(&mut self, len: Option<(u32, Span)>) -> PResult<Vec<u8>> {
+        let at = self.span();
+        match self.peek().clone() {
+            Tok::Str(bytes) => {
+                self.bump();
+                if bytes.is_empty() {
+                    return Err(self.payload_error("empty string", at));
+                }
+                match len {
+                    Some((n, span)) if n as usize != bytes.len() => Err(self.payload_error(
+                        &format!(
+                            "length {n} does not match the string's {} bytes",
+                            bytes.len()
+                        ),
+                        span,
+                    )),
+                    _ => Ok(bytes),
+                }
+            }
+            Tok::Num(value) => {
+                self.bump();
+                let (n, len_span) = len.unwrap_or((1, at));
+                if !(1..=4).contains(&n) {
+                    return Err(self.payload_error(
+                        "a number compares 1 to 4 bytes (use a string for more)",
+                        len_span,
+                    ));
+                }
+                if n < 4 && value >> (8 * n) != 0 {
+                    return Err(
+                        self.payload_error(&format!("{value} does not fit in {n} bytes"), at)
+                    );
+                }
+                Ok(value.to_be_bytes()[4 - n as usize..].to_vec())
+            }
+            _ => Err(self.unexpected("a string or a number")),
+        }
+    }
+
+    fn expect_string(&mut self) -> PResult<(Vec<u8>, Span)> {
+        match self.peek().clone() {
+            Tok::Str(bytes) => Ok((bytes, self.bump().span)),
+            _ => Err(self.unexpected("a quoted string")),
+        }
+    }
+
+    /// `{ item, ... }` or `@file` after `in`.
+    fn parse_set_source(&mut self) -> PResult<SetSource> {
+        match self.peek().clone() {
+            Tok::SetLit(items) => {
+                self.bump();
+                Ok(SetSource::Items(items))
+            }
+            Tok::FileRef(path) => {
+                let span = self.bump().span;
+                Ok(SetSource::File { path, span })
+            }
+            _ => Err(self.unexpected("a set `{...}` or a set file `@path`")),
+        }
+    }
+}
+
 /// Parses a filter expression. `Ok(None)` for an empty (or whitespace-only) expression, which
 /// libpcap accepts and which matches every packet.
 pub fn parse(text: &str) -> Result<Option<Expr>, ParseError> {
-    let (toks, lex_err) = tokenize(text);
+    parse_with(text, false)
+}
+
+/// Like [`parse`]; with `extensions`, the language also has sift's payload tests and sets
+/// (see the `extension` module). Without, it is exactly libpcap's.
+pub fn parse_with(text: &str, extensions: bool) -> Result<Option<Expr>, ParseError> {
+    let (toks, lex_err) = tokenize_with(text, extensions);
     let mut p = Parser {
         text,
         toks,
         pos: 0,
         lex_err,
         depth: 0,
+        extensions,
     };
     p.parse_prog()
 }

@@ -102,9 +102,9 @@ pub fn parse(expr: &str) -> Result<Option<Expr>, Error> {
     sift_syntax::parse(expr).map_err(Error::Syntax)
 }
 
-/// Parses and lowers an expression to IR.
+/// Parses and lowers an expression to IR (with sift's extensions when `opts.extensions`).
 pub fn compile_ir(expr: &str, opts: &Options) -> Result<Function, Error> {
-    let ast = parse(expr)?;
+    let ast = sift_syntax::parse_with(expr, opts.extensions).map_err(Error::Syntax)?;
     sift_lower::lower(ast.as_ref(), opts).map_err(Error::Semantic)
 }
 
