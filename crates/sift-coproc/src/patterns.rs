@@ -1,43 +1,67 @@
 //! Multi-pattern payload search: one pass over the payload finds every pattern of a
 //! [`PatternSet`] that occurs in it.
 //!
-//! Literals go into one Aho-Corasick automaton per set (with its SIMD prefilters), regular
-//! expressions into one `RegexSet`. The automaton runs in overlapping mode with standard match
-//! semantics: that is the only mode that reports every pattern occurring in the payload (a
-//! leftmost search would skip a pattern hidden inside, or overlapping, another's match). When a
-//! set mixes exact and case-insensitive literals, a single case-insensitive automaton finds
-//! candidates for both and the exact ones are confirmed by comparing the matched bytes, so the
-//! payload is still read once.
+//! Literals go to one of two searches, both finding every occurrence of every literal (a plain
+//! leftmost search would skip a literal hidden inside, or overlapping, another's match):
+//! - up to [`STARTS_MAX_LITERALS`] literals: the `aho-corasick` crate's leftmost search with
+//!   its SIMD prefilters, plus an anchored automaton listing all literals at each match start
+//!   (module `starts`);
+//! - more: a hashed filter over 4-byte windows with exact confirmation, whose cost per byte
+//!   does not grow with the number of literals (module `window`); literals shorter than the
+//!   window still go to the first search.
+//!
+//! When a set mixes exact and case-insensitive literals, each search ignores case and the exact
+//! literals are confirmed by comparing the matched bytes, so the payload is read once.
+//! Regular expressions go into one `RegexSet`, searched in one more pass. The search stops as
+//! soon as every literal has been seen.
+
+mod found;
+mod starts;
+mod window;
 
 use std::sync::Arc;
 
-use aho_corasick::{AhoCorasick, AhoCorasickKind, Input, MatchKind};
 use regex::bytes::{Regex, RegexSet, RegexSetBuilder};
 use sift_ir::{Pattern, PatternSet};
 
 use crate::error::{CompileError, CompileErrorReason};
+use found::Found;
+use starts::StartSearch;
+use window::{WindowFilter, WINDOW};
 
-/// Above this many literal bytes the automaton stays a (contiguous) NFA: a DFA's transition
-/// table grows with states × byte classes and would stop fitting in cache.
-const DFA_MAX_LITERAL_BYTES: usize = 64 * 1024;
+/// Sets with more literals of at least [`WINDOW`] bytes than this use the window filter: the
+/// prefilters of the `aho-corasick` crate (Teddy) stop paying off around here.
+const STARTS_MAX_LITERALS: usize = 64;
 
 /// The compiled form of one [`PatternSet`].
 #[derive(Debug)]
 pub(crate) struct PatternSearcher {
     /// Number of patterns in the set.
     len: u32,
-    literals: Option<LiteralSearch>,
+    /// Number of literals in the set.
+    literal_count: usize,
+    starts: Option<StartSearch>,
+    window: Option<WindowFilter>,
     regexes: Option<RegexSearch>,
 }
 
+/// A literal pattern and its index in the set.
 #[derive(Debug)]
-struct LiteralSearch {
-    automaton: AhoCorasick,
-    /// The set's index of each automaton pattern.
-    index: Vec<u32>,
-    /// For each automaton pattern: the bytes a match must equal exactly, when the automaton
-    /// ignores case but the pattern does not.
-    exact: Vec<Option<Box<[u8]>>>,
+struct Literal {
+    bytes: Box<[u8]>,
+    nocase: bool,
+    index: u32,
+}
+
+impl Literal {
+    /// Whether `candidate` (as long as the literal) is an occurrence of it.
+    fn matches(&self, candidate: &[u8]) -> bool {
+        if self.nocase {
+            candidate.eq_ignore_ascii_case(&self.bytes)
+        } else {
+            *candidate == *self.bytes
+        }
+    }
 }
 
 #[derive(Debug)]
@@ -67,9 +91,7 @@ impl PatternSearcher {
             pattern,
             reason,
         };
-        let mut literal_bytes = Vec::new();
-        let mut literal_index = Vec::new();
-        let mut literal_nocase = Vec::new();
+        let mut literals = Vec::new();
         let mut regex_exprs = Vec::new();
         let mut regex_index = Vec::new();
         for (i, pattern) in set.patterns().iter().enumerate() {
@@ -78,44 +100,32 @@ impl PatternSearcher {
                 .validate()
                 .map_err(|e| error(Some(i), CompileErrorReason::Pattern(e)))?;
             match pattern {
-                Pattern::Literal { bytes, nocase } => {
-                    literal_bytes.push(bytes.as_slice());
-                    literal_index.push(i);
-                    literal_nocase.push(*nocase);
-                }
+                Pattern::Literal { bytes, nocase } => literals.push(Literal {
+                    bytes: bytes.as_slice().into(),
+                    nocase: *nocase,
+                    index: i,
+                }),
                 Pattern::Regex(expr) => {
                     regex_exprs.push(expr.as_str());
                     regex_index.push(i);
                 }
             }
         }
-        let literals = if literal_bytes.is_empty() {
+        let literal_count = literals.len();
+        let long = literals.iter().filter(|l| l.bytes.len() >= WINDOW).count();
+        let (for_window, for_starts): (Vec<Literal>, Vec<Literal>) = if long > STARTS_MAX_LITERALS {
+            literals.into_iter().partition(|l| l.bytes.len() >= WINDOW)
+        } else {
+            (Vec::new(), literals)
+        };
+        let window = (!for_window.is_empty()).then(|| WindowFilter::new(for_window));
+        let starts = if for_starts.is_empty() {
             None
         } else {
-            let any_nocase = literal_nocase.iter().any(|&n| n);
-            let total: usize = literal_bytes.iter().map(|b| b.len()).sum();
-            let kind = (total <= DFA_MAX_LITERAL_BYTES).then_some(AhoCorasickKind::DFA);
-            let automaton = AhoCorasick::builder()
-                .match_kind(MatchKind::Standard)
-                .ascii_case_insensitive(any_nocase)
-                .kind(kind)
-                .build(&literal_bytes)
-                .map_err(|e| error(None, CompileErrorReason::Automaton(e.to_string())))?;
-            // Whether an overlapping search can run depends on the automaton's configuration,
-            // never on the haystack: checking once here lets `search` rely on it.
-            if let Err(e) = automaton.try_find_overlapping_iter(Input::new(b"")) {
-                return Err(error(None, CompileErrorReason::Automaton(e.to_string())));
-            }
-            let exact = literal_bytes
-                .iter()
-                .zip(&literal_nocase)
-                .map(|(bytes, &nocase)| (any_nocase && !nocase).then(|| Box::from(*bytes)))
-                .collect();
-            Some(LiteralSearch {
-                automaton,
-                index: literal_index,
-                exact,
-            })
+            Some(
+                StartSearch::new(for_starts)
+                    .map_err(|e| error(None, CompileErrorReason::Automaton(e)))?,
+            )
         };
         let regexes = if regex_exprs.is_empty() {
             None
@@ -140,7 +150,9 @@ impl PatternSearcher {
         };
         Ok(PatternSearcher {
             len: set.len() as u32,
-            literals,
+            literal_count,
+            starts,
+            window,
             regexes,
         })
     }
@@ -158,58 +170,31 @@ impl PatternSearcher {
     /// Sets bit `i` of `found` (zeroed by the caller, [`words`](Self::words) long) for every
     /// pattern `i` that occurs in `hay`.
     pub(crate) fn search(&self, hay: &[u8], found: &mut [u64]) {
-        if let Some(literals) = &self.literals {
-            literals.search(hay, found);
+        let mut found = Found::new(found, self.literal_count);
+        if let Some(window) = &self.window {
+            window.search(hay, &mut found);
+        }
+        if let Some(starts) = &self.starts {
+            starts.search(hay, &mut found);
         }
         if let Some(regexes) = &self.regexes {
-            regexes.search(hay, found);
-        }
-    }
-}
-
-fn set_bit(found: &mut [u64], index: u32) -> bool {
-    let (word, bit) = ((index / 64) as usize, index % 64);
-    let was_clear = found[word] & (1 << bit) == 0;
-    found[word] |= 1 << bit;
-    was_clear
-}
-
-impl LiteralSearch {
-    fn search(&self, hay: &[u8], found: &mut [u64]) {
-        let mut missing = self.index.len();
-        // Cannot fail: `compile` checked that this automaton supports overlapping search.
-        let Ok(matches) = self.automaton.try_find_overlapping_iter(Input::new(hay)) else {
-            return;
-        };
-        for m in matches {
-            let id = m.pattern().as_usize();
-            if let Some(exact) = &self.exact[id] {
-                if hay[m.range()] != **exact {
-                    continue;
-                }
-            }
-            if set_bit(found, self.index[id]) {
-                missing -= 1;
-                if missing == 0 {
-                    break;
-                }
-            }
+            regexes.search(hay, &mut found);
         }
     }
 }
 
 impl RegexSearch {
-    fn search(&self, hay: &[u8], found: &mut [u64]) {
+    fn search(&self, hay: &[u8], found: &mut Found) {
         match &self.engine {
             RegexEngine::Set(set) => {
                 for i in set.matches(hay).iter() {
-                    set_bit(found, self.index[i]);
+                    found.insert_regex(self.index[i]);
                 }
             }
             RegexEngine::Each(each) => {
                 for (re, &i) in each.iter().zip(&self.index) {
                     if re.is_match(hay) {
-                        set_bit(found, i);
+                        found.insert_regex(i);
                     }
                 }
             }

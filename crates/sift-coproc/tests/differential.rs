@@ -160,7 +160,10 @@ fn pattern_search_matches_reference() {
         }
     }
     assert!(checks > 300_000);
-    assert!(hits > checks / 5 && hits < checks * 4 / 5, "{hits} of {checks}");
+    assert!(
+        hits > checks / 5 && hits < checks * 4 / 5,
+        "{hits} of {checks}"
+    );
 }
 
 #[test]
@@ -344,7 +347,10 @@ fn set_membership_matches_reference() {
         }
     }
     assert!(checks > 500_000, "{checks}");
-    assert!(hits > checks / 5 && hits < checks * 4 / 5, "{hits} of {checks}");
+    assert!(
+        hits > checks / 5 && hits < checks * 4 / 5,
+        "{hits} of {checks}"
+    );
 }
 
 #[test]
@@ -393,4 +399,50 @@ fn keys_of_the_wrong_width_match_reference() {
             );
         }
     }
+}
+
+#[test]
+fn large_literal_sets_match_reference() {
+    // Past 64 literals of 4+ bytes the window filter takes over (shorter literals stay with
+    // the automaton): mixed case, shared prefixes, literals inside others, long payloads.
+    let mut rng = Rng(6);
+    let mut memo = Memo::new();
+    let mut hits = 0u64;
+    for _ in 0..60 {
+        let size = 65 + rng.below(400) as usize;
+        let mut set = random_pattern_set(&mut rng, size / 2);
+        while set.len() < size {
+            let len = 4 + rng.below(8) as usize;
+            let mut bytes = random_bytes(&mut rng, len);
+            if rng.chance(30) {
+                bytes.splice(0..0, b"GET /".iter().copied());
+            }
+            set.add(Pattern::Literal {
+                bytes,
+                nocase: rng.chance(30),
+            })
+            .unwrap();
+        }
+        let set = Arc::new(set);
+        let coproc = Coprocessors::compile(std::slice::from_ref(&set), &[]).unwrap();
+        for _ in 0..20 {
+            let mut packet = Vec::new();
+            for _ in 0..1 + rng.below(8) {
+                packet.extend(random_payload(&mut rng, &set));
+            }
+            memo.next_packet();
+            let start = rng.below(packet.len() as u64 + 2) as u32;
+            for pattern in 0..set.len() as u32 {
+                let want = set.occurs(pattern, &packet, start);
+                assert_eq!(
+                    coproc.contains(&mut memo, 0, pattern, &packet, start),
+                    want,
+                    "pattern {:?} start {start} packet {packet:?}",
+                    set.patterns()[pattern as usize]
+                );
+                hits += u64::from(want);
+            }
+        }
+    }
+    assert!(hits > 10_000, "{hits}");
 }
