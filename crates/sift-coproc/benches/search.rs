@@ -275,10 +275,7 @@ fn main() {
         // The naive search runs one memmem pass per pattern, over a slice small enough that
         // the run stays short (its throughput does not depend on the slice size much).
         let naive_bytes = (DATA_BYTES / count.div_ceil(10)).max(1 << 20);
-        let finders: Vec<_> = words
-            .iter()
-            .map(|w| memchr::memmem::Finder::new(w))
-            .collect();
+        let finders: Vec<_> = words.iter().map(memchr::memmem::Finder::new).collect();
         let naive = best_of_3(|| {
             for finder in &finders {
                 black_box(finder.find(&data[..naive_bytes]));

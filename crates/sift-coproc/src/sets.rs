@@ -76,6 +76,8 @@ pub(crate) trait Key: Copy + Eq + Hash + std::fmt::Debug {
     fn from_u128(v: u128) -> Self;
     /// The top `len` bits (`len` ≤ `BITS`), as a number.
     fn prefix(self, len: u32) -> Self;
+    /// The prefix `depth` bits longer made of this prefix followed by `suffix`.
+    fn extend(self, depth: u32, suffix: u32) -> Self;
 }
 
 impl Key for u32 {
@@ -86,6 +88,9 @@ impl Key for u32 {
     fn prefix(self, len: u32) -> u32 {
         self.checked_shr(32 - len).unwrap_or(0)
     }
+    fn extend(self, depth: u32, suffix: u32) -> u32 {
+        (self << depth) | suffix
+    }
 }
 
 impl Key for u128 {
@@ -95,6 +100,9 @@ impl Key for u128 {
     }
     fn prefix(self, len: u32) -> u128 {
         self.checked_shr(128 - len).unwrap_or(0)
+    }
+    fn extend(self, depth: u32, suffix: u32) -> u128 {
+        (self << depth) | u128::from(suffix)
     }
 }
 
@@ -133,6 +141,7 @@ impl<K: Key> PrefixTables<K> {
                 }
             }
         }
+        expand_prefixes(&mut by_len, budget.saturating_sub(blocks));
         let mut tables: Vec<(u32, HashSet<K, RandomState>)> = by_len
             .into_iter()
             .enumerate()
@@ -157,6 +166,34 @@ impl<K: Key> PrefixTables<K> {
         self.tables
             .iter()
             .any(|(len, table)| table.contains(&key.prefix(*len)))
+    }
+}
+
+/// Controlled prefix expansion: rewrites prefixes of lengths that are not a multiple of 8 as
+/// all their extensions to the next multiple of 8 (a /20 becomes sixteen /24s), cheapest
+/// lengths first, as long as the added entries stay within `budget`. Fewer distinct lengths
+/// mean fewer probes per lookup: an IPv4 set of /32s and prefixes between /17 and /32 needs at
+/// most two, whatever the mix.
+fn expand_prefixes<K: Key>(by_len: &mut [Vec<K>], mut budget: usize) {
+    let mut costs: Vec<(usize, usize)> = by_len
+        .iter()
+        .enumerate()
+        .filter(|&(len, prefixes)| !prefixes.is_empty() && len % 8 != 0 && len + 8 < by_len.len())
+        .map(|(len, prefixes)| (prefixes.len() << (8 - len % 8), len))
+        .collect();
+    costs.sort_unstable();
+    for (cost, len) in costs {
+        if cost > budget {
+            break;
+        }
+        budget -= cost;
+        let depth = (8 - len % 8) as u32;
+        let target = len + depth as usize;
+        let prefixes = std::mem::take(&mut by_len[len]);
+        let expanded = prefixes
+            .into_iter()
+            .flat_map(|p| (0..1u32 << depth).map(move |suffix| p.extend(depth, suffix)));
+        by_len[target].extend(expanded);
     }
 }
 
