@@ -124,3 +124,27 @@ impl Coprocessors {
             .is_some_and(|matcher| matcher.contains(key))
     }
 }
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn shareable_between_threads() {
+        fn send_sync<T: Send + Sync>() {}
+        send_sync::<Coprocessors>();
+        send_sync::<Memo>();
+        send_sync::<CompileError>();
+    }
+
+    #[test]
+    fn compile_errors_name_the_set() {
+        let e = CompileError {
+            set: 2,
+            pattern: Some(5),
+            reason: CompileErrorReason::Pattern(sift_ir::PatternError::Empty),
+        };
+        assert_eq!(e.to_string(), "pattern set 2, pattern 5: empty pattern");
+        assert!(std::error::Error::source(&e).is_some());
+    }
+}
