@@ -3,10 +3,10 @@
 //! `sift-ir` gives filters two NetVM-style "coprocessor" instructions and defines what they
 //! compute, as plainly as possible:
 //! - [`Inst::Contains`](sift_ir::Inst::Contains): whether a pattern of a
-//!   [`PatternSet`](sift_ir::PatternSet) occurs in the packet from some offset on (reference:
+//!   [`PatternSet`] occurs in the packet from some offset on (reference:
 //!   [`PatternSet::occurs`](sift_ir::PatternSet::occurs), a window-by-window search);
 //! - [`Inst::Member`](sift_ir::Inst::Member): whether a key lies in a
-//!   [`ValueSet`](sift_ir::ValueSet) (reference: a binary search over sorted ranges).
+//!   [`ValueSet`] (reference: a binary search over sorted ranges).
 //!
 //! This crate computes the same answers fast, for the engines that run filters on live traffic:
 //! the bytecode interpreter, the Cranelift JIT and the demultiplexer. [`Coprocessors::compile`]
@@ -15,9 +15,11 @@
 //! [`Memo`] that lets every `contains` call on a packet share one pass over the payload.
 //!
 //! Modules, one concept each:
-//! - `patterns`: multi-pattern search (one Aho-Corasick automaton for the literals of a set,
-//!   one `RegexSet` for its regular expressions), finding all patterns in one pass;
-//! - `sets`: constant-time membership (bitmaps, hashed address prefixes);
+//! - `patterns`: multi-pattern search finding every pattern of a set in one pass over the
+//!   payload (`aho-corasick` with its SIMD prefilters for small literal sets, a hashed 4-byte
+//!   window filter for large ones, one `RegexSet` for the regular expressions);
+//! - `sets`: constant-time membership (bitmaps, hashed address prefixes after prefix
+//!   expansion);
 //! - `memo`: the per-packet memory of search results;
 //! - `error`: why a table failed to compile.
 //!

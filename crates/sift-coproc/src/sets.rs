@@ -8,7 +8,9 @@
 //!   prefix length present gets a hash table of prefixes. A key is in the set when its prefix of
 //!   some present length is in that length's table, so a lookup costs at most one probe per
 //!   distinct prefix length. Blocks of length 16 or less are expanded into a bitmap over the
-//!   top 16 bits of the key instead, which costs one load whatever their number.
+//!   top 16 bits of the key instead, which costs one load whatever their number, and other
+//!   lengths are expanded to the next multiple of 8 while memory allows (IPv4: at most the /24
+//!   and /32 tables remain).
 //!
 //! Arbitrary ranges can cut into up to 2 × width blocks each; when the decomposition would
 //! outgrow [`BLOCK_BUDGET_PER_RANGE`] times the number of ranges, the set keeps the sorted ranges
