@@ -127,6 +127,8 @@ pub(crate) struct Gen {
     /// While lowering `... in SET` (an extension): the set whose membership test replaces the
     /// address or port comparison of the primitive being generated.
     pub member_set: Option<u32>,
+    /// A narrower span than the primitive's for the error being returned (a set item's).
+    pub error_span: Option<Span>,
 }
 
 fn branch_cond(f: &mut Function, block: Block, op: CmpOp, lhs: Value, rhs: Value) -> Cond {

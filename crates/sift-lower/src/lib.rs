@@ -110,6 +110,7 @@ pub fn lower(expr: Option<&Expr>, opts: &Options) -> Result<Function, LowerError
         offset_uses: Vec::new(),
         optimizer_error: None,
         member_set: None,
+        error_span: None,
     };
     let Some(expr) = expr else {
         let b = g.f.create_block();
@@ -137,7 +138,7 @@ impl Gen {
             Expr::Primitive(p) => {
                 let first_use = self.offset_uses.len();
                 let c = self.primitive(p).map_err(|message| LowerError {
-                    span: Some(p.span),
+                    span: Some(self.error_span.take().unwrap_or(p.span)),
                     message,
                 })?;
                 for u in &mut self.offset_uses[first_use..] {
