@@ -94,6 +94,8 @@ pub struct Request<'a> {
     pub out_dir: &'a Path,
     pub all: bool,
     pub lang: Lang,
+    /// Accept sift's language extensions.
+    pub extensions: bool,
     /// Dispatch IP fragments with their first fragment, holding early ones this long (ns).
     pub fragment_timeout_ns: Option<u64>,
 }
@@ -183,7 +185,7 @@ pub fn run(req: &Request<'_>) -> Result<ExitCode> {
         .with_context(|| format!("reading {}", req.rules.display()))?;
     let rules = parse_rules(&text)?;
     for rule in &rules {
-        lang::check(req.lang, &rule.expr)
+        lang::check(req.lang, &rule.expr, req.extensions)
             .with_context(|| format!("rule {} (line {})", rule.name, rule.line))?;
     }
     std::fs::create_dir_all(req.out_dir)
@@ -213,6 +215,7 @@ pub fn run(req: &Request<'_>) -> Result<ExitCode> {
             Entry::Vacant(e) => {
                 let opts = Options {
                     swapped,
+                    extensions: req.extensions,
                     ..Options::new(record.linktype, snaplen)
                 };
                 e.insert(compile_rules(&rules, req, &opts)?)

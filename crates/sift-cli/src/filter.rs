@@ -44,12 +44,14 @@ pub struct Request<'a> {
     pub print_count: bool,
     pub linktype: Option<u32>,
     pub lang: Lang,
+    /// Accept sift's language extensions.
+    pub extensions: bool,
     pub expr: &'a str,
     pub engine: Engine,
 }
 
 pub fn run(req: &Request<'_>) -> Result<ExitCode> {
-    lang::check(req.lang, req.expr)?;
+    lang::check(req.lang, req.expr, req.extensions)?;
     if req.engine == Engine::Jit && !sift::sift_jit::supported() {
         bail!("--engine jit: this machine has no JIT (x86-64 and aarch64 only)");
     }
@@ -72,6 +74,7 @@ pub fn run(req: &Request<'_>) -> Result<ExitCode> {
             Entry::Vacant(e) => {
                 let opts = Options {
                     swapped,
+                    extensions: req.extensions,
                     ..Options::new(lt, snaplen)
                 };
                 e.insert(lang::compile(req.lang, req.expr, &opts)?)

@@ -2,7 +2,7 @@
 
 use std::path::Path;
 
-use anyhow::{anyhow, Context, Result};
+use anyhow::{anyhow, bail, Context, Result};
 use clap::ValueEnum;
 use sift::{Filter, Options};
 
@@ -111,11 +111,20 @@ pub fn compile(lang: Lang, expr: &str, opts: &Options) -> Result<Filter> {
     Ok(Filter::from_ir(ir)?)
 }
 
+/// `--extensions` extends the pcap language only.
+pub fn check_extensions(lang: Lang, extensions: bool) -> Result<()> {
+    if extensions && lang != Lang::Pcap {
+        bail!("--extensions extends the pcap filter language, not {lang:?}");
+    }
+    Ok(())
+}
+
 /// Checks a filter's text before any file is opened, so a typo costs nothing.
-pub fn check(lang: Lang, expr: &str) -> Result<()> {
+pub fn check(lang: Lang, expr: &str, extensions: bool) -> Result<()> {
     match lang {
         Lang::Pcap => {
-            sift::parse(expr).map_err(|e| anyhow!("{}", e.render(expr)))?;
+            sift::sift_syntax::parse_with(expr, extensions)
+                .map_err(|e| anyhow!("{}", e.render(expr)))?;
         }
         other => {
             compile(other, expr, &Options::new(1, 262144))?;

@@ -10,6 +10,10 @@ mod demux;
 mod filter;
 mod flow;
 mod lang;
+mod pcapng_out;
+mod pipeline;
+mod rules;
+mod sinks;
 mod split;
 
 use anyhow::{anyhow, bail, Context, Result};
@@ -62,6 +66,12 @@ enum Command {
         /// sock_filter` array).
         #[arg(long = "bpf", value_name = "FILE", conflicts_with = "expr_file")]
         bpf_file: Option<PathBuf>,
+        /// Accept sift's extensions to the filter language: payload tests (`payload contains
+        /// [nocase] "GET|0d 0a|"`, `payload matches "re"`, `payload[0:4] = "HTTP"`) and sets
+        /// (`host in {10.0.0.1, 192.168.0.0/16}`, `port in {22, 8000-8100}`, `host in @FILE`).
+        /// Off by default: the language is exactly libpcap's.
+        #[arg(long = "extensions", visible_alias = "ext")]
+        extensions: bool,
         /// The language of the expression.
         #[arg(long, value_enum, default_value_t = Lang::Pcap)]
         lang: Lang,
@@ -86,6 +96,12 @@ enum Command {
         /// Deliver each packet to every rule that matches it, not only the first exclusive one.
         #[arg(long)]
         all: bool,
+        /// Accept sift's extensions to the filter language: payload tests (`payload contains
+        /// [nocase] "GET|0d 0a|"`, `payload matches "re"`, `payload[0:4] = "HTTP"`) and sets
+        /// (`host in {10.0.0.1, 192.168.0.0/16}`, `port in {22, 8000-8100}`, `host in @FILE`).
+        /// Off by default: the language is exactly libpcap's.
+        #[arg(long = "extensions", visible_alias = "ext")]
+        extensions: bool,
         /// The language of the rules' filters.
         #[arg(long, value_enum, default_value_t = Lang::Pcap)]
         lang: Lang,
@@ -96,6 +112,22 @@ enum Command {
         /// How long fragment state and held fragments live, in milliseconds.
         #[arg(long, value_name = "MS", default_value_t = 30_000)]
         fragment_timeout: u64,
+    },
+    /// Run a pipeline: every packet goes once through the rules of RULES (`rule NAME: FILTER
+    /// => ACTION, ...`; filters in the extension language; actions `write FILE`, `count`,
+    /// `sample N`, `truncate N`, `tag NAME`, `stop`), then per-rule statistics are printed.
+    /// See docs/pipelines.md.
+    Run {
+        /// The rules file.
+        #[arg(value_name = "RULES")]
+        rules: PathBuf,
+        /// Capture files to read (pcap or pcapng); several are read in order.
+        #[arg(short = 'r', value_name = "FILE", required = true)]
+        read: Vec<PathBuf>,
+        /// Directory for the files of `write` actions with relative names (created if
+        /// missing); the current directory by default.
+        #[arg(long = "out-dir", value_name = "DIR")]
+        out_dir: Option<PathBuf>,
     },
     /// Write one capture per flow (both directions), per direction (`5-tuple`) or per host
     /// pair, in one pass; prints the packet count of each file.
@@ -157,6 +189,12 @@ enum Command {
         /// the filter libpcap's unoptimized meaning on truncated packets).
         #[arg(short = 'O', value_name = "LEVEL", default_value_t = 1)]
         level: u8,
+        /// Accept sift's extensions to the filter language: payload tests (`payload contains
+        /// [nocase] "GET|0d 0a|"`, `payload matches "re"`, `payload[0:4] = "HTTP"`) and sets
+        /// (`host in {10.0.0.1, 192.168.0.0/16}`, `port in {22, 8000-8100}`, `host in @FILE`).
+        /// Off by default: the language is exactly libpcap's.
+        #[arg(long = "extensions", visible_alias = "ext")]
+        extensions: bool,
         /// The language of the expression.
         #[arg(long, value_enum, default_value_t = Lang::Pcap)]
         lang: Lang,
@@ -177,6 +215,12 @@ enum Command {
         /// Read the expression (or program) from a file.
         #[arg(short = 'F', value_name = "EXPRFILE")]
         expr_file: Option<PathBuf>,
+        /// Accept sift's extensions to the filter language: payload tests (`payload contains
+        /// [nocase] "GET|0d 0a|"`, `payload matches "re"`, `payload[0:4] = "HTTP"`) and sets
+        /// (`host in {10.0.0.1, 192.168.0.0/16}`, `port in {22, 8000-8100}`, `host in @FILE`).
+        /// Off by default: the language is exactly libpcap's.
+        #[arg(long = "extensions", visible_alias = "ext")]
+        extensions: bool,
         /// The language of the expression.
         #[arg(long, value_enum, default_value_t = Lang::Pcap)]
         lang: Lang,
@@ -205,16 +249,24 @@ fn run(cli: Cli) -> Result<ExitCode> {
         Command::Debug {
             stage,
             expr_file,
+            extensions,
             lang,
             linktype,
             snaplen,
             expression: args,
         } => {
             let (lang, expr) = lang::source(&args, expr_file.as_deref(), None, lang)?;
-            let filter = || compile(lang, &expr, &Options::new(linktype, snaplen));
+            lang::check_extensions(lang, extensions)?;
+            let opts = Options {
+                extensions,
+                ..Options::new(linktype, snaplen)
+            };
+            let filter = || compile(lang, &expr, &opts);
             match stage.as_str() {
                 "ast" if lang == Lang::Pcap => {
-                    match sift::parse(&expr).map_err(|e| anyhow!("{}", e.render(&expr)))? {
+                    let ast = sift::sift_syntax::parse_with(&expr, extensions)
+                        .map_err(|e| anyhow!("{}", e.render(&expr)))?;
+                    match ast {
                         Some(ast) => println!("{ast}"),
                         None => println!("(empty: matches every packet)"),
                     }
@@ -234,22 +286,36 @@ fn run(cli: Cli) -> Result<ExitCode> {
             Ok(ExitCode::SUCCESS)
         }
         Command::Split { read, by, out_dir } => split::run(&read, &out_dir, by),
+        Command::Run {
+            rules,
+            read,
+            out_dir,
+        } => pipeline::run(&pipeline::Request {
+            rules: &rules,
+            inputs: &read,
+            out_dir: out_dir.as_deref(),
+        }),
         Command::Demux {
             rules,
             read,
             out_dir,
             all,
+            extensions,
             lang,
             fragments,
             fragment_timeout,
-        } => demux::run(&demux::Request {
-            rules: &rules,
-            inputs: &read,
-            out_dir: &out_dir,
-            all,
-            lang,
-            fragment_timeout_ns: fragments.then(|| fragment_timeout.saturating_mul(1_000_000)),
-        }),
+        } => {
+            lang::check_extensions(lang, extensions)?;
+            demux::run(&demux::Request {
+                rules: &rules,
+                inputs: &read,
+                out_dir: &out_dir,
+                all,
+                lang,
+                extensions,
+                fragment_timeout_ns: fragments.then(|| fragment_timeout.saturating_mul(1_000_000)),
+            })
+        }
         Command::Capture {
             interface,
             write,
@@ -273,6 +339,7 @@ fn run(cli: Cli) -> Result<ExitCode> {
             bpf_file,
             expr_file,
             level,
+            extensions,
             lang,
             linktype,
             snaplen,
@@ -280,8 +347,10 @@ fn run(cli: Cli) -> Result<ExitCode> {
         } => {
             let (lang, expr) =
                 lang::source(&args, expr_file.as_deref(), bpf_file.as_deref(), lang)?;
+            lang::check_extensions(lang, extensions)?;
             let opts = Options {
                 optimize: level > 0,
+                extensions,
                 ..Options::new(linktype, snaplen)
             };
             let filter = compile(lang, &expr, &opts)?;
@@ -321,13 +390,16 @@ fn run(cli: Cli) -> Result<ExitCode> {
             linktype,
             expr_file,
             bpf_file,
+            extensions,
             lang,
             engine,
             expression: args,
         } => {
             let (lang, expr) =
                 lang::source(&args, expr_file.as_deref(), bpf_file.as_deref(), lang)?;
+            lang::check_extensions(lang, extensions)?;
             filter::run(&filter::Request {
+                extensions,
                 inputs: &read,
                 output: write.as_ref(),
                 print_count: count,
