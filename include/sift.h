@@ -38,6 +38,14 @@ const char *sift_version(void);
 sift_filter *sift_filter_compile(const char *expr, uint32_t linktype, uint32_t snaplen,
                                  char *err, size_t errlen);
 
+/* Flags of sift_filter_compile_flags and sift_demux_new_flags. */
+#define SIFT_EXTENSIONS 1u  /* sift's payload tests and sets (docs/extensions.md) */
+#define SIFT_NO_OPTIMIZE 2u /* libpcap's meaning without its optimizer (tcpdump -O) */
+
+/* As sift_filter_compile, with SIFT_* flags. */
+sift_filter *sift_filter_compile_flags(const char *expr, uint32_t linktype, uint32_t snaplen,
+                                       uint32_t flags, char *err, size_t errlen);
+
 /*
  * Runs the filter on one packet: `caplen` captured bytes at `pkt`, `wirelen` bytes on the
  * wire. Returns 0 to reject, otherwise the number of bytes to keep (as bpf_filter()).
@@ -66,6 +74,9 @@ void sift_filter_free(sift_filter *f);
 typedef struct sift_demux sift_demux;
 
 sift_demux *sift_demux_new(uint32_t linktype);
+
+/* A demultiplexer whose filters are compiled with SIFT_* flags. */
+sift_demux *sift_demux_new_flags(uint32_t linktype, uint32_t flags);
 
 /* Installs an exclusive filter: its id (> 0), or < 0 on error with the message in `err`. */
 int64_t sift_demux_insert(sift_demux *d, const char *expr, int32_t priority, char *err,

@@ -76,6 +76,35 @@ static void errors_and_edge_cases(void) {
     sift_filter_free(f);
 }
 
+/* sift's extensions, behind SIFT_EXTENSIONS: a payload search and a port set. */
+static void extensions(void) {
+    char err[512];
+    const char *expr = "tcp port in {22, 8000-8100} and payload contains nocase \"get /admin\"";
+    CHECK(sift_filter_compile(expr, 1, 262144, err, sizeof err) == NULL,
+          "extensions accepted without SIFT_EXTENSIONS");
+    sift_filter *f = sift_filter_compile_flags(expr, 1, 262144, SIFT_EXTENSIONS, err, sizeof err);
+    CHECK(f != NULL, "compile with SIFT_EXTENSIONS: %s", err);
+    uint8_t pkt[80] = {0};
+    pkt[12] = 0x08;
+    pkt[14] = 0x45;
+    pkt[23] = 6;
+    pkt[36] = 8000 >> 8;
+    pkt[37] = 8000 & 0xff;
+    pkt[46] = 0x50; /* data offset: 5 words */
+    memcpy(pkt + 54, "xxGET /Admin/", 13);
+    CHECK(sift_filter_run(f, pkt, 67, 67) == 262144, "payload match rejected");
+    pkt[37] = 0;
+    CHECK(sift_filter_run(f, pkt, 67, 67) == 0, "port outside the set accepted");
+    pkt[37] = 22;
+    CHECK(sift_filter_run(f, pkt, 62, 67) == 0, "pattern beyond the capture accepted");
+    sift_filter_free(f);
+    sift_demux *d = sift_demux_new_flags(1, SIFT_EXTENSIONS);
+    int64_t id = sift_demux_insert(d, expr, 0, err, sizeof err);
+    CHECK(id > 0, "demux insert: %s", err);
+    CHECK(sift_demux_match(d, pkt, 67, 67) == id, "demux missed the payload match");
+    sift_demux_free(d);
+}
+
 int main(int argc, char **argv) {
     if (argc != 2) {
         fprintf(stderr, "usage: %s CAPTURE\n", argv[0]);
@@ -83,6 +112,7 @@ int main(int argc, char **argv) {
     }
     int linktype = read_capture(argv[1]);
     errors_and_edge_cases();
+    extensions();
 
     pcap_t *dead = pcap_open_dead(linktype, 262144);
     static uint32_t expected[MAX_PACKETS], got[MAX_PACKETS];

@@ -34,7 +34,14 @@ const ERR_INTERNAL: i64 = -3;
 /// `sift_demux *sift_demux_new(uint32_t linktype)`: an empty demultiplexer.
 #[no_mangle]
 pub extern "C" fn sift_demux_new(linktype: u32) -> *mut CDemux {
-    let demux = Demux::new(linktype, 262144);
+    sift_demux_new_flags(linktype, 0)
+}
+
+/// `sift_demux *sift_demux_new_flags(uint32_t linktype, uint32_t flags)`: an empty
+/// demultiplexer whose filters are compiled with `flags` (as `sift_filter_compile_flags`).
+#[no_mangle]
+pub extern "C" fn sift_demux_new_flags(linktype: u32, flags: u32) -> *mut CDemux {
+    let demux = Demux::with_options(super::options(linktype, 262144, flags));
     let reader = demux.reader();
     Box::into_raw(Box::new(CDemux {
         writer: Mutex::new(demux),

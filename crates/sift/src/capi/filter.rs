@@ -22,6 +22,26 @@ pub unsafe extern "C" fn sift_filter_compile(
     err: *mut c_char,
     errlen: usize,
 ) -> *mut Filter {
+    // SAFETY: the caller's promises are this function's.
+    unsafe { sift_filter_compile_flags(expr, linktype, snaplen, 0, err, errlen) }
+}
+
+/// `sift_filter *sift_filter_compile_flags(const char *expr, uint32_t linktype, uint32_t
+/// snaplen, uint32_t flags, char *err, size_t errlen)`: as `sift_filter_compile`, with
+/// `SIFT_EXTENSIONS` (sift's payload tests and sets) and `SIFT_NO_OPTIMIZE` (`tcpdump -O`).
+///
+/// # Safety
+/// As for `sift_filter_compile`.
+#[no_mangle]
+pub unsafe extern "C" fn sift_filter_compile_flags(
+    expr: *const c_char,
+    linktype: u32,
+    snaplen: u32,
+    flags: u32,
+    err: *mut c_char,
+    errlen: usize,
+) -> *mut Filter {
+    let opts = super::options(linktype, snaplen, flags);
     // SAFETY: `expr` is NULL or a NUL-terminated string (caller's promise).
     let text = match unsafe { expression(expr) } {
         Ok(text) => text,
@@ -30,7 +50,7 @@ pub unsafe extern "C" fn sift_filter_compile(
             return ptr::null_mut();
         }
     };
-    match catch_unwind(|| Filter::compile(text, linktype, snaplen)) {
+    match catch_unwind(|| Filter::compile_with(text, &opts)) {
         Ok(Ok(filter)) => Box::into_raw(Box::new(filter)),
         Ok(Err(e)) => {
             write_error(err, errlen, &e.render(text));

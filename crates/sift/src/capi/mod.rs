@@ -14,6 +14,19 @@ pub use demux::*;
 pub use filter::*;
 pub use fragments::*;
 
+/// `SIFT_EXTENSIONS` in `include/sift.h`.
+const EXTENSIONS: u32 = 1;
+/// `SIFT_NO_OPTIMIZE`.
+const NO_OPTIMIZE: u32 = 2;
+
+/// Compile options from the C API's flags (unknown bits are ignored).
+fn options(linktype: u32, snaplen: u32, flags: u32) -> crate::Options {
+    let mut o = crate::Options::new(linktype, snaplen);
+    o.extensions = flags & EXTENSIONS != 0;
+    o.optimize = flags & NO_OPTIMIZE == 0;
+    o
+}
+
 /// Writes `msg` into the caller's `err` buffer of `errlen` bytes, truncated and NUL-terminated.
 fn write_error(err: *mut c_char, errlen: usize, msg: &str) {
     if err.is_null() || errlen == 0 {
