@@ -5,11 +5,19 @@
 //! are `key -> target` entries). Targets are labels or absolute `@index`; tables are referenced
 //! by name or by absolute `#index`. Numbers are decimal or `0x` hexadecimal. The assembler checks
 //! syntax and names only; the verifier checks the rest (a backward label is assembled as written).
+//!
+//! Coprocessor tables are declared before the code: `.pattern pN = [nocase|regex] "..."` adds
+//! a pattern to pattern set `N` (a bare `.pattern pN` declares the set, possibly empty), and
+//! `.set sN w32|w128 = k, lo-hi, ...` defines value set `N`; sets are numbered in order. The
+//! calls name them: `contains rD, pN.M, rS` and `member rD, sN, rK` (or four key registers).
 
 use std::collections::HashMap;
 use std::fmt;
+use std::sync::Arc;
 
-use crate::insn::{AluOp, Cond, Insn, Operand, Program, Reg, Table, Width};
+use sift_ir::{KeyWidth, Pattern, PatternError, PatternSet, ValueSet};
+
+use crate::insn::{AluOp, Cond, Insn, Key, Operand, Program, Reg, Table, Width};
 
 /// A syntax or naming error at a line and column (both 1-based).
 #[derive(Clone, Debug, PartialEq, Eq)]
@@ -40,6 +48,15 @@ pub enum AsmErrorKind {
     CodeAfterTables,
     /// A label not followed by an instruction.
     LabelAtEnd(String),
+    /// A `.pattern` or `.set` after the first instruction.
+    MisplacedCoprocessorTable,
+    /// A pattern or value set named out of order (`.set s2` before `s1`), or a value set
+    /// defined twice.
+    TableOutOfOrder(String),
+    /// A pattern sift-ir refuses (an empty literal, an invalid regular expression).
+    InvalidPattern(PatternError),
+    /// A pattern already in its set (sets hold distinct patterns, so indices stay as written).
+    DuplicatePattern,
 }
 
 impl fmt::Display for AsmError {
@@ -61,6 +78,14 @@ impl fmt::Display for AsmError {
             }
             AsmErrorKind::CodeAfterTables => write!(f, "code after the first `.table`"),
             AsmErrorKind::LabelAtEnd(l) => write!(f, "label `{l}` does not label an instruction"),
+            AsmErrorKind::MisplacedCoprocessorTable => {
+                write!(f, "`.pattern` and `.set` must appear before the code")
+            }
+            AsmErrorKind::TableOutOfOrder(t) => {
+                write!(f, "`{t}` is out of order or defined twice")
+            }
+            AsmErrorKind::InvalidPattern(e) => write!(f, "{e}"),
+            AsmErrorKind::DuplicatePattern => write!(f, "pattern already in its set"),
         }
     }
 }
@@ -189,6 +214,131 @@ fn is_name(s: &str) -> bool {
     let mut b = s.bytes();
     matches!(b.next(), Some(c) if c.is_ascii_alphabetic() || c == b'_')
         && b.all(|c| c.is_ascii_alphanumeric() || c == b'_' || c == b'.')
+}
+
+/// `pN.M` (a pattern of a pattern set).
+fn pattern_ref(s: &str) -> Option<(u32, u32)> {
+    let (set, pattern) = s.strip_prefix('p')?.split_once('.')?;
+    Some((decimal(set)?, decimal(pattern)?))
+}
+
+fn parse_u128(s: &str) -> Option<u128> {
+    match s.strip_prefix("0x").or_else(|| s.strip_prefix("0X")) {
+        Some(h) if !h.is_empty() && h.bytes().all(|b| b.is_ascii_hexdigit()) => {
+            u128::from_str_radix(h, 16).ok()
+        }
+        Some(_) => None,
+        None if !s.is_empty() && s.bytes().all(|b| b.is_ascii_digit()) => s.parse().ok(),
+        None => None,
+    }
+}
+
+/// The bytes of a quoted string in which `\xNN` is the only escape.
+fn unquote(s: &str) -> Option<Vec<u8>> {
+    let inner = s.strip_prefix('"')?.strip_suffix('"')?;
+    let mut out = Vec::with_capacity(inner.len());
+    let mut bytes = inner.bytes();
+    while let Some(b) = bytes.next() {
+        match b {
+            b'\\' => {
+                let (x, hi, lo) = (bytes.next()?, bytes.next()?, bytes.next()?);
+                let digit = |c: u8| char::from(c).to_digit(16);
+                if x != b'x' {
+                    return None;
+                }
+                out.push((digit(hi)? * 16 + digit(lo)?) as u8);
+            }
+            b'"' => return None,
+            _ => out.push(b),
+        }
+    }
+    Some(out)
+}
+
+/// The coprocessor tables being assembled.
+#[derive(Default)]
+struct CoprocessorTables {
+    patterns: Vec<PatternSet>,
+    sets: Vec<ValueSet>,
+}
+
+impl CoprocessorTables {
+    /// The index `name` (`pN`/`sN`) gives, which must be below or equal to `len`.
+    fn index(line: &Line, arg: &Word<'_>, name: &str, prefix: char, len: usize) -> Result<usize, AsmError> {
+        let i = name
+            .strip_prefix(prefix)
+            .and_then(decimal)
+            .ok_or_else(|| line.err(arg.column, AsmErrorKind::Expected("a table name (p0, s0, ...)")))?;
+        let i = i as usize;
+        if i > len {
+            return Err(line.err(arg.column, AsmErrorKind::TableOutOfOrder(name.to_owned())));
+        }
+        Ok(i)
+    }
+
+    /// `pN [= [nocase|regex] "..."]`.
+    fn pattern(&mut self, line: &Line, arg: &Word<'_>) -> Result<(), AsmError> {
+        let (name, body) = match arg.text.split_once('=') {
+            Some((n, b)) => (n.trim(), Some(b.trim())),
+            None => (arg.text, None),
+        };
+        let i = CoprocessorTables::index(line, arg, name, 'p', self.patterns.len())?;
+        if i == self.patterns.len() {
+            self.patterns.push(PatternSet::new());
+        }
+        let Some(body) = body else { return Ok(()) };
+        let (kind, quoted) = match body.split_once(char::is_whitespace) {
+            Some((k @ ("nocase" | "regex"), rest)) => (k, rest.trim()),
+            _ => ("", body),
+        };
+        let bad = |what| line.err(arg.column, AsmErrorKind::Expected(what));
+        let bytes = unquote(quoted).ok_or_else(|| bad("a quoted string with \\xNN escapes"))?;
+        let pattern = match kind {
+            "regex" => Pattern::Regex(String::from_utf8(bytes).map_err(|_| bad("a UTF-8 regex"))?),
+            k => Pattern::Literal {
+                bytes,
+                nocase: k == "nocase",
+            },
+        };
+        let set = &mut self.patterns[i];
+        let before = set.len();
+        let at = set
+            .add(pattern)
+            .map_err(|e| line.err(arg.column, AsmErrorKind::InvalidPattern(e)))?;
+        if at as usize != before {
+            return Err(line.err(arg.column, AsmErrorKind::DuplicatePattern));
+        }
+        Ok(())
+    }
+
+    /// `sN w32|w128 = k, lo-hi, ...`.
+    fn set(&mut self, line: &Line, arg: &Word<'_>) -> Result<(), AsmError> {
+        let bad = |what| line.err(arg.column, AsmErrorKind::Expected(what));
+        let (head, body) = arg.text.split_once('=').ok_or_else(|| bad("`sN wW = ranges`"))?;
+        let mut words = head.split_whitespace();
+        let name = words.next().unwrap_or("");
+        let i = CoprocessorTables::index(line, arg, name, 's', self.sets.len())?;
+        if i != self.sets.len() {
+            return Err(line.err(arg.column, AsmErrorKind::TableOutOfOrder(name.to_owned())));
+        }
+        let width = match (words.next(), words.next()) {
+            (Some("w32"), None) => KeyWidth::W32,
+            (Some("w128"), None) => KeyWidth::W128,
+            _ => return Err(bad("a key width (w32 or w128)")),
+        };
+        let mut ranges = Vec::new();
+        let body = body.trim();
+        if !body.is_empty() {
+            for item in body.split(',') {
+                let item = item.trim();
+                let (lo, hi) = item.split_once('-').unwrap_or((item, item));
+                let bound = |s: &str| parse_u128(s.trim()).ok_or_else(|| bad("a number or a range lo-hi"));
+                ranges.push((bound(lo)?, bound(hi)?));
+            }
+        }
+        self.sets.push(ValueSet::new(width, ranges));
+        Ok(())
+    }
 }
 
 /// Splits `text` (starting at 1-based `column`) at commas into trimmed words.
@@ -351,6 +501,43 @@ fn parse_insn(
                 value: line.operand(&ops[0])?,
             })
         }
+        "contains" => {
+            arity(3)?;
+            let (set, pattern) = pattern_ref(ops[1].text).ok_or_else(|| {
+                line.err(ops[1].column, AsmErrorKind::Expected("a pattern (pN.M)"))
+            })?;
+            plain(Insn::Contains {
+                dst: line.reg(&ops[0])?,
+                set,
+                pattern,
+                start: line.reg(&ops[2])?,
+            })
+        }
+        "member" => {
+            if ops.len() != 3 && ops.len() != 6 {
+                arity(if ops.len() > 3 { 6 } else { 3 })?;
+            }
+            let set = ops[1]
+                .text
+                .strip_prefix('s')
+                .and_then(decimal)
+                .ok_or_else(|| line.err(ops[1].column, AsmErrorKind::Expected("a set (sN)")))?;
+            let key = if ops.len() == 3 {
+                Key::W32(line.reg(&ops[2])?)
+            } else {
+                Key::W128([
+                    line.reg(&ops[2])?,
+                    line.reg(&ops[3])?,
+                    line.reg(&ops[4])?,
+                    line.reg(&ops[5])?,
+                ])
+            };
+            plain(Insn::Member {
+                dst: line.reg(&ops[0])?,
+                set,
+                key,
+            })
+        }
         _ => return Err(line.err(column, AsmErrorKind::UnknownMnemonic(mnemonic.to_owned()))),
     })
 }
@@ -363,6 +550,7 @@ pub fn assemble(text: &str) -> Result<Program, AsmError> {
     let mut open_labels: Vec<Pending> = Vec::new();
     let mut tables: Vec<Vec<(u32, Ref)>> = Vec::new();
     let mut table_names: HashMap<String, u32> = HashMap::new();
+    let mut coprocessor = CoprocessorTables::default();
 
     for (i, raw) in text.lines().enumerate() {
         let line = Line { number: i + 1 };
@@ -403,6 +591,16 @@ pub fn assemble(text: &str) -> Result<Program, AsmError> {
                         return Err(line.err(arg.column, AsmErrorKind::DuplicateTable(name)));
                     }
                     tables.push(Vec::new());
+                }
+                "pattern" | "set" => {
+                    if !code.is_empty() || !open_labels.is_empty() || !tables.is_empty() {
+                        return Err(line.err(column, AsmErrorKind::MisplacedCoprocessorTable));
+                    }
+                    if name == "pattern" {
+                        coprocessor.pattern(&line, &arg)?;
+                    } else {
+                        coprocessor.set(&line, &arg)?;
+                    }
                 }
                 _ => {
                     let d = name.to_owned();
@@ -481,6 +679,8 @@ pub fn assemble(text: &str) -> Result<Program, AsmError> {
         scratch_words: scratch.unwrap_or(0),
         code: Vec::with_capacity(code.len()),
         tables: Vec::with_capacity(tables.len()),
+        patterns: coprocessor.patterns.into_iter().map(Arc::new).collect(),
+        sets: coprocessor.sets.into_iter().map(Arc::new).collect(),
     };
     for p in code {
         let mut insn = p.insn;

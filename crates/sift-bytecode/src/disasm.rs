@@ -14,8 +14,16 @@
 //! the code print as `@<index>` and references to missing tables as `#<index>`, so that even
 //! programs the verifier rejects print and re-assemble to themselves. Tables follow the code, as
 //! `.table T<index>` and one `key -> label` line per entry. `.scratch` is omitted when 0.
+//!
+//! Coprocessor tables come before the code, after `.scratch`: one `.pattern pN = ...` line per
+//! pattern (`"GET"`, `nocase "host:"`, `regex "^HTTP/1\x5c.[01]"`; a set without patterns is
+//! declared by a bare `.pattern pN`), then one `.set sN w32 = 0x50, 0x1f40-0x1fa4` line per value
+//! set (`w128` for 128-bit keys; ranges in hexadecimal, as the IR prints them). In quoted strings,
+//! bytes outside printable ASCII and `"`, `\` and `;` (the comment character) are written `\xNN`.
 
 use std::fmt;
+
+use sift_ir::{KeyWidth, Pattern};
 
 use crate::insn::{Insn, Operand, Program, Reg};
 
@@ -125,7 +133,75 @@ pub(crate) fn write_insn(
             }
         }
         Insn::Return { value } => write!(f, "ret {value}"),
+        Insn::Contains {
+            dst,
+            set,
+            pattern,
+            start,
+        } => write!(f, "contains {dst}, p{set}.{pattern}, {start}"),
+        Insn::Member { dst, set, key } => {
+            write!(f, "member {dst}, s{set}")?;
+            for r in key.regs() {
+                write!(f, ", {r}")?;
+            }
+            Ok(())
+        }
     }
+}
+
+/// Writes bytes as a quoted string in which `\xNN` is the only escape.
+pub(crate) fn write_quoted(f: &mut impl fmt::Write, bytes: &[u8]) -> fmt::Result {
+    f.write_char('"')?;
+    for &b in bytes {
+        if (0x20..0x7f).contains(&b) && !matches!(b, b'"' | b'\\' | b';') {
+            f.write_char(char::from(b))?;
+        } else {
+            write!(f, "\\x{b:02x}")?;
+        }
+    }
+    f.write_char('"')
+}
+
+/// The `.pattern` and `.set` lines of a program.
+fn write_coprocessor_tables(f: &mut fmt::Formatter<'_>, p: &Program) -> fmt::Result {
+    for (i, set) in p.patterns.iter().enumerate() {
+        if set.is_empty() {
+            writeln!(f, ".pattern p{i}")?;
+        }
+        for pattern in set.patterns() {
+            write!(f, ".pattern p{i} = ")?;
+            match pattern {
+                Pattern::Literal { bytes, nocase } => {
+                    if *nocase {
+                        f.write_str("nocase ")?;
+                    }
+                    write_quoted(f, bytes)?;
+                }
+                Pattern::Regex(re) => {
+                    f.write_str("regex ")?;
+                    write_quoted(f, re.as_bytes())?;
+                }
+            }
+            writeln!(f)?;
+        }
+    }
+    for (i, set) in p.sets.iter().enumerate() {
+        let width = match set.width() {
+            KeyWidth::W32 => 32,
+            KeyWidth::W128 => 128,
+        };
+        write!(f, ".set s{i} w{width} =")?;
+        for (j, &(lo, hi)) in set.ranges().iter().enumerate() {
+            let sep = if j == 0 { " " } else { ", " };
+            if lo == hi {
+                write!(f, "{sep}{lo:#x}")?;
+            } else {
+                write!(f, "{sep}{lo:#x}-{hi:#x}")?;
+            }
+        }
+        writeln!(f)?;
+    }
+    Ok(())
 }
 
 impl fmt::Display for Program {
@@ -134,6 +210,7 @@ impl fmt::Display for Program {
         if self.scratch_words != 0 {
             writeln!(f, ".scratch {}", self.scratch_words)?;
         }
+        write_coprocessor_tables(f, self)?;
         let labels = labelled(self);
         for (i, insn) in self.code.iter().enumerate() {
             if labels[i] {

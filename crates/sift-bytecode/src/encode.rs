@@ -1,28 +1,49 @@
-//! The binary encoding (version 1) and its decoder.
+//! The binary encoding (versions 1 and 2) and its decoder.
 //!
 //! ```text
 //! header   "SFBC"  version:u16  scratch_words:u16
-//! section  kind:u8  length:u32  payload[length]      (kind 1 = code, then optionally 2 = tables)
+//! section  kind:u8  length:u32  payload[length]
+//!          (kind 1 = code, then optionally 2 = tables, 3 = patterns, 4 = sets, in that order)
 //! code     instructions, back to back, until the end of the payload
 //! tables   count:u32, then per table: entries:u32, then (key:u32, target:u32) per entry
+//! patterns count:u32, then per set: patterns:u32, then per pattern: kind:u8 len:u32 bytes[len]
+//! sets     count:u32, then per set: width:u8 ranges:u32, then (lo, hi) per range (u32 or u128)
 //! ```
 //!
 //! Integers are little-endian. Each instruction is an opcode byte followed by a fixed layout
-//! for that opcode (see `docs/bytecode.md`). The decoder accepts exactly the output of the
-//! encoder: every accepted input re-encodes to the same bytes. It checks structure only
-//! (opcodes, lengths, section order); whether the program may run is the verifier's business.
+//! for that opcode (see `docs/bytecode.md`). Version 2 adds the coprocessor calls (`contains`,
+//! `member`) and the pattern and set sections; a program is written in the lowest version that
+//! expresses it, so programs without coprocessors stay version 1, byte for byte. The decoder
+//! accepts exactly the output of the encoder: every accepted input re-encodes to the same bytes
+//! (so it refuses version-2 features in a version-1 input, a version-2 input that version 1
+//! could express, duplicate patterns and set ranges that are not sorted, disjoint and apart).
+//! It checks structure only (opcodes, lengths, section order, that each pattern compiles);
+//! whether the program may run is the verifier's business.
 
 use std::fmt;
+use std::sync::Arc;
 
-use crate::insn::{AluOp, Cond, Insn, Operand, Program, Reg, Table, Width};
+use sift_ir::{KeyWidth, Pattern, PatternError, PatternSet, ValueSet};
+
+use crate::insn::{AluOp, Cond, Insn, Key, Operand, Program, Reg, Table, Width};
 
 /// The first four bytes of every encoded program.
 pub const MAGIC: [u8; 4] = *b"SFBC";
-/// The encoding version this crate reads and writes.
-pub const VERSION: u16 = 1;
+/// The newest encoding version this crate reads and writes (it also reads and writes version
+/// 1: programs without coprocessor calls or tables).
+pub const VERSION: u16 = 2;
+/// The version of programs without coprocessors.
+const VERSION_PLAIN: u16 = 1;
 
 const SECTION_CODE: u8 = 1;
 const SECTION_TABLES: u8 = 2;
+const SECTION_PATTERNS: u8 = 3;
+const SECTION_SETS: u8 = 4;
+
+/// Pattern kinds in the patterns section.
+const PATTERN_LITERAL: u8 = 0;
+const PATTERN_NOCASE: u8 = 1;
+const PATTERN_REGEX: u8 = 2;
 
 mod op {
     pub const MOV_REG: u8 = 0x01;
@@ -44,6 +65,10 @@ mod op {
     pub const SWITCH: u8 = 0x60;
     pub const RETURN_IMM: u8 = 0x70;
     pub const RETURN_REG: u8 = 0x71;
+    /// Version 2: the coprocessor calls.
+    pub const CONTAINS: u8 = 0x80;
+    pub const MEMBER_W32: u8 = 0x81;
+    pub const MEMBER_W128: u8 = 0x82;
 }
 
 /// Why bytes are not an encoded program, and where (a byte offset into the input).
@@ -71,6 +96,23 @@ pub enum DecodeErrorKind {
     EmptyTables,
     /// Bytes left over inside the tables section after its last table.
     TrailingBytes,
+    /// A version-2 encoding of a program version 1 expresses (the encoder writes version 1).
+    NeedlessVersion,
+    /// Pattern `pattern` of pattern set `set` cannot be used (empty, invalid regex, or not
+    /// UTF-8).
+    InvalidPattern {
+        set: usize,
+        pattern: usize,
+        error: PatternError,
+    },
+    /// A pattern kind byte other than 0 (literal), 1 (literal ignoring case), 2 (regex).
+    UnknownPatternKind(u8),
+    /// Pattern `pattern` of set `set` repeats an earlier one.
+    DuplicatePattern { set: usize, pattern: usize },
+    /// A width byte other than 0 (32-bit keys) and 1 (128-bit keys).
+    UnknownKeyWidth(u8),
+    /// The ranges of value set `set` are not sorted, disjoint and non-adjacent.
+    NonCanonicalSet(usize),
 }
 
 impl fmt::Display for DecodeError {
@@ -91,18 +133,44 @@ impl fmt::Display for DecodeError {
                 write!(f, "instruction {index}: unknown opcode {opcode:#04x}")
             }
             DecodeErrorKind::EmptyTables => write!(f, "tables section without tables"),
-            DecodeErrorKind::TrailingBytes => write!(f, "trailing bytes in tables section"),
+            DecodeErrorKind::TrailingBytes => write!(f, "trailing bytes in section"),
+            DecodeErrorKind::NeedlessVersion => {
+                write!(f, "version 2 for a program without coprocessors")
+            }
+            DecodeErrorKind::InvalidPattern {
+                set,
+                pattern,
+                error,
+            } => write!(f, "pattern p{set}.{pattern}: {error}"),
+            DecodeErrorKind::UnknownPatternKind(k) => write!(f, "unknown pattern kind {k}"),
+            DecodeErrorKind::DuplicatePattern { set, pattern } => {
+                write!(f, "pattern p{set}.{pattern} repeats an earlier one")
+            }
+            DecodeErrorKind::UnknownKeyWidth(w) => write!(f, "unknown key width {w}"),
+            DecodeErrorKind::NonCanonicalSet(s) => {
+                write!(f, "ranges of set s{s} not sorted, disjoint and apart")
+            }
         }
     }
 }
 
 impl std::error::Error for DecodeError {}
 
+/// Whether the program needs version 2.
+fn needs_coprocessors(p: &Program) -> bool {
+    p.has_calls() || p.has_coprocessor_tables()
+}
+
 /// Encodes a program (any program, verified or not).
 pub fn encode(p: &Program) -> Vec<u8> {
     let mut out = Vec::with_capacity(16 + p.code.len() * 8);
     out.extend(MAGIC);
-    out.extend(VERSION.to_le_bytes());
+    let version = if needs_coprocessors(p) {
+        VERSION
+    } else {
+        VERSION_PLAIN
+    };
+    out.extend(version.to_le_bytes());
     out.extend(p.scratch_words.to_le_bytes());
 
     let mut code = Vec::with_capacity(p.code.len() * 8);
@@ -122,6 +190,51 @@ pub fn encode(p: &Program) -> Vec<u8> {
             }
         }
         push_section(&mut out, SECTION_TABLES, &t);
+    }
+    if !p.patterns.is_empty() {
+        let mut t = Vec::new();
+        t.extend(len_u32(p.patterns.len()).to_le_bytes());
+        for set in &p.patterns {
+            t.extend(len_u32(set.len()).to_le_bytes());
+            for pattern in set.patterns() {
+                let (kind, bytes) = match pattern {
+                    Pattern::Literal {
+                        bytes,
+                        nocase: false,
+                    } => (PATTERN_LITERAL, bytes.as_slice()),
+                    Pattern::Literal {
+                        bytes,
+                        nocase: true,
+                    } => (PATTERN_NOCASE, bytes.as_slice()),
+                    Pattern::Regex(re) => (PATTERN_REGEX, re.as_bytes()),
+                };
+                t.push(kind);
+                t.extend(len_u32(bytes.len()).to_le_bytes());
+                t.extend(bytes);
+            }
+        }
+        push_section(&mut out, SECTION_PATTERNS, &t);
+    }
+    if !p.sets.is_empty() {
+        let mut t = Vec::new();
+        t.extend(len_u32(p.sets.len()).to_le_bytes());
+        for set in &p.sets {
+            t.push(match set.width() {
+                KeyWidth::W32 => 0,
+                KeyWidth::W128 => 1,
+            });
+            t.extend(len_u32(set.ranges().len()).to_le_bytes());
+            for &(lo, hi) in set.ranges() {
+                for bound in [lo, hi] {
+                    match set.width() {
+                        // Ranges of a 32-bit set are clipped to 32 bits.
+                        KeyWidth::W32 => t.extend((bound as u32).to_le_bytes()),
+                        KeyWidth::W128 => t.extend(bound.to_le_bytes()),
+                    }
+                }
+            }
+        }
+        push_section(&mut out, SECTION_SETS, &t);
     }
     out
 }
@@ -242,6 +355,32 @@ fn encode_insn(insn: &Insn, out: &mut Vec<u8>) {
         Insn::Return {
             value: Operand::Reg(r),
         } => out.extend([op::RETURN_REG, r.0]),
+        Insn::Contains {
+            dst,
+            set,
+            pattern,
+            start,
+        } => {
+            out.extend([op::CONTAINS, dst.0, start.0]);
+            out.extend(set.to_le_bytes());
+            out.extend(pattern.to_le_bytes());
+        }
+        Insn::Member {
+            dst,
+            set,
+            key: Key::W32(k),
+        } => {
+            out.extend([op::MEMBER_W32, dst.0, k.0]);
+            out.extend(set.to_le_bytes());
+        }
+        Insn::Member {
+            dst,
+            set,
+            key: Key::W128(k),
+        } => {
+            out.extend([op::MEMBER_W128, dst.0, k[0].0, k[1].0, k[2].0, k[3].0]);
+            out.extend(set.to_le_bytes());
+        }
     }
 }
 
@@ -287,6 +426,11 @@ impl<'a> Reader<'a> {
         Ok(u32::from_le_bytes([b[0], b[1], b[2], b[3]]))
     }
 
+    fn u128(&mut self) -> Result<u128, DecodeError> {
+        let b: [u8; 16] = self.take(16)?.try_into().unwrap_or([0; 16]);
+        Ok(u128::from_le_bytes(b))
+    }
+
     fn at_end(&self) -> bool {
         self.pos >= self.bytes.len()
     }
@@ -302,7 +446,7 @@ pub fn decode(bytes: &[u8]) -> Result<Program, DecodeError> {
         });
     }
     let version = r.u16()?;
-    if version != VERSION {
+    if version != VERSION && version != VERSION_PLAIN {
         return Err(DecodeError {
             offset: 4,
             kind: DecodeErrorKind::UnsupportedVersion(version),
@@ -314,22 +458,28 @@ pub fn decode(bytes: &[u8]) -> Result<Program, DecodeError> {
         ..Program::default()
     };
 
-    let mut seen_code = false;
-    let mut seen_tables = false;
+    let coprocessors = version == VERSION;
+    // The last section kind read; sections come in increasing kind order, each at most once.
+    let mut last = 0u8;
     while !r.at_end() {
         let kind_at = r.pos;
         let kind = r.u8()?;
         let len = r.u32()? as usize;
         let start = r.pos;
         let payload = r.take(len)?;
+        let in_order = kind > last && (last != 0 || kind == SECTION_CODE);
         match kind {
-            SECTION_CODE if !seen_code => {
-                seen_code = true;
-                program.code = decode_code(payload, start)?;
+            SECTION_CODE if in_order => {
+                program.code = decode_code(payload, start, coprocessors)?;
             }
-            SECTION_TABLES if seen_code && !seen_tables => {
-                seen_tables = true;
+            SECTION_TABLES if in_order => {
                 program.tables = decode_tables(payload, start)?;
+            }
+            SECTION_PATTERNS if in_order && coprocessors => {
+                program.patterns = decode_patterns(payload, start)?;
+            }
+            SECTION_SETS if in_order && coprocessors => {
+                program.sets = decode_sets(payload, start)?;
             }
             _ => {
                 return Err(DecodeError {
@@ -338,15 +488,23 @@ pub fn decode(bytes: &[u8]) -> Result<Program, DecodeError> {
                 })
             }
         }
+        last = kind;
     }
-    if !seen_code {
+    if last == 0 {
         return Err(r.error(DecodeErrorKind::MissingCode));
+    }
+    if coprocessors && !needs_coprocessors(&program) {
+        return Err(DecodeError {
+            offset: 4,
+            kind: DecodeErrorKind::NeedlessVersion,
+        });
     }
     Ok(program)
 }
 
-/// Decodes a code section whose payload starts at byte `base` of the input.
-fn decode_code(payload: &[u8], base: usize) -> Result<Vec<Insn>, DecodeError> {
+/// Decodes a code section whose payload starts at byte `base` of the input; `coprocessors`:
+/// the call opcodes are allowed (version 2).
+fn decode_code(payload: &[u8], base: usize, coprocessors: bool) -> Result<Vec<Insn>, DecodeError> {
     let mut r = Reader {
         bytes: payload,
         pos: 0,
@@ -357,13 +515,13 @@ fn decode_code(payload: &[u8], base: usize) -> Result<Vec<Insn>, DecodeError> {
     };
     let mut code = Vec::new();
     while !r.at_end() {
-        let insn = decode_insn(&mut r, code.len()).map_err(shift)?;
+        let insn = decode_insn(&mut r, code.len(), coprocessors).map_err(shift)?;
         code.push(insn);
     }
     Ok(code)
 }
 
-fn decode_insn(r: &mut Reader<'_>, index: usize) -> Result<Insn, DecodeError> {
+fn decode_insn(r: &mut Reader<'_>, index: usize, coprocessors: bool) -> Result<Insn, DecodeError> {
     let at = r.pos;
     let opcode = r.u8()?;
     let unknown = DecodeError {
@@ -445,6 +603,22 @@ fn decode_insn(r: &mut Reader<'_>, index: usize) -> Result<Insn, DecodeError> {
         op::RETURN_REG => Insn::Return {
             value: Operand::Reg(r.reg()?),
         },
+        op::CONTAINS if coprocessors => Insn::Contains {
+            dst: r.reg()?,
+            start: r.reg()?,
+            set: r.u32()?,
+            pattern: r.u32()?,
+        },
+        op::MEMBER_W32 if coprocessors => Insn::Member {
+            dst: r.reg()?,
+            key: Key::W32(r.reg()?),
+            set: r.u32()?,
+        },
+        op::MEMBER_W128 if coprocessors => Insn::Member {
+            dst: r.reg()?,
+            key: Key::W128([r.reg()?, r.reg()?, r.reg()?, r.reg()?]),
+            set: r.u32()?,
+        },
         _ => return Err(unknown),
     })
 }
@@ -480,6 +654,116 @@ fn decode_tables(payload: &[u8], base: usize) -> Result<Vec<Table>, DecodeError>
     Ok(tables)
 }
 
+/// Shifts an error's offset from a section's payload to the input.
+fn shifted(base: usize) -> impl Fn(DecodeError) -> DecodeError {
+    move |mut e| {
+        e.offset += base;
+        e
+    }
+}
+
+fn decode_patterns(payload: &[u8], base: usize) -> Result<Vec<Arc<PatternSet>>, DecodeError> {
+    let mut r = Reader {
+        bytes: payload,
+        pos: 0,
+    };
+    let shift = shifted(base);
+    let count = r.u32().map_err(&shift)? as usize;
+    if count == 0 {
+        return Err(shift(r.error(DecodeErrorKind::EmptyTables)));
+    }
+    // Each set takes at least 4 bytes, each pattern at least 5.
+    let mut sets = Vec::with_capacity(count.min(payload.len() / 4));
+    for s in 0..count {
+        let n = r.u32().map_err(&shift)? as usize;
+        let mut set = PatternSet::new();
+        for i in 0..n {
+            let at = r.pos;
+            let kind = r.u8().map_err(&shift)?;
+            let len = r.u32().map_err(&shift)? as usize;
+            let bytes = r.take(len).map_err(&shift)?.to_vec();
+            let error = |kind| shift(DecodeError { offset: at, kind });
+            let invalid = |error| DecodeErrorKind::InvalidPattern {
+                set: s,
+                pattern: i,
+                error,
+            };
+            let pattern = match kind {
+                PATTERN_LITERAL | PATTERN_NOCASE => Pattern::Literal {
+                    bytes,
+                    nocase: kind == PATTERN_NOCASE,
+                },
+                PATTERN_REGEX => match String::from_utf8(bytes) {
+                    Ok(re) => Pattern::Regex(re),
+                    Err(_) => {
+                        let e = PatternError::Regex("not UTF-8".into());
+                        return Err(error(invalid(e)));
+                    }
+                },
+                k => return Err(error(DecodeErrorKind::UnknownPatternKind(k))),
+            };
+            match set.add(pattern) {
+                Ok(index) if index as usize == i => {}
+                Ok(_) => {
+                    let kind = DecodeErrorKind::DuplicatePattern { set: s, pattern: i };
+                    return Err(error(kind));
+                }
+                Err(e) => return Err(error(invalid(e))),
+            }
+        }
+        sets.push(Arc::new(set));
+    }
+    if !r.at_end() {
+        return Err(shift(r.error(DecodeErrorKind::TrailingBytes)));
+    }
+    Ok(sets)
+}
+
+fn decode_sets(payload: &[u8], base: usize) -> Result<Vec<Arc<ValueSet>>, DecodeError> {
+    let mut r = Reader {
+        bytes: payload,
+        pos: 0,
+    };
+    let shift = shifted(base);
+    let count = r.u32().map_err(&shift)? as usize;
+    if count == 0 {
+        return Err(shift(r.error(DecodeErrorKind::EmptyTables)));
+    }
+    let mut sets = Vec::with_capacity(count.min(payload.len() / 5));
+    for s in 0..count {
+        let at = r.pos;
+        let width = match r.u8().map_err(&shift)? {
+            0 => KeyWidth::W32,
+            1 => KeyWidth::W128,
+            w => {
+                let kind = DecodeErrorKind::UnknownKeyWidth(w);
+                return Err(shift(DecodeError { offset: at, kind }));
+            }
+        };
+        let n = r.u32().map_err(&shift)? as usize;
+        let mut ranges = Vec::with_capacity(n.min(payload.len() / 8));
+        for _ in 0..n {
+            let mut bound = || match width {
+                KeyWidth::W32 => r.u32().map(u128::from),
+                KeyWidth::W128 => r.u128(),
+            };
+            let lo = bound().map_err(&shift)?;
+            let hi = bound().map_err(&shift)?;
+            ranges.push((lo, hi));
+        }
+        let set = ValueSet::new(width, ranges.iter().copied());
+        if set.ranges() != ranges.as_slice() {
+            let kind = DecodeErrorKind::NonCanonicalSet(s);
+            return Err(shift(DecodeError { offset: at, kind }));
+        }
+        sets.push(Arc::new(set));
+    }
+    if !r.at_end() {
+        return Err(shift(r.error(DecodeErrorKind::TrailingBytes)));
+    }
+    Ok(sets)
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -509,6 +793,7 @@ mod tests {
             tables: vec![Table {
                 entries: vec![(0x800, 2), (0x86dd, 2)],
             }],
+            ..Program::default()
         }
     }
 
@@ -544,7 +829,7 @@ mod tests {
                     value: Operand::Reg(Reg(1)),
                 },
             ],
-            tables: vec![],
+            ..Program::default()
         });
         // header (8) + section header (5) + first instruction (2)
         bytes[15] = 0xff;
@@ -562,10 +847,16 @@ mod tests {
     #[test]
     fn version_and_sections_are_checked() {
         let mut bytes = encode(&sample());
+        assert_eq!(bytes[4], 1, "no coprocessors: version 1");
+        bytes[4] = 3;
+        assert_eq!(
+            decode(&bytes).unwrap_err().kind,
+            DecodeErrorKind::UnsupportedVersion(3)
+        );
         bytes[4] = 2;
         assert_eq!(
             decode(&bytes).unwrap_err().kind,
-            DecodeErrorKind::UnsupportedVersion(2)
+            DecodeErrorKind::NeedlessVersion
         );
         assert_eq!(
             decode(b"SFBC\x01\x00\x00\x00").unwrap_err().kind,

@@ -3,6 +3,14 @@
 //! A [`Program`] is plain data: anything the binary decoder or the text assembler can express,
 //! including programs that break the machine's rules (a register number of 200, a backward
 //! branch). [`crate::verify`] decides whether a program may run.
+//!
+//! A program also carries the coprocessor tables its `contains` and `member` calls name (the
+//! same [`PatternSet`]s and [`ValueSet`]s as the IR's, shared behind `Arc`s).
+
+use std::hash::{Hash, Hasher};
+use std::sync::Arc;
+
+use sift_ir::{PatternSet, ValueSet};
 
 /// Number of general-purpose registers (`r0`..`r15`), each a `u32`.
 pub const REGISTERS: usize = 16;
@@ -14,6 +22,8 @@ pub const MAX_INSNS: usize = 1 << 20;
 pub const MAX_TABLES: usize = 1 << 16;
 /// Largest number of `(key, target)` entries over all tables of a program.
 pub const MAX_TABLE_ENTRIES: usize = 1 << 20;
+/// Largest number of pattern sets, and of value sets, in a program.
+pub const MAX_COPROCESSOR_TABLES: usize = 1 << 16;
 
 /// A register number. Any `u8` is representable; the verifier accepts `0..REGISTERS`.
 #[derive(Clone, Copy, Debug, PartialEq, Eq, Hash, PartialOrd, Ord)]
@@ -186,6 +196,24 @@ impl Cond {
     }
 }
 
+/// The key registers of a `member` call: one word, or four (most significant first) for a
+/// 128-bit set.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
+pub enum Key {
+    W32(Reg),
+    W128([Reg; 4]),
+}
+
+impl Key {
+    /// The key's registers, most significant word first.
+    pub fn regs(&self) -> &[Reg] {
+        match self {
+            Key::W32(r) => std::slice::from_ref(r),
+            Key::W128(rs) => rs,
+        }
+    }
+}
+
 /// One instruction. Branch, jump and table targets are absolute instruction indices.
 #[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
 pub enum Insn {
@@ -228,6 +256,17 @@ pub enum Insn {
     Switch { key: Reg, table: u32, default: u32 },
     /// Stop; the result is the number of bytes to keep (0 rejects the packet).
     Return { value: Operand },
+    /// A coprocessor call: `dst = 1` if pattern `pattern` of `patterns[set]` occurs in the
+    /// captured bytes from offset `start` on (none do when `start` is past them), else 0.
+    /// Never rejects the packet.
+    Contains {
+        dst: Reg,
+        set: u32,
+        pattern: u32,
+        start: Reg,
+    },
+    /// A coprocessor call: `dst = 1` if the key is in `sets[set]`, else 0. Never rejects.
+    Member { dst: Reg, set: u32, key: Key },
 }
 
 impl Insn {
@@ -239,26 +278,43 @@ impl Insn {
             | Insn::Load { dst, .. }
             | Insn::Alu { dst, .. }
             | Insn::Neg { dst, .. }
-            | Insn::LoadScratch { dst, .. } => Some(dst),
+            | Insn::LoadScratch { dst, .. }
+            | Insn::Contains { dst, .. }
+            | Insn::Member { dst, .. } => Some(dst),
             _ => None,
         }
     }
 
-    /// The registers this instruction reads (at most two).
+    /// The registers this instruction reads (at most [`MAX_USES`], in operand order).
     pub fn uses(&self) -> impl Iterator<Item = Reg> {
         let operand = |o: Operand| match o {
             Operand::Reg(r) => Some(r),
             Operand::Imm(_) => None,
         };
-        let (a, b) = match *self {
-            Insn::Mov { src, .. } | Insn::Return { value: src } => (operand(src), None),
-            Insn::Load { base, .. } => (base, None),
-            Insn::Alu { lhs, rhs, .. } | Insn::Branch { lhs, rhs, .. } => (Some(lhs), operand(rhs)),
-            Insn::Neg { src, .. } | Insn::StoreScratch { src, .. } => (Some(src), None),
-            Insn::Switch { key, .. } => (Some(key), None),
-            Insn::WireLen { .. } | Insn::LoadScratch { .. } | Insn::Jump { .. } => (None, None),
+        let one = |r: Option<Reg>| [r, None, None, None];
+        let regs: [Option<Reg>; MAX_USES] = match *self {
+            Insn::Mov { src, .. } | Insn::Return { value: src } => one(operand(src)),
+            Insn::Load { base, .. } => one(base),
+            Insn::Alu { lhs, rhs, .. } | Insn::Branch { lhs, rhs, .. } => {
+                [Some(lhs), operand(rhs), None, None]
+            }
+            Insn::Neg { src, .. } | Insn::StoreScratch { src, .. } => one(Some(src)),
+            Insn::Switch { key, .. } => one(Some(key)),
+            Insn::Contains { start, .. } => one(Some(start)),
+            Insn::Member {
+                key: Key::W32(k), ..
+            } => one(Some(k)),
+            Insn::Member {
+                key: Key::W128(k), ..
+            } => k.map(Some),
+            Insn::WireLen { .. } | Insn::LoadScratch { .. } | Insn::Jump { .. } => one(None),
         };
-        a.into_iter().chain(b)
+        regs.into_iter().flatten()
+    }
+
+    /// Whether this is a coprocessor call (`contains` or `member`).
+    pub fn is_call(&self) -> bool {
+        matches!(self, Insn::Contains { .. } | Insn::Member { .. })
     }
 
     /// Whether control never continues with the next instruction.
@@ -277,13 +333,48 @@ pub struct Table {
     pub entries: Vec<(u32, u32)>,
 }
 
-/// A bytecode program: its declared scratch memory, its code and its lookup tables.
-#[derive(Clone, Debug, PartialEq, Eq, Hash, Default)]
+/// Most registers one instruction reads (a `member` call with a 128-bit key).
+pub const MAX_USES: usize = 4;
+
+/// A bytecode program: its declared scratch memory, its code, its lookup tables and the
+/// coprocessor tables its calls name.
+#[derive(Clone, Debug, PartialEq, Eq, Default)]
 pub struct Program {
     /// Words of scratch memory (`M[0]`..`M[scratch_words - 1]`).
     pub scratch_words: u16,
     pub code: Vec<Insn>,
     pub tables: Vec<Table>,
+    /// The pattern sets `contains` calls search (`contains rD, pN.M, rS` names pattern `M` of
+    /// `patterns[N]`).
+    pub patterns: Vec<Arc<PatternSet>>,
+    /// The value sets `member` calls look keys up in.
+    pub sets: Vec<Arc<ValueSet>>,
+}
+
+impl Program {
+    /// Whether any instruction calls a coprocessor.
+    pub fn has_calls(&self) -> bool {
+        self.code.iter().any(Insn::is_call)
+    }
+
+    /// Whether the program carries coprocessor tables (it may without calling them).
+    pub fn has_coprocessor_tables(&self) -> bool {
+        !self.patterns.is_empty() || !self.sets.is_empty()
+    }
+}
+
+// `PatternSet` is not `Hash` (it holds compiled expressions): hash what equality compares.
+impl Hash for Program {
+    fn hash<H: Hasher>(&self, state: &mut H) {
+        self.scratch_words.hash(state);
+        self.code.hash(state);
+        self.tables.hash(state);
+        self.patterns.len().hash(state);
+        for set in &self.patterns {
+            set.patterns().hash(state);
+        }
+        self.sets.hash(state);
+    }
 }
 
 #[cfg(test)]

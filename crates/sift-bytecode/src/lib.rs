@@ -35,7 +35,7 @@ mod verify;
 pub use asm::{assemble, AsmError, AsmErrorKind};
 pub use codegen::{compile, CodegenError};
 pub use encode::{decode, encode, DecodeError, DecodeErrorKind, MAGIC, VERSION};
-pub use insn::{AluOp, Cond, Insn, Operand, Program, Reg, Table, Width};
+pub use insn::{AluOp, Cond, Insn, Key, Operand, Program, Reg, Table, Width};
 pub use interp::Cache;
 pub use verify::{verify, VerifiedProgram, VerifyError, Violation, ViolationKind};
 

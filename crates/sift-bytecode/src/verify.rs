@@ -14,14 +14,22 @@
 //! 6. no instruction reads a register or scratch slot that is not written on every path from
 //!    the entry to it. (Registers and scratch therefore need no initialization, and the
 //!    interpreter's zeroed registers are unobservable.) Unreachable instructions are only
-//!    checked for rules 1-5.
+//!    checked for rules 1-5;
+//! 7. coprocessor calls name an existing pattern (`contains`) or value set (`member`), a
+//!    `member` passes as many key registers as its set's width takes (1 or 4), at most
+//!    [`MAX_COPROCESSOR_TABLES`] pattern sets and value sets, and the tables compile
+//!    (`sift_coproc::Coprocessors::compile`).
 //!
 //! Division by zero needs no rule: it is defined to reject the packet.
 
 use std::fmt;
+use std::sync::Arc;
+
+use sift_coproc::Coprocessors;
 
 use crate::insn::{
-    Insn, Program, Reg, MAX_INSNS, MAX_SCRATCH, MAX_TABLES, MAX_TABLE_ENTRIES, REGISTERS,
+    Insn, Program, Reg, MAX_COPROCESSOR_TABLES, MAX_INSNS, MAX_SCRATCH, MAX_TABLES,
+    MAX_TABLE_ENTRIES, REGISTERS,
 };
 use crate::interp::Code;
 
@@ -32,12 +40,26 @@ use crate::interp::Code;
 pub struct VerifiedProgram {
     pub(crate) program: Program,
     pub(crate) code: Code,
+    /// The compiled coprocessor tables, when the program carries any.
+    pub(crate) coprocessors: Option<Arc<Coprocessors>>,
 }
 
 impl VerifiedProgram {
     /// The verified program (for encoding, printing, or a JIT).
     pub fn program(&self) -> &Program {
         &self.program
+    }
+
+    /// The program's coprocessor tables, compiled (for a JIT's calls); `None` when the program
+    /// carries no tables (it then has no calls).
+    pub fn coprocessors(&self) -> Option<&Arc<Coprocessors>> {
+        self.coprocessors.as_ref()
+    }
+
+    /// Whether the program calls a coprocessor (runs then need a fresh [`sift_coproc::Memo`]
+    /// state per packet).
+    pub fn has_calls(&self) -> bool {
+        self.code.has_calls
     }
 
     /// The binary encoding of the program.
@@ -94,6 +116,22 @@ pub enum ViolationKind {
     FallsOffEnd,
     UndefinedRegister(Reg),
     UndefinedScratch(u16),
+    TooManyPatternSets(usize),
+    TooManyValueSets(usize),
+    /// A `contains` names a pattern set the program does not carry.
+    MissingPatternSet(u32),
+    /// A `contains` names a pattern its set does not have.
+    MissingPattern { set: u32, pattern: u32 },
+    /// A `member` names a value set the program does not carry.
+    MissingValueSet(u32),
+    /// A `member` passes `found` key registers to a set whose keys take `expected` words.
+    KeyWidth {
+        set: u32,
+        expected: usize,
+        found: usize,
+    },
+    /// The coprocessor runtime cannot compile the tables (its message).
+    CoprocessorTables(String),
 }
 
 impl fmt::Display for Violation {
@@ -135,6 +173,28 @@ impl fmt::Display for Violation {
             }
             ViolationKind::UndefinedScratch(s) => {
                 write!(f, "reads m{s}, not written on every path")
+            }
+            ViolationKind::TooManyPatternSets(n) => {
+                write!(f, "{n} pattern sets (at most {MAX_COPROCESSOR_TABLES})")
+            }
+            ViolationKind::TooManyValueSets(n) => {
+                write!(f, "{n} value sets (at most {MAX_COPROCESSOR_TABLES})")
+            }
+            ViolationKind::MissingPatternSet(s) => write!(f, "pattern set p{s} does not exist"),
+            ViolationKind::MissingPattern { set, pattern } => {
+                write!(f, "pattern p{set}.{pattern} does not exist")
+            }
+            ViolationKind::MissingValueSet(s) => write!(f, "value set s{s} does not exist"),
+            ViolationKind::KeyWidth {
+                set,
+                expected,
+                found,
+            } => write!(
+                f,
+                "set s{set} takes {expected} key registers, the call passes {found}"
+            ),
+            ViolationKind::CoprocessorTables(m) => {
+                write!(f, "coprocessor tables do not compile: {m}")
             }
         }
     }
@@ -185,12 +245,53 @@ impl Defined {
 
 /// Checks every rule and, if all hold, returns the program ready to run.
 pub fn verify(program: Program) -> Result<VerifiedProgram, VerifyError> {
-    let violations = check(&program);
+    let mut violations = check(&program);
     if !violations.is_empty() {
         return Err(VerifyError { violations });
     }
+    let coprocessors = if program.has_coprocessor_tables() {
+        match Coprocessors::compile(&program.patterns, &program.sets) {
+            Ok(c) => Some(Arc::new(c)),
+            Err(e) => {
+                violations.push(Violation {
+                    index: None,
+                    kind: ViolationKind::CoprocessorTables(e.to_string()),
+                });
+                return Err(VerifyError { violations });
+            }
+        }
+    } else {
+        None
+    };
     let code = Code::new(&program);
-    Ok(VerifiedProgram { program, code })
+    Ok(VerifiedProgram {
+        program,
+        code,
+        coprocessors,
+    })
+}
+
+/// Whether a call names an existing pattern or set with the right key width.
+fn check_call(p: &Program, insn: &Insn) -> Option<ViolationKind> {
+    match *insn {
+        Insn::Contains { set, pattern, .. } => match p.patterns.get(set as usize) {
+            None => Some(ViolationKind::MissingPatternSet(set)),
+            Some(s) if pattern as usize >= s.len() => {
+                Some(ViolationKind::MissingPattern { set, pattern })
+            }
+            Some(_) => None,
+        },
+        Insn::Member { set, key, .. } => match p.sets.get(set as usize) {
+            None => Some(ViolationKind::MissingValueSet(set)),
+            Some(s) if s.width().words() != key.regs().len() => Some(ViolationKind::KeyWidth {
+                set,
+                expected: s.width().words(),
+                found: key.regs().len(),
+            }),
+            Some(_) => None,
+        },
+        _ => None,
+    }
 }
 
 fn check(p: &Program) -> Vec<Violation> {
@@ -212,6 +313,12 @@ fn check(p: &Program) -> Vec<Violation> {
     }
     if p.scratch_words > MAX_SCRATCH {
         at(None, ViolationKind::ScratchTooLarge(p.scratch_words));
+    }
+    if p.patterns.len() > MAX_COPROCESSOR_TABLES {
+        at(None, ViolationKind::TooManyPatternSets(p.patterns.len()));
+    }
+    if p.sets.len() > MAX_COPROCESSOR_TABLES {
+        at(None, ViolationKind::TooManyValueSets(p.sets.len()));
     }
     for (ti, t) in p.tables.iter().enumerate() {
         for (e, w) in t.entries.windows(2).enumerate() {
@@ -269,6 +376,9 @@ fn check(p: &Program) -> Vec<Violation> {
                 at(here, ViolationKind::ScratchOutOfRange(slot));
             }
             _ => {}
+        }
+        if let Some(kind) = check_call(p, insn) {
+            at(here, kind);
         }
 
         // Successors: each must be forward and in bounds.

@@ -75,6 +75,20 @@ fn reference(p: &Program, pkt: &[u8], wire_len: u32) -> u32 {
                 continue;
             }
             Insn::Return { value: v } => return value(&r, v),
+            Insn::Contains {
+                dst,
+                set,
+                pattern,
+                start,
+            } => {
+                let found = p.patterns[set as usize].occurs(pattern, pkt, r[start.index()]);
+                r[dst.index()] = u32::from(found);
+            }
+            Insn::Member { dst, set, key } => {
+                let words: Vec<u32> = key.regs().iter().map(|k| r[k.index()]).collect();
+                let found = p.sets[set as usize].contains(sift_ir::ValueSet::key(&words));
+                r[dst.index()] = u32::from(found);
+            }
         }
         pc += 1;
     }
@@ -338,6 +352,7 @@ impl Builder<'_> {
             scratch_words: 0,
             code: self.code,
             tables: self.tables,
+            ..Program::default()
         }
     }
 }

@@ -13,6 +13,7 @@
 //! loaded in the machine's byte order and compared with the byte-swapped constant, swapped once
 //! at compile time instead of once per packet. [`Flow::native_order`] marks those definitions.
 
+use sift_bytecode::insn::MAX_USES;
 use sift_bytecode::{AluOp, Cond, Insn, Operand, Program, Width};
 use std::collections::HashMap;
 
@@ -49,7 +50,7 @@ pub(crate) struct Flow {
     pub preds: Vec<u32>,
     /// For each instruction, the definition reaching each register it reads, in
     /// [`Insn::uses`] order (`UNDEFINED` in unused slots).
-    pub use_defs: Vec<[u32; 2]>,
+    pub use_defs: Vec<[u32; MAX_USES]>,
     /// Per definition (instruction index): how many reads see exactly this definition.
     pub use_count: Vec<u32>,
     /// Per definition: some read sees it merged with other definitions.
@@ -91,7 +92,7 @@ impl Flow {
             reachable,
             block_start,
             preds,
-            use_defs: vec![[UNDEFINED; 2]; n],
+            use_defs: vec![[UNDEFINED; MAX_USES]; n],
             use_count: vec![0; n],
             escaped: vec![false; n],
             native_order: vec![None; n],

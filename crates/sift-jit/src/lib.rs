@@ -29,10 +29,17 @@
 //! * **lookup tables** (module `table`): compare chains, binary search and jump tables by size and
 //!   density, and a collision-free hash for large sparse sets.
 //!
+//! * **coprocessor calls** (module `calls`): `contains` and `member` become calls into
+//!   `sift_coproc::Coprocessors` through `extern "C"` helpers, with a per-thread memo that
+//!   [`JitFilter::run`] and the batch loop move to the next packet (only in programs that
+//!   call); a call never rejects and reads the packet through its slice, so the bounds checks
+//!   around it are unchanged.
+//!
 //! Safety: the generated code never reads outside `packet[..caplen]` (every load is checked, or
 //! covered by a check made on every path to it), never loops (the bytecode's edges go forward),
-//! never calls out and cannot trap (division by zero is tested first). The crate denies
-//! `unsafe_code` except in the module `native`, which compiles, calls and frees the code.
+//! calls out only to the coprocessor helpers, and cannot trap (division by zero is tested
+//! first). The crate denies `unsafe_code` except in the modules `native`, which compiles, calls
+//! and frees the code, and `calls`, the helpers the code calls.
 //!
 //! ```
 //! # if !sift_jit::supported() { return; }
@@ -49,6 +56,7 @@
 #![deny(unsafe_code)]
 
 mod bounds;
+mod calls;
 mod coalesce;
 mod flow;
 mod native;
@@ -169,8 +177,14 @@ impl JitFilter {
         options: &Options,
     ) -> Result<JitFilter, JitError> {
         let plan = translate::Plan::new(program.program(), options);
+        let calls = match (program.has_calls(), program.coprocessors()) {
+            (false, _) => None,
+            (true, Some(c)) => Some(c.clone()),
+            // The verifier makes calls name tables the program carries.
+            (true, None) => return Err(JitError::Codegen("calls without tables".into())),
+        };
         Ok(JitFilter {
-            code: native::Code::compile(&plan, None)?,
+            code: native::Code::compile(&plan, calls, None)?,
         })
     }
 
@@ -179,7 +193,7 @@ impl JitFilter {
     pub fn listing(program: &VerifiedProgram, options: &Options) -> Result<String, JitError> {
         let plan = translate::Plan::new(program.program(), options);
         let mut text = String::new();
-        native::Code::compile(&plan, Some(&mut text))?;
+        native::Code::compile(&plan, None, Some(&mut text))?;
         Ok(text)
     }
 

@@ -5,11 +5,15 @@
 //! only the packet below `caplen` (every load is checked or covered by an earlier check that holds
 //! on every path to it), the batch's descriptors and output (below `count`), and the hash tables
 //! this struct owns; it writes only `out[0..count]`; it has no loops but the batch loop (the
-//! bytecode's edges all go forward) and no calls.
+//! bytecode's edges all go forward); it calls only the coprocessor helpers of [`crate::calls`],
+//! with the context pointer it was given, which is null exactly when the program has no calls.
 
 #![allow(unsafe_code)]
 
-use std::sync::{Mutex, OnceLock};
+use std::ffi::c_void;
+use std::sync::{Arc, Mutex, OnceLock};
+
+use sift_coproc::Coprocessors;
 
 use cranelift_codegen::ir::{types, AbiParam, UserFuncName};
 use cranelift_codegen::isa::OwnedTargetIsa;
@@ -18,11 +22,18 @@ use cranelift_frontend::{FunctionBuilder, FunctionBuilderContext};
 use cranelift_jit::{JITBuilder, JITModule};
 use cranelift_module::{default_libcall_names, Linkage, Module};
 
+use crate::calls::{self, CallContext};
 use crate::translate::{translate, Plan, Shape};
 use crate::{JitError, PacketRef};
 
-type SingleFn = unsafe extern "C" fn(*const u8, u64, u32) -> u32;
-type BatchFn = unsafe extern "C" fn(*const PacketRef<'static>, u64, *mut u32);
+/// `(packet, caplen, wire_len, call context) -> result`.
+type SingleFn = unsafe extern "C" fn(*const u8, u64, u32, *mut c_void) -> u32;
+/// `(packets, count, out, call context)`.
+type BatchFn = unsafe extern "C" fn(*const PacketRef<'static>, u64, *mut u32, *mut c_void);
+
+fn context_pointer(ctx: &mut CallContext<'_>) -> *mut c_void {
+    (ctx as *mut CallContext<'_>).cast()
+}
 
 /// The host's instruction set, configured once per process.
 pub(crate) fn host_isa() -> Result<OwnedTargetIsa, JitError> {
@@ -62,6 +73,8 @@ pub(crate) struct Code {
     /// Read by the code through addresses embedded in it: must outlive `module`'s code, which
     /// `Drop` frees first.
     _tables: Vec<Box<[u32]>>,
+    /// The tables the program's calls use; `None` when it makes no calls.
+    calls: Option<Arc<Coprocessors>>,
 }
 
 impl Code {
@@ -69,6 +82,7 @@ impl Code {
     /// of each to it.
     pub(crate) fn compile(
         plan: &Plan<'_>,
+        calls: Option<Arc<Coprocessors>>,
         mut listing: Option<&mut String>,
     ) -> Result<Code, JitError> {
         let isa = host_isa()?;
@@ -84,9 +98,11 @@ impl Code {
                     sig.params.push(AbiParam::new(types::I64));
                     sig.params.push(AbiParam::new(types::I64));
                     sig.params.push(AbiParam::new(types::I32));
+                    sig.params.push(AbiParam::new(types::I64));
                     sig.returns.push(AbiParam::new(types::I32));
                 }
                 Shape::Batch => {
+                    sig.params.push(AbiParam::new(types::I64));
                     sig.params.push(AbiParam::new(types::I64));
                     sig.params.push(AbiParam::new(types::I64));
                     sig.params.push(AbiParam::new(types::I64));
@@ -138,6 +154,7 @@ impl Code {
             batch,
             module: Mutex::new(Some(module)),
             _tables: tables,
+            calls,
         })
     }
 
@@ -147,19 +164,38 @@ impl Code {
     }
 
     pub(crate) fn run(&self, packet: &[u8], wire_len: u32) -> u32 {
-        // SAFETY: the code reads only `packet[..packet.len()]` and the tables `self` owns (see the
-        // module docs), and `self` keeps the code mapped for the duration of the call.
-        unsafe { (self.single)(packet.as_ptr(), packet.len() as u64, wire_len) }
+        let (data, len) = (packet.as_ptr(), packet.len() as u64);
+        let Some(coprocessors) = &self.calls else {
+            // SAFETY: the code reads only `packet[..packet.len()]` and the tables `self` owns
+            // (see the module docs), and `self` keeps the code mapped for the duration of the
+            // call. A program without calls never uses the null context.
+            return unsafe { (self.single)(data, len, wire_len, std::ptr::null_mut()) };
+        };
+        calls::with_context(coprocessors, |ctx| {
+            ctx.next_packet();
+            // SAFETY: as above; the context lives on this stack frame for the whole call and
+            // is used by nothing else meanwhile (the helpers get it from the code).
+            unsafe { (self.single)(data, len, wire_len, context_pointer(ctx)) }
+        })
     }
 
     /// Runs the filter on `packets[i]` and stores the result in `out[i]`, for every `i` below
     /// the shorter length.
     pub(crate) fn run_refs(&self, packets: &[PacketRef<'_>], out: &mut [u32]) {
         let n = packets.len().min(out.len());
-        // SAFETY: the code reads `packets[..n]` (each a valid `PacketRef`: pointer and length of
-        // a live borrowed slice) and, through each, only that packet's captured bytes; it writes
-        // `out[..n]`. The lifetime is erased only for the call's duration.
-        unsafe { (self.batch)(packets.as_ptr().cast(), n as u64, out.as_mut_ptr()) }
+        let (refs, count, results) = (packets.as_ptr().cast(), n as u64, out.as_mut_ptr());
+        let Some(coprocessors) = &self.calls else {
+            // SAFETY: the code reads `packets[..n]` (each a valid `PacketRef`: pointer and
+            // length of a live borrowed slice) and, through each, only that packet's captured
+            // bytes; it writes `out[..n]`. The lifetime is erased only for the call's duration.
+            // A program without calls never uses the null context.
+            return unsafe { (self.batch)(refs, count, results, std::ptr::null_mut()) };
+        };
+        // The generated loop starts a new packet in the memo before each packet.
+        calls::with_context(coprocessors, |ctx| {
+            // SAFETY: as above, with a context that outlives the call (see `run`).
+            unsafe { (self.batch)(refs, count, results, context_pointer(ctx)) }
+        })
     }
 }
 

@@ -5,10 +5,13 @@
 //! verifier's "written before read on every path" rule means no variable is read undefined).
 //! Every bytecode block becomes a Cranelift block; constants become immediates.
 //!
-//! The function is emitted in one of two shapes ([`Shape`]): `filter(packet, caplen, wire_len)
-//! -> u32`, or a batch loop `batch(packets, count, out)` whose body is the same code with every
-//! `ret` storing into `out[i]` and continuing with the next packet, so a batch pays no call per
-//! packet.
+//! The function is emitted in one of two shapes ([`Shape`]): `filter(packet, caplen, wire_len,
+//! ctx) -> u32`, or a batch loop `batch(packets, count, out, ctx)` whose body is the same code
+//! with every `ret` storing into `out[i]` and continuing with the next packet, so a batch pays
+//! no call per packet. `ctx` is the coprocessor calls' context ([`crate::calls`]): each call is
+//! a Cranelift `call_indirect` to a helper at a constant address, with `ctx`, the packet and the
+//! operands; its result defines the destination register's variable like any instruction's
+//! (Cranelift keeps values live across the call in callee-saved registers or spills them).
 //!
 //! The only memory the code reads is the packet, below `caplen` (every load is preceded by a
 //! check, or covered by an earlier one: [`crate::bounds`]), the packet descriptors of a batch,
@@ -17,11 +20,14 @@
 use std::collections::HashMap;
 
 use cranelift_codegen::ir::condcodes::IntCC;
-use cranelift_codegen::ir::{types, Block, InstBuilder, MemFlagsData as MemFlags, Value};
+use cranelift_codegen::ir::{
+    types, AbiParam, Block, InstBuilder, MemFlagsData as MemFlags, SigRef, Signature, Value,
+};
 use cranelift_frontend::{FunctionBuilder, Switch, Variable};
-use sift_bytecode::{AluOp, Cond, Insn, Operand, Program, Reg, Width};
+use sift_bytecode::{AluOp, Cond, Insn, Key, Operand, Program, Reg, Width};
 
 use crate::bounds::{Bounds, Guard};
+use crate::calls::Helper;
 use crate::coalesce::{pair_at, Pair};
 use crate::flow::{Flow, MULTI};
 use crate::table::PerfectHash;
@@ -35,9 +41,9 @@ pub(crate) const PACKET_REF_WIRE_LEN: i32 = 16;
 /// Which function is being emitted.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub(crate) enum Shape {
-    /// `(packet: ptr, caplen: i64, wire_len: i32) -> i32`.
+    /// `(packet: ptr, caplen: i64, wire_len: i32, ctx: ptr) -> i32`.
     Single,
-    /// `(packets: *const PacketRef, count: i64, out: *mut u32)`.
+    /// `(packets: *const PacketRef, count: i64, out: *mut u32, ctx: ptr)`.
     Batch,
 }
 
@@ -80,6 +86,8 @@ struct Packet {
     data: Value,
     caplen: Value,
     wire_len: Value,
+    /// The coprocessor calls' context (null in programs without calls).
+    ctx: Value,
     /// Batch: the block taking the result as its parameter.
     finish: Option<Block>,
 }
@@ -127,6 +135,8 @@ struct Translator<'a, 'b, 'p> {
     packet: Packet,
     /// Hash tables the code reads; owned by the compiled filter.
     data: &'a mut Vec<Box<[u32]>>,
+    /// Imported signatures of the call helpers, by helper.
+    signatures: Vec<(Helper, SigRef)>,
 }
 
 /// Emits the body of `shape` into `b` (whose entry block is current and has the signature's
@@ -150,10 +160,11 @@ pub(crate) fn translate(
             data: params[0],
             caplen: params[1],
             wire_len: params[2],
+            ctx: params[3],
             finish: None,
         },
         Shape::Batch => {
-            let (refs, count, out) = (params[0], params[1], params[2]);
+            let (refs, count, out, ctx) = (params[0], params[1], params[2], params[3]);
             let header = b.create_block();
             let body = b.create_block();
             let finish = b.create_block();
@@ -185,6 +196,7 @@ pub(crate) fn translate(
                 data,
                 caplen,
                 wire_len,
+                ctx,
                 finish: Some(finish),
             }
         }
@@ -198,7 +210,14 @@ pub(crate) fn translate(
         reject: None,
         packet,
         data,
+        signatures: Vec::new(),
     };
+    if shape == Shape::Batch && plan.program.has_calls() {
+        // Each packet of the batch starts afresh in the memo (the single entry's caller does
+        // this before the call).
+        let ctx = t.packet.ctx;
+        t.call(Helper::NextPacket, &[ctx]);
+    }
     t.body();
     // The shared reject block is filled last: Cranelift requires the block being built to be
     // finished before switching to another, so it cannot be filled when first needed.
@@ -348,8 +367,74 @@ impl Translator<'_, '_, '_> {
                 self.exit(v);
                 return false;
             }
+            Insn::Contains {
+                dst,
+                set,
+                pattern,
+                start,
+            } => {
+                let start = self.b.use_var(self.var(start));
+                let set = self.b.ins().iconst(types::I32, i64::from(set));
+                let pattern = self.b.ins().iconst(types::I32, i64::from(pattern));
+                let p = &self.packet;
+                let args = [p.ctx, p.data, p.caplen, set, pattern, start];
+                let v = self.call(Helper::Contains, &args);
+                self.b.def_var(self.var(dst), v);
+            }
+            Insn::Member { dst, set, key } => {
+                let set = self.b.ins().iconst(types::I32, i64::from(set));
+                let mut args = vec![self.packet.ctx, set];
+                for &r in key.regs() {
+                    args.push(self.b.use_var(self.var(r)));
+                }
+                let helper = match key {
+                    Key::W32(_) => Helper::Member32,
+                    Key::W128(_) => Helper::Member128,
+                };
+                let v = self.call(helper, &args);
+                self.b.def_var(self.var(dst), v);
+            }
         }
         true
+    }
+
+    /// The Cranelift signature of a helper (the function's own calling convention, the host's
+    /// C one).
+    fn signature(&mut self, helper: Helper) -> SigRef {
+        if let Some(&(_, s)) = self.signatures.iter().find(|(h, _)| *h == helper) {
+            return s;
+        }
+        let mut sig = Signature::new(self.b.func.signature.call_conv);
+        let (ptrs, words, returns) = match helper {
+            Helper::NextPacket => (1, 0, false),
+            Helper::Contains => (3, 3, true),
+            Helper::Member32 => (1, 2, true),
+            Helper::Member128 => (1, 5, true),
+        };
+        sig.params
+            .extend((0..ptrs).map(|_| AbiParam::new(types::I64)));
+        sig.params
+            .extend((0..words).map(|_| AbiParam::new(types::I32)));
+        if returns {
+            sig.returns.push(AbiParam::new(types::I32));
+        }
+        let s = self.b.import_signature(sig);
+        self.signatures.push((helper, s));
+        s
+    }
+
+    /// Calls a helper; returns its result (`next_packet` has none: then a dummy zero).
+    fn call(&mut self, helper: Helper, args: &[Value]) -> Value {
+        let sig = self.signature(helper);
+        let callee = self
+            .b
+            .ins()
+            .iconst(types::I64, helper.address() as i64);
+        let call = self.b.ins().call_indirect(sig, callee, args);
+        match self.b.inst_results(call).first() {
+            Some(&v) => v,
+            None => self.b.ins().iconst(types::I32, 0),
+        }
     }
 
     fn operand(&mut self, o: Operand) -> Value {

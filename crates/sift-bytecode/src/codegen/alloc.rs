@@ -23,11 +23,27 @@ use sift_ir::{Function, Inst, Value};
 use super::moves::Loc;
 use crate::insn::{Reg, MAX_SCRATCH};
 
-/// Registers the allocator hands out; r14 and r15 are reserved as temporaries for spilled
-/// operands, materialized constants and breaking move cycles.
-pub(crate) const ALLOCATABLE: u8 = 14;
+/// r14 and r15 are reserved as temporaries for spilled operands, materialized constants and
+/// breaking move cycles; the allocator hands out the registers below the first temporary.
 pub(crate) const TEMP_A: Reg = Reg(14);
 pub(crate) const TEMP_B: Reg = Reg(15);
+
+/// Temporaries for the key of a 128-bit `member` call, whose four operands may all be
+/// constants or spilled: r12 and r13 join r14 and r15, in functions that make such calls only.
+const WIDE_KEY_TEMPS: [Reg; 4] = [TEMP_A, TEMP_B, Reg(13), Reg(12)];
+
+/// The temporaries call operands may need in `f` (the allocator keeps them free).
+pub(crate) fn key_temps(f: &Function) -> &'static [Reg] {
+    let wide = f
+        .values
+        .iter()
+        .any(|i| matches!(i, Inst::Member { key, .. } if key.len() > 2));
+    if wide {
+        &WIDE_KEY_TEMPS
+    } else {
+        &WIDE_KEY_TEMPS[..2]
+    }
+}
 
 /// The result of allocation: a location for every value that needs one.
 pub(crate) struct Allocation {
@@ -127,10 +143,14 @@ fn colour(intervals: &[Interval], colours: usize) -> Vec<Option<usize>> {
 }
 
 /// Allocates registers (and, when needed, scratch slots) for the values of `f` laid out in
-/// `layout`.
-pub(crate) fn allocate(f: &Function, layout: &[sift_ir::Block]) -> Result<Allocation, OutOfSlots> {
+/// `layout`, keeping the top `temps` registers free.
+pub(crate) fn allocate(
+    f: &Function,
+    layout: &[sift_ir::Block],
+    temps: usize,
+) -> Result<Allocation, OutOfSlots> {
     let all = intervals(f, layout);
-    let regs = colour(&all, usize::from(ALLOCATABLE));
+    let regs = colour(&all, crate::insn::REGISTERS - temps);
     let mut locs: Vec<Option<Loc>> = vec![None; f.values.len()];
     let mut spilled = Vec::new();
     for (iv, r) in all.into_iter().zip(regs) {

@@ -16,7 +16,7 @@ use std::fmt;
 
 use sift_ir::{BinOp, Block, CmpOp, Function, Inst, LoadSize, Target, Terminator, Value};
 
-use crate::insn::{AluOp, Cond, Insn, Operand, Program, Reg, Table, Width, MAX_INSNS};
+use crate::insn::{AluOp, Cond, Insn, Key, Operand, Program, Reg, Table, Width, MAX_INSNS};
 use crate::verify::{verify, VerifiedProgram, VerifyError};
 use alloc::{Allocation, TEMP_A, TEMP_B};
 use moves::{Loc, Source};
@@ -32,8 +32,6 @@ pub enum CodegenError {
     TooLarge { instructions: usize },
     /// The generated program failed verification (a bug in the code generator).
     Internal(VerifyError),
-    /// The function calls a coprocessor; the bytecode has no call instruction yet.
-    CoprocessorCall(Value),
 }
 
 impl fmt::Display for CodegenError {
@@ -51,7 +49,6 @@ impl fmt::Display for CodegenError {
                 "{instructions} instructions exceed the limit of {MAX_INSNS}"
             ),
             CodegenError::Internal(e) => write!(f, "internal error, generated code rejected: {e}"),
-            CodegenError::CoprocessorCall(v) => write!(f, "{v} calls a coprocessor"),
         }
     }
 }
@@ -69,17 +66,14 @@ impl std::error::Error for CodegenError {
 /// Compiles an IR function to a verified bytecode program.
 pub fn compile(f: &Function) -> Result<VerifiedProgram, CodegenError> {
     sift_ir::verify(f).map_err(CodegenError::InvalidIr)?;
-    if let Some(v) = (0..f.values.len() as u32)
-        .map(Value)
-        .find(|&v| f.inst(v).is_call())
-    {
-        return Err(CodegenError::CoprocessorCall(v));
-    }
     let layout = f.reverse_postorder();
-    let alloc = alloc::allocate(f, &layout).map_err(|_| CodegenError::TooManyLiveValues)?;
+    let key_temps = alloc::key_temps(f);
+    let alloc = alloc::allocate(f, &layout, key_temps.len())
+        .map_err(|_| CodegenError::TooManyLiveValues)?;
     let mut e = Emitter {
         f,
         alloc: &alloc,
+        key_temps,
         code: Vec::new(),
         tables: Vec::new(),
         labels: Vec::new(),
@@ -103,6 +97,9 @@ pub fn compile(f: &Function) -> Result<VerifiedProgram, CodegenError> {
 struct Emitter<'a> {
     f: &'a Function,
     alloc: &'a Allocation,
+    /// Registers for call operands that are constants or spilled: r14, r15, and, in functions
+    /// with 128-bit `member` calls, r12 and r13.
+    key_temps: &'static [Reg],
     /// Targets hold label numbers until [`Emitter::finish`] patches them.
     code: Vec<Insn>,
     tables: Vec<Table>,
@@ -209,10 +206,40 @@ impl Emitter<'_> {
     }
 
     fn inst(&mut self, v: Value) {
-        match *self.f.inst(v) {
+        let f = self.f;
+        match *f.inst(v) {
             Inst::Const(_) | Inst::Param(_) => {}
-            Inst::Contains { .. } | Inst::Member { .. } => {
-                unreachable!("compile refuses coprocessor calls")
+            // Calls are pure and never reject: a dead one gets no code.
+            Inst::Contains {
+                set,
+                pattern,
+                start,
+            } => {
+                let start = self.use_reg(start, TEMP_A);
+                self.define(v, false, |dst| Insn::Contains {
+                    dst,
+                    set,
+                    pattern,
+                    start,
+                });
+            }
+            Inst::Member { set, ref key } => {
+                if self.loc(v).is_none() {
+                    return;
+                }
+                let temps = self.key_temps;
+                let regs: Vec<Reg> = key
+                    .iter()
+                    .zip(temps)
+                    .map(|(&k, &temp)| self.use_reg(k, temp))
+                    .collect();
+                let key = match regs[..] {
+                    [k] => Key::W32(k),
+                    [a, b, c, d] => Key::W128([a, b, c, d]),
+                    // The IR verifier checked the arity against the set's width.
+                    _ => Key::W32(regs.first().copied().unwrap_or(TEMP_A)),
+                };
+                self.define(v, false, |dst| Insn::Member { dst, set, key });
             }
             Inst::WireLen => self.define(v, false, |dst| Insn::WireLen { dst }),
             Inst::Load {
@@ -402,6 +429,8 @@ impl Emitter<'_> {
             scratch_words: self.alloc.slots,
             code: self.code,
             tables: self.tables,
+            patterns: self.f.patterns.clone(),
+            sets: self.f.sets.clone(),
         }
     }
 }

@@ -16,6 +16,10 @@
 //!   previous step's packet load; as a predicted branch, the processor runs ahead;
 //! * the op array has a power-of-two length and is indexed through a mask, so dispatch has no
 //!   bounds check.
+//!
+//! Coprocessor calls (`contains`, `member`) go to the program's compiled
+//! [`sift_coproc::Coprocessors`] with the [`Cache`]'s [`Memo`], which is told about each new
+//! packet at the start of a run, only in programs that call (the others pay nothing for it).
 
 mod lookup;
 mod predecode;
@@ -23,20 +27,36 @@ mod predecode;
 pub(crate) use predecode::Code;
 use predecode::Op;
 
+use sift_coproc::Memo;
+
 use crate::insn::{Width, MAX_SCRATCH};
 use crate::verify::VerifiedProgram;
 
-/// Per-thread scratch memory for [`VerifiedProgram::run`], kept out of the shared program (as
-/// the regex crate's `Cache`). One cache serves any number of programs, one run at a time.
-#[derive(Clone, Debug)]
+/// Per-thread state for [`VerifiedProgram::run`], kept out of the shared program (as the regex
+/// crate's `Cache`): scratch memory, and the coprocessors' per-packet memo. One cache serves any
+/// number of programs, one run at a time.
+#[derive(Debug)]
 pub struct Cache {
     scratch: Box<[u32; MAX_SCRATCH as usize]>,
+    memo: Memo,
 }
 
 impl Cache {
     pub fn new() -> Cache {
         Cache {
             scratch: Box::new([0; MAX_SCRATCH as usize]),
+            memo: Memo::new(),
+        }
+    }
+}
+
+/// A copy of the scratch memory with a fresh memo (a memo only holds the current packet's
+/// results, and every run that calls starts a new packet).
+impl Clone for Cache {
+    fn clone(&self) -> Cache {
+        Cache {
+            scratch: self.scratch.clone(),
+            memo: Memo::new(),
         }
     }
 }
@@ -93,6 +113,12 @@ impl VerifiedProgram {
         let mask = code.ops.len() - 1;
         let ops = &code.ops[..=mask];
         let scratch = &mut *cache.scratch;
+        let memo = &mut cache.memo;
+        if code.has_calls {
+            memo.next_packet();
+        }
+        // Verified: a program with calls carries the tables they name.
+        let coprocessors = self.coprocessors.as_deref();
         let mut r = [0u32; 16];
         let mut pc = 0usize;
         // Register numbers are verified below 16: the mask only tells the compiler so.
@@ -341,6 +367,22 @@ impl VerifiedProgram {
                     table,
                     default,
                 } => lookup!(loaded!(d, load(packet, off as usize, w)), table, default),
+                Op::Contains { d, s, set, pattern } => {
+                    let start = reg!(s);
+                    let found = coprocessors
+                        .is_some_and(|c| c.contains(memo, set, pattern, packet, start));
+                    set!(d, Some(u32::from(found)))
+                }
+                Op::Member { d, k, set } => {
+                    let key = [reg!(k)];
+                    let found = coprocessors.is_some_and(|c| c.member(set, &key));
+                    set!(d, Some(u32::from(found)))
+                }
+                Op::Member4 { d, k, set } => {
+                    let key = k.map(|r| reg!(r));
+                    let found = coprocessors.is_some_and(|c| c.member(set, &key));
+                    set!(d, Some(u32::from(found)))
+                }
             }
         }
     }
@@ -382,6 +424,31 @@ mod tests {
         assert_eq!(run(far, &[0; 8]), 0);
         let wrap = "mov r1, 4294967295\n ld.b r0, [r1+1]\n ret 1\n";
         assert_eq!(run(wrap, &[0; 8]), 0, "no wrap-around to offset 0");
+    }
+
+    #[test]
+    fn coprocessor_calls() {
+        let text = "\
+.pattern p0 = \"GET\"
+.pattern p0 = nocase \"admin\\x3b\"
+.set s0 w32 = 0x50, 0x1f40-0x1fa4
+.set s1 w128 = 0x1-0x2
+    mov r0, 1
+    contains r1, p0.1, r0
+    ld.h r2, [0]
+    member r3, s0, r2
+    add r4, r1, r3
+    mov r5, 0
+    member r6, s1, r5, r5, r5, r4
+    add r4, r4, r6
+    ret r4
+";
+        assert_eq!(run(text, b"\x00\x50ADMIN;"), 3);
+        assert_eq!(run(text, b"\x1f\x90ADMIN;"), 3);
+        assert_eq!(run(text, b"\x00\x51ADMIN;"), 2);
+        assert_eq!(run(text, b"\x00\x51ADMIN"), 0);
+        assert_eq!(run(text, b"\x00\x50"), 2);
+        assert_eq!(run(text, b"\x00"), 0, "the load rejects");
     }
 
     #[test]

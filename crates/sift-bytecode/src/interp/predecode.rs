@@ -26,7 +26,7 @@
 //! instructions it absorbed keep their own slots unchanged: a branch that lands on one of them
 //! still runs it on its own, and no target needs renumbering.
 
-use crate::insn::{AluOp, Cond, Insn, Operand, Program, Table, Width};
+use crate::insn::{AluOp, Cond, Insn, Key, Operand, Program, Table, Width};
 
 use super::lookup::{Budget, Lookup};
 
@@ -333,6 +333,25 @@ pub(crate) enum Op {
     RetR {
         s: u8,
     },
+    /// `d = contains p<set>.<pattern>, s`.
+    Contains {
+        d: u8,
+        s: u8,
+        set: u32,
+        pattern: u32,
+    },
+    /// `d = member s<set>, k` (a 32-bit key).
+    Member {
+        d: u8,
+        k: u8,
+        set: u32,
+    },
+    /// `d = member s<set>, k[0], k[1], k[2], k[3]` (a 128-bit key).
+    Member4 {
+        d: u8,
+        k: [u8; 4],
+        set: u32,
+    },
 }
 
 /// The pre-decoded form of a verified program: one op per instruction, searchable tables.
@@ -342,6 +361,8 @@ pub(crate) struct Code {
     /// index with a mask instead of a bounds check (the padding is never reached).
     pub(crate) ops: Box<[Op]>,
     pub(crate) lookups: Box<[Lookup]>,
+    /// Some instruction calls a coprocessor: runs start a new packet in the memo.
+    pub(crate) has_calls: bool,
 }
 
 impl Code {
@@ -371,6 +392,7 @@ impl Code {
         Code {
             ops: ops.into_boxed_slice(),
             lookups,
+            has_calls: p.has_calls(),
         }
     }
 }
@@ -908,5 +930,34 @@ fn predecode(insn: Insn) -> Op {
         Insn::Return {
             value: Operand::Reg(s),
         } => Op::RetR { s: s.0 },
+        Insn::Contains {
+            dst,
+            set,
+            pattern,
+            start,
+        } => Op::Contains {
+            d: dst.0,
+            s: start.0,
+            set,
+            pattern,
+        },
+        Insn::Member {
+            dst,
+            set,
+            key: Key::W32(k),
+        } => Op::Member {
+            d: dst.0,
+            k: k.0,
+            set,
+        },
+        Insn::Member {
+            dst,
+            set,
+            key: Key::W128(k),
+        } => Op::Member4 {
+            d: dst.0,
+            k: k.map(|r| r.0),
+            set,
+        },
     }
 }

@@ -3,8 +3,65 @@
 
 #![allow(dead_code)]
 
-use sift_bytecode::{AluOp, Cond, Insn, Operand, Program, Reg, Table, Width};
+use std::sync::Arc;
+
+use sift_bytecode::{AluOp, Cond, Insn, Key, Operand, Program, Reg, Table, Width};
+use sift_ir::{KeyWidth, Pattern, PatternSet, ValueSet};
 use sift_testgen::Rng;
+
+/// Below `max` pattern sets of 0 to 3 distinct patterns: literals (exact or ignoring case, with
+/// bytes the text form must escape) and regular expressions.
+pub fn pattern_sets(rng: &mut Rng, max: u64) -> Vec<Arc<PatternSet>> {
+    let count = rng.below(max);
+    const REGEXES: [&str; 4] = ["a+b", "^\\x01", "[0-9]{2}", "(?i)x.y"];
+    (0..count)
+        .map(|_| {
+            let mut set = PatternSet::new();
+            for _ in 0..rng.below(4) {
+                let pattern = if rng.chance(1, 4) {
+                    Pattern::Regex((*rng.pick(&REGEXES)).to_owned())
+                } else {
+                    let n = rng.range(1, 3) as usize;
+                    let bytes = (0..n)
+                        .map(|_| *rng.pick(&[0, 1, 7, b'a', b'B', b';', b'"', b'\\', 0xff]))
+                        .collect();
+                    Pattern::Literal {
+                        bytes,
+                        nocase: rng.chance(1, 2),
+                    }
+                };
+                set.add(pattern).expect("valid pattern");
+            }
+            Arc::new(set)
+        })
+        .collect()
+}
+
+/// Below `max` value sets of either width, with small ranges (so random keys hit them) and
+/// extremes.
+pub fn value_sets(rng: &mut Rng, max: u64) -> Vec<Arc<ValueSet>> {
+    let count = rng.below(max);
+    (0..count)
+        .map(|_| {
+            let width = if rng.chance(1, 3) {
+                KeyWidth::W128
+            } else {
+                KeyWidth::W32
+            };
+            let ranges: Vec<(u128, u128)> = (0..rng.below(5))
+                .map(|_| {
+                    let lo = match rng.below(4) {
+                        0 => u128::from(rng.next_u32()),
+                        1 => width.max() - u128::from(rng.below(3) as u32),
+                        _ => u128::from(rng.below(10) as u32),
+                    };
+                    (lo, lo.saturating_add(u128::from(rng.below(3) as u32)))
+                })
+                .collect();
+            Arc::new(ValueSet::new(width, ranges))
+        })
+        .collect()
+}
 
 fn reg(rng: &mut Rng, regs: u8) -> Reg {
     if regs == 0 {
@@ -40,7 +97,7 @@ fn insn(rng: &mut Rng, i: usize, n: usize, regs: u8, forward: bool, tables: u32)
         }
     };
     let last = i + 1 >= n;
-    let choice = if last { 11 } else { rng.below(12) };
+    let choice = if last { 11 } else { rng.below(14) };
     match choice {
         0 => Insn::Mov {
             dst: reg(rng, regs),
@@ -96,6 +153,21 @@ fn insn(rng: &mut Rng, i: usize, n: usize, regs: u8, forward: bool, tables: u32)
             table: rng.below(u64::from(tables) + if forward { 0 } else { 2 }) as u32,
             default: target(rng),
         },
+        12 => Insn::Contains {
+            dst: reg(rng, regs),
+            set: rng.below(3) as u32,
+            pattern: rng.below(4) as u32,
+            start: reg(rng, regs),
+        },
+        13 => Insn::Member {
+            dst: reg(rng, regs),
+            set: rng.below(3) as u32,
+            key: if rng.chance(1, 2) {
+                Key::W32(reg(rng, regs))
+            } else {
+                Key::W128(std::array::from_fn(|_| reg(rng, regs)))
+            },
+        },
         _ => Insn::Return {
             value: operand(rng, regs),
         },
@@ -120,6 +192,54 @@ pub fn arbitrary_program(rng: &mut Rng) -> Program {
                     .collect(),
             })
             .collect(),
+        patterns: pattern_sets(rng, 3),
+        sets: value_sets(rng, 3),
+    }
+}
+
+/// Makes the coprocessor calls of a program valid: each names an existing pattern or set (with
+/// the right key width), or, if the program has none, becomes a move.
+pub fn fix_calls(p: &mut Program, rng: &mut Rng) {
+    for insn in &mut p.code {
+        match *insn {
+            Insn::Contains { dst, start, .. } => {
+                let sets: Vec<usize> = (0..p.patterns.len())
+                    .filter(|&s| !p.patterns[s].is_empty())
+                    .collect();
+                *insn = match sets.is_empty() {
+                    true => Insn::Mov {
+                        dst,
+                        src: Operand::Reg(start),
+                    },
+                    false => {
+                        let set = *rng.pick(&sets);
+                        Insn::Contains {
+                            dst,
+                            set: set as u32,
+                            pattern: rng.below(p.patterns[set].len() as u64) as u32,
+                            start,
+                        }
+                    }
+                };
+            }
+            Insn::Member { dst, key, .. } => {
+                if p.sets.is_empty() {
+                    *insn = Insn::Mov {
+                        dst,
+                        src: Operand::Reg(key.regs()[0]),
+                    };
+                    continue;
+                }
+                let set = rng.below(p.sets.len() as u64) as u32;
+                let k = key.regs();
+                let key = match p.sets[set as usize].width() {
+                    KeyWidth::W32 => Key::W32(k[0]),
+                    KeyWidth::W128 => Key::W128(std::array::from_fn(|i| k[i % k.len()])),
+                };
+                *insn = Insn::Member { dst, set, key };
+            }
+            _ => {}
+        }
     }
 }
 
@@ -166,11 +286,15 @@ pub fn valid_program(rng: &mut Rng) -> Program {
             }
         })
         .collect();
-    Program {
+    let mut p = Program {
         scratch_words: 4,
         code,
         tables,
-    }
+        patterns: pattern_sets(rng, 3),
+        sets: value_sets(rng, 3),
+    };
+    fix_calls(&mut p, rng);
+    p
 }
 
 pub fn random_packet(rng: &mut Rng) -> Vec<u8> {
