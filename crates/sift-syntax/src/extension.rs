@@ -214,4 +214,56 @@ mod tests {
         assert_eq!(tok("@list.txt)"), Tok::FileRef("list.txt".into()));
         assert_eq!(err("@ x").span, Span::new(0, 1));
     }
+
+    fn parsed(text: &str) -> String {
+        match crate::parse_with(text, true) {
+            Ok(e) => e.expect("not empty").to_string(),
+            Err(e) => format!("error at {}: {e}", e.span.start),
+        }
+    }
+
+    #[test]
+    fn grammar() {
+        assert_eq!(
+            parsed(r#"tcp and payload contains nocase "GET""#),
+            r#"(tcp and payload contains nocase "GET")"#
+        );
+        assert_eq!(
+            parsed("payload[2:2] != 0x0301 or payload[0] = 22"),
+            r#"(payload[2:2] != "\x03\x01" or payload[0:1] = "\x16")"#
+        );
+        assert_eq!(
+            parsed("src host in {10.0.0.1, ::1} and vlan in @ids.txt"),
+            "([src host]in {10.0.0.1, ::1} and vlan in @ids.txt)"
+        );
+        assert_eq!(parsed("tcp dst port in {80}"), "[tcp dst port]in {80}");
+        assert_eq!(
+            parsed(r#"payload matches "^GET" "#),
+            r#"payload matches "^GET""#
+        );
+        assert_eq!(parsed("payload"), "error at 7: syntax error: unexpected end of expression, expected `contains`, `matches` or `[`");
+        assert_eq!(
+            parsed("payload[0:5] = 7"),
+            "error at 10: a number compares 1 to 4 bytes (use a string for more)"
+        );
+        assert_eq!(
+            parsed("payload[0:2] = 70000"),
+            "error at 15: 70000 does not fit in 2 bytes"
+        );
+        assert_eq!(parsed("host in 10.0.0.1"), "error at 8: syntax error: unexpected IPv4 address `10.0.0.1`, expected a set `{...}` or a set file `@path`");
+    }
+
+    #[test]
+    fn off_by_default() {
+        assert!(crate::parse(r#"payload contains "x""#).is_err());
+        // Without extensions `in` and `payload` are host names, as in libpcap.
+        assert_eq!(
+            crate::parse("host in").unwrap().unwrap().to_string(),
+            "[host]in"
+        );
+        assert_eq!(
+            crate::parse_with("host in", true).unwrap_err().span.start,
+            7
+        );
+    }
 }

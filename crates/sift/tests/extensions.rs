@@ -393,3 +393,56 @@ fn extension_errors_point_at_the_problem() {
         assert_eq!(span.start, column, "`{text}`: {}", err.render(text));
     }
 }
+
+/// An Ethernet/IPv4/UDP packet from `src` to `dst`.
+fn udp_packet(src: [u8; 4], dst: [u8; 4]) -> Packet {
+    let mut p = vec![0u8; 42];
+    p[12..14].copy_from_slice(&[0x08, 0x00]);
+    p[14] = 0x45;
+    p[23] = 17;
+    p[26..30].copy_from_slice(&src);
+    p[30..34].copy_from_slice(&dst);
+    Packet::new(p)
+}
+
+#[test]
+fn large_set_from_a_file() {
+    let mut rng = Rng::new(21);
+    let entries: Vec<[u8; 4]> = (0..200_000).map(|_| rng.next_u32().to_be_bytes()).collect();
+    let dir = std::env::temp_dir().join(format!("sift-set-{}", std::process::id()));
+    std::fs::create_dir_all(&dir).unwrap();
+    let path = dir.join("blocklist.txt");
+    let mut text = String::from("# a blocklist\n\n");
+    for (i, e) in entries.iter().enumerate() {
+        text.push_str(&ipv4_text(*e));
+        text.push_str(if i % 7 == 0 {
+            "   # with a comment\n"
+        } else {
+            "\n"
+        });
+    }
+    text.push_str("198.51.100.0/24\n");
+    std::fs::write(&path, text).unwrap();
+    let expr = format!("src host in @{}", path.display());
+    let f = Filter::compile_with(&expr, &ext_options(1, true)).unwrap();
+    let member: std::collections::HashSet<[u8; 4]> = entries.iter().copied().collect();
+    let mut candidates: Vec<[u8; 4]> = (0..2000).map(|i| entries[i * 97]).collect();
+    candidates.extend((0..2000).map(|_| rng.next_u32().to_be_bytes()));
+    candidates.extend([[198, 51, 100, 0], [198, 51, 100, 255], [198, 51, 101, 0]]);
+    for src in candidates {
+        let p = udp_packet(src, [10, 0, 0, 1]);
+        let want = member.contains(&src) || src[..3] == [198, 51, 100];
+        let got = f.run(&p.data, p.wire_len) != 0;
+        assert_eq!(got, want, "{src:?}");
+        assert_eq!(f.run_reference(&p.data, p.wire_len) != 0, want, "{src:?}");
+    }
+    // An error in the file names its line and column.
+    std::fs::write(&path, "10.0.0.1\n  10.0.0.300\n").unwrap();
+    let err = Filter::compile_with(&expr, &ext_options(1, true)).unwrap_err();
+    assert!(
+        err.to_string()
+            .contains("blocklist.txt:2:3: invalid IPv4 address '10.0.0.300'"),
+        "{err}"
+    );
+    std::fs::remove_dir_all(&dir).unwrap();
+}
