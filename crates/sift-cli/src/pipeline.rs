@@ -153,7 +153,7 @@ impl Actions {
                             Some(dir) => dir.join(path),
                             None => path.clone(),
                         };
-                        let index = match sink_of.entry(path.clone()) {
+                        let index = match sink_of.entry(same_file_key(&path)) {
                             Entry::Occupied(e) => *e.get(),
                             Entry::Vacant(e) => {
                                 sinks.push(Sink::create(path)?);
@@ -251,6 +251,18 @@ impl Actions {
             }
         }
         Ok(false)
+    }
+}
+
+/// What tells two names of one output file apart: `a.pcap` and `./a.pcap` are one file.
+fn same_file_key(path: &Path) -> PathBuf {
+    let dir = match path.parent() {
+        Some(p) if !p.as_os_str().is_empty() => p,
+        _ => Path::new("."),
+    };
+    match (std::fs::canonicalize(dir), path.file_name()) {
+        (Ok(dir), Some(name)) => dir.join(name),
+        _ => path.to_owned(),
     }
 }
 

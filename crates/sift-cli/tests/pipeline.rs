@@ -243,10 +243,10 @@ fn errors_point_at_the_rules_file_line_and_column() {
             "\n  rule web:  tcp port 99999 => count\n",
             "bad.rules:2:23: illegal port number 99999",
         ),
-        // A missing set file (sift-lower points at the set primitive's `in`).
+        // A missing set file: at the `@`.
         (
             "rule a: host in @missing.txt => stop\n",
-            "bad.rules:1:14: cannot read set file",
+            "bad.rules:1:17: cannot read set file",
         ),
         // An extension-language error: an unterminated string.
         (
