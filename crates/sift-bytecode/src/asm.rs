@@ -264,11 +264,19 @@ struct CoprocessorTables {
 
 impl CoprocessorTables {
     /// The index `name` (`pN`/`sN`) gives, which must be below or equal to `len`.
-    fn index(line: &Line, arg: &Word<'_>, name: &str, prefix: char, len: usize) -> Result<usize, AsmError> {
-        let i = name
-            .strip_prefix(prefix)
-            .and_then(decimal)
-            .ok_or_else(|| line.err(arg.column, AsmErrorKind::Expected("a table name (p0, s0, ...)")))?;
+    fn index(
+        line: &Line,
+        arg: &Word<'_>,
+        name: &str,
+        prefix: char,
+        len: usize,
+    ) -> Result<usize, AsmError> {
+        let i = name.strip_prefix(prefix).and_then(decimal).ok_or_else(|| {
+            line.err(
+                arg.column,
+                AsmErrorKind::Expected("a table name (p0, s0, ...)"),
+            )
+        })?;
         let i = i as usize;
         if i > len {
             return Err(line.err(arg.column, AsmErrorKind::TableOutOfOrder(name.to_owned())));
@@ -314,7 +322,10 @@ impl CoprocessorTables {
     /// `sN w32|w128 = k, lo-hi, ...`.
     fn set(&mut self, line: &Line, arg: &Word<'_>) -> Result<(), AsmError> {
         let bad = |what| line.err(arg.column, AsmErrorKind::Expected(what));
-        let (head, body) = arg.text.split_once('=').ok_or_else(|| bad("`sN wW = ranges`"))?;
+        let (head, body) = arg
+            .text
+            .split_once('=')
+            .ok_or_else(|| bad("`sN wW = ranges`"))?;
         let mut words = head.split_whitespace();
         let name = words.next().unwrap_or("");
         let i = CoprocessorTables::index(line, arg, name, 's', self.sets.len())?;
@@ -332,7 +343,8 @@ impl CoprocessorTables {
             for item in body.split(',') {
                 let item = item.trim();
                 let (lo, hi) = item.split_once('-').unwrap_or((item, item));
-                let bound = |s: &str| parse_u128(s.trim()).ok_or_else(|| bad("a number or a range lo-hi"));
+                let bound =
+                    |s: &str| parse_u128(s.trim()).ok_or_else(|| bad("a number or a range lo-hi"));
                 ranges.push((bound(lo)?, bound(hi)?));
             }
         }

@@ -108,7 +108,10 @@ pub enum DecodeErrorKind {
     /// A pattern kind byte other than 0 (literal), 1 (literal ignoring case), 2 (regex).
     UnknownPatternKind(u8),
     /// Pattern `pattern` of set `set` repeats an earlier one.
-    DuplicatePattern { set: usize, pattern: usize },
+    DuplicatePattern {
+        set: usize,
+        pattern: usize,
+    },
     /// A width byte other than 0 (32-bit keys) and 1 (128-bit keys).
     UnknownKeyWidth(u8),
     /// The ranges of value set `set` are not sorted, disjoint and non-adjacent.

@@ -121,7 +121,10 @@ pub enum ViolationKind {
     /// A `contains` names a pattern set the program does not carry.
     MissingPatternSet(u32),
     /// A `contains` names a pattern its set does not have.
-    MissingPattern { set: u32, pattern: u32 },
+    MissingPattern {
+        set: u32,
+        pattern: u32,
+    },
     /// A `member` names a value set the program does not carry.
     MissingValueSet(u32),
     /// A `member` passes `found` key registers to a set whose keys take `expected` words.

@@ -7,7 +7,10 @@
 mod common;
 
 use common::{compare, option_sets, GuardedPage};
-use sift_bytecode::{verify, AluOp, Cache, Cond, Insn, Operand, Program, Reg, Table, Width};
+use std::sync::Arc;
+
+use sift_bytecode::{verify, AluOp, Cache, Cond, Insn, Key, Operand, Program, Reg, Table, Width};
+use sift_ir::{KeyWidth, Pattern, PatternSet, ValueSet};
 use sift_jit::JitFilter;
 use sift_testgen::Rng;
 
@@ -184,9 +187,31 @@ fn program(rng: &mut Rng, packet: &[u8]) -> Program {
                     default: target(rng, at),
                 }
             }
-            13 => Insn::Jump {
+            13 if rng.chance(1, 2) => Insn::Jump {
                 target: target(rng, at),
             },
+            13 => {
+                // A coprocessor call (the tables are below), its operands any registers.
+                if rng.chance(1, 2) {
+                    Insn::Contains {
+                        dst: reg(rng),
+                        set: 0,
+                        pattern: rng.below(3) as u32,
+                        start: reg(rng),
+                    }
+                } else {
+                    let set = rng.below(2) as u32;
+                    let key = match set {
+                        0 => Key::W32(reg(rng)),
+                        _ => Key::W128(std::array::from_fn(|_| reg(rng))),
+                    };
+                    Insn::Member {
+                        dst: reg(rng),
+                        set,
+                        key,
+                    }
+                }
+            }
             14 => Insn::Return {
                 value: operand(rng, packet),
             },
@@ -225,7 +250,54 @@ fn program(rng: &mut Rng, packet: &[u8]) -> Program {
         scratch_words,
         code,
         tables,
+        patterns: vec![Arc::new(patterns(rng, packet))],
+        sets: vec![
+            Arc::new(values(rng, packet, KeyWidth::W32)),
+            Arc::new(values(rng, packet, KeyWidth::W128)),
+        ],
     }
+}
+
+/// Three patterns, mostly pieces of the packet.
+fn patterns(rng: &mut Rng, packet: &[u8]) -> PatternSet {
+    let mut set = PatternSet::new();
+    while set.len() < 3 {
+        let bytes = if packet.len() >= 2 && rng.chance(3, 4) {
+            let at = rng.index(packet.len() - 1);
+            packet[at..at + 1 + rng.index(2)].to_vec()
+        } else {
+            let n = 1 + rng.index(2);
+            rng.bytes(n)
+        };
+        let pattern = if rng.chance(1, 6) {
+            Pattern::Regex("(?-u:[\\x00-\\x10]{2})".into())
+        } else {
+            Pattern::Literal {
+                bytes,
+                nocase: rng.chance(1, 2),
+            }
+        };
+        let _ = set.add(pattern);
+    }
+    set
+}
+
+/// Keys the registers may hold: packet fields, small numbers, wire lengths.
+fn values(rng: &mut Rng, packet: &[u8], width: KeyWidth) -> ValueSet {
+    let ranges: Vec<(u128, u128)> = (0..rng.below(6))
+        .map(|_| {
+            let lo = match rng.below(3) {
+                0 => {
+                    let width = *rng.pick(&Width::ALL);
+                    u128::from(constant(rng, packet, width))
+                }
+                1 => u128::from(rng.below(64) as u32),
+                _ => u128::from(rng.next_u32()),
+            };
+            (lo, lo + u128::from(rng.below(4) as u32))
+        })
+        .collect();
+    ValueSet::new(width, ranges)
 }
 
 #[test]

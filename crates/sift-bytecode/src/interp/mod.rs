@@ -369,8 +369,8 @@ impl VerifiedProgram {
                 } => lookup!(loaded!(d, load(packet, off as usize, w)), table, default),
                 Op::Contains { d, s, set, pattern } => {
                     let start = reg!(s);
-                    let found = coprocessors
-                        .is_some_and(|c| c.contains(memo, set, pattern, packet, start));
+                    let found =
+                        coprocessors.is_some_and(|c| c.contains(memo, set, pattern, packet, start));
                     set!(d, Some(u32::from(found)))
                 }
                 Op::Member { d, k, set } => {
