@@ -35,7 +35,9 @@ class Filter:
     of bytes to keep. Filters are immutable and thread-safe; batch methods release the GIL.
     """
 
-    def __init__(self, expression: str, linktype: int = 1, snaplen: int = 262144) -> None: ...
+    def __init__(
+        self, expression: str, linktype: int = 1, snaplen: int = 262144, extensions: bool = False
+    ) -> None: ...
     @property
     def expression(self) -> str:
         """The expression the filter was compiled from."""
@@ -90,7 +92,7 @@ class Demux:
     result is exactly what running every filter alone in that order would give. Matching may
     run in several threads (batches release the GIL) while another thread updates."""
 
-    def __init__(self, linktype: int = 1, snaplen: int = 262144) -> None: ...
+    def __init__(self, linktype: int = 1, snaplen: int = 262144, *, extensions: bool = False) -> None: ...
     @property
     def linktype(self) -> int:
         """The link type expressions are compiled for."""

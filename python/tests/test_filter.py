@@ -234,3 +234,21 @@ def test_threads_share_a_filter(records: list[sift.Record]) -> None:
     for t in threads:
         t.join()
     assert len(results) == 20 and all(r == expect for r in results)
+
+
+def test_extensions() -> None:
+    expr = 'tcp dst port in {80, 8000-8100} and payload contains nocase "get /"'
+    with pytest.raises(sift.FilterError):
+        sift.Filter(expr)
+    f = sift.Filter(expr, extensions=True)
+    p = bytearray(eth_tcp(8080, 70))
+    p[46] = 0x50  # TCP data offset: 5 words
+    p[54:60] = b"xGeT /"
+    assert f.match(bytes(p))
+    assert not f.match(bytes(p[:58]))
+    assert not f.match(eth_tcp(8080, 70))
+    again = pickle.loads(pickle.dumps(f))
+    assert again.match(bytes(p)) and "extensions=True" in repr(again)
+    d = sift.Demux(extensions=True)
+    fid = d.insert(expr)
+    assert d.match(bytes(p)) == fid

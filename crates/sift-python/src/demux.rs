@@ -24,7 +24,7 @@ thread_local! {
 
 /// Many filters, one pass per packet: which installed filters receive a packet.
 ///
-/// ``Demux(linktype=1, snaplen=262144)`` starts empty; ``insert`` compiles an expression for
+/// ``Demux(linktype=1, snaplen=262144, *, extensions=False)`` starts empty; ``insert`` compiles an expression for
 /// that link type and installs it with a priority. Filters are tried by decreasing priority,
 /// ties broken by insertion order (earlier first). An accepting filter inserted with
 /// ``copy=False`` (exclusive) receives the packet and ends the walk; one inserted with
@@ -41,6 +41,13 @@ pub struct Demux {
     reader: Reader,
     linktype: u32,
     snaplen: u32,
+    extensions: bool,
+}
+
+fn options(linktype: u32, snaplen: u32, extensions: bool) -> sift::Options {
+    let mut o = sift::Options::new(linktype, snaplen);
+    o.extensions = extensions;
+    o
 }
 
 impl Demux {
@@ -63,15 +70,16 @@ impl Demux {
 #[pymethods]
 impl Demux {
     #[new]
-    #[pyo3(signature = (linktype = 1, snaplen = 262144))]
-    fn new(linktype: u32, snaplen: u32) -> Self {
-        let writer = sift::Demux::new(linktype, snaplen);
+    #[pyo3(signature = (linktype = 1, snaplen = 262144, *, extensions = false))]
+    fn new(linktype: u32, snaplen: u32, extensions: bool) -> Self {
+        let writer = sift::Demux::with_options(options(linktype, snaplen, extensions));
         let reader = writer.reader();
         Demux {
             writer: Mutex::new(writer),
             reader,
             linktype,
             snaplen,
+            extensions,
         }
     }
 
@@ -95,7 +103,7 @@ impl Demux {
     #[pyo3(signature = (expression, priority = 0, copy = false))]
     fn insert(&self, py: Python<'_>, expression: &str, priority: i32, copy: bool) -> PyResult<u64> {
         // Compiled before the update lock is taken: other updates wait only for the insert.
-        let options = sift::Options::new(self.linktype, self.snaplen);
+        let options = options(self.linktype, self.snaplen, self.extensions);
         let ir = py
             .detach(|| sift::compile_optimized_ir(expression, &options))
             .map_err(|e| filter_error(py, &e, expression))?;

@@ -16,6 +16,7 @@ use crate::results::to_array;
 /// ...) captured with snapshot length ``snaplen``, as ``tcpdump -r`` does for a capture file
 /// with that header. Raises ``sift.FilterError`` (a ``ValueError``) with the position of the
 /// problem if the expression is invalid. The empty expression accepts every packet.
+/// ``extensions=True`` (``Filter(expression, linktype, snaplen, extensions)``) accepts sift's payload tests and sets (``docs/extensions.md``).
 ///
 /// Matching returns what libpcap's ``bpf_filter`` returns: 0 to reject the packet, otherwise the
 /// number of bytes to keep (usually ``snaplen``). Filters are immutable and thread-safe; batch
@@ -26,21 +27,31 @@ pub struct Filter {
     expression: String,
     linktype: u32,
     snaplen: u32,
+    extensions: bool,
 }
 
 #[pymethods]
 impl Filter {
     #[new]
-    #[pyo3(signature = (expression, linktype = 1, snaplen = 262144))]
-    fn new(py: Python<'_>, expression: String, linktype: u32, snaplen: u32) -> PyResult<Self> {
+    #[pyo3(signature = (expression, linktype = 1, snaplen = 262144, extensions = false))]
+    fn new(
+        py: Python<'_>,
+        expression: String,
+        linktype: u32,
+        snaplen: u32,
+        extensions: bool,
+    ) -> PyResult<Self> {
+        let mut options = sift::Options::new(linktype, snaplen);
+        options.extensions = extensions;
         // Compiling a long filter (thousands of hosts) takes a while; let other threads run.
-        let compiled = py.detach(|| sift::Filter::compile(&expression, linktype, snaplen));
+        let compiled = py.detach(|| sift::Filter::compile_with(&expression, &options));
         match compiled {
             Ok(filter) => Ok(Filter {
                 filter,
                 expression,
                 linktype,
                 snaplen,
+                extensions,
             }),
             Err(e) => Err(filter_error(py, &e, &expression)),
         }
@@ -145,8 +156,13 @@ impl Filter {
     }
 
     fn __repr__(&self) -> String {
+        let extensions = if self.extensions {
+            ", extensions=True"
+        } else {
+            ""
+        };
         format!(
-            "sift.Filter({:?}, linktype={}, snaplen={})",
+            "sift.Filter({:?}, linktype={}, snaplen={}{extensions})",
             self.expression, self.linktype, self.snaplen
         )
     }
@@ -154,7 +170,12 @@ impl Filter {
     /// Filters pickle as their arguments and are compiled again when unpickled.
     fn __reduce__<'py>(slf: &Bound<'py, Self>) -> PyResult<Bound<'py, PyTuple>> {
         let this = slf.get();
-        let args = (this.expression.clone(), this.linktype, this.snaplen);
+        let args = (
+            this.expression.clone(),
+            this.linktype,
+            this.snaplen,
+            this.extensions,
+        );
         (slf.get_type(), args).into_pyobject(slf.py())
     }
 }
