@@ -18,11 +18,12 @@ use std::cell::RefCell;
 use sift_coproc::{Coprocessors, Memo};
 
 /// What a call needs besides its operands. Built on the caller's stack for one run (one packet,
-/// or one batch), so both references outlive every call the run makes.
+/// or one batch), so both references outlive every call the run makes. `memo` is `None` in
+/// programs without `contains` calls.
 #[repr(C)]
 pub(crate) struct CallContext<'a> {
     coprocessors: &'a Coprocessors,
-    memo: &'a mut Memo,
+    memo: Option<&'a mut Memo>,
 }
 
 thread_local! {
@@ -30,15 +31,28 @@ thread_local! {
     static MEMO: RefCell<Memo> = RefCell::new(Memo::new());
 }
 
-/// Runs `f` with a context for `coprocessors` and this thread's memo (a fresh one if the
-/// thread's is unavailable: during thread teardown, or if a run were ever nested in another).
+/// Runs `f` with a context for `coprocessors` and, when the program searches (`searches`: it
+/// has `contains` calls), this thread's memo (a fresh one if the thread's is unavailable: during
+/// thread teardown, or if a run were ever nested in another). A program that only looks keys up
+/// never touches the memo and gets none (sparing the thread-local access).
 pub(crate) fn with_context<R>(
     coprocessors: &Coprocessors,
+    searches: bool,
     f: impl FnOnce(&mut CallContext<'_>) -> R,
 ) -> R {
+    if !searches {
+        let mut ctx = CallContext {
+            coprocessors,
+            memo: None,
+        };
+        return f(&mut ctx);
+    }
     let mut f = Some(f);
     let mut run = |memo: &mut Memo| {
-        let mut ctx = CallContext { coprocessors, memo };
+        let mut ctx = CallContext {
+            coprocessors,
+            memo: Some(memo),
+        };
         (f.take().expect("called once"))(&mut ctx)
     };
     let done = MEMO.try_with(|m| m.try_borrow_mut().ok().map(|mut memo| run(&mut memo)));
@@ -51,11 +65,13 @@ pub(crate) fn with_context<R>(
 impl CallContext<'_> {
     /// Starts a new packet (the memo's results belong to the previous one).
     pub(crate) fn next_packet(&mut self) {
-        self.memo.next_packet();
+        if let Some(memo) = &mut self.memo {
+            memo.next_packet();
+        }
     }
 }
 
-/// `next_packet(ctx)`: called by the batch loop before each packet of a program with calls.
+/// `next_packet(ctx)`: called by the batch loop before each packet of a program that searches.
 pub(crate) extern "C" fn next_packet(ctx: *mut CallContext<'_>) {
     // SAFETY: generated code passes the pointer its entry point received, which the callers in
     // `native` make from a live `&mut CallContext` that no one else uses during the run.
@@ -76,10 +92,14 @@ pub(crate) extern "C" fn contains(
     // slice the run was called with (single entry: its arguments; batch: the descriptor built
     // from a live `&[u8]`), borrowed for the whole run.
     let (ctx, packet) = unsafe { (&mut *ctx, std::slice::from_raw_parts(data, caplen as usize)) };
-    u32::from(
-        ctx.coprocessors
-            .contains(ctx.memo, set, pattern, packet, start),
-    )
+    let found = match &mut ctx.memo {
+        Some(memo) => ctx.coprocessors.contains(memo, set, pattern, packet, start),
+        // Not reached: programs with `contains` calls run with a memo.
+        None => ctx
+            .coprocessors
+            .contains(&mut Memo::new(), set, pattern, packet, start),
+    };
+    u32::from(found)
 }
 
 /// `member32(ctx, set, key) -> 0 or 1`.
@@ -117,15 +137,15 @@ impl Helper {
         match self {
             Helper::NextPacket => next_packet as extern "C" fn(*mut CallContext<'_>) as usize,
             Helper::Contains => {
-                contains as extern "C" fn(*mut CallContext<'_>, *const u8, u64, u32, u32, u32) -> u32
+                contains
+                    as extern "C" fn(*mut CallContext<'_>, *const u8, u64, u32, u32, u32) -> u32
                     as usize
             }
             Helper::Member32 => {
                 member32 as extern "C" fn(*mut CallContext<'_>, u32, u32) -> u32 as usize
             }
             Helper::Member128 => {
-                member128
-                    as extern "C" fn(*mut CallContext<'_>, u32, u32, u32, u32, u32) -> u32
+                member128 as extern "C" fn(*mut CallContext<'_>, u32, u32, u32, u32, u32) -> u32
                     as usize
             }
         }

@@ -32,8 +32,9 @@
 //! * **coprocessor calls** (module `calls`): `contains` and `member` become calls into
 //!   `sift_coproc::Coprocessors` through `extern "C"` helpers, with a per-thread memo that
 //!   [`JitFilter::run`] and the batch loop move to the next packet (only in programs that
-//!   call); a call never rejects and reads the packet through its slice, so the bounds checks
-//!   around it are unchanged.
+//!   search; a program that only looks keys up pays no thread-local access); a call never
+//!   rejects and reads the packet through its slice, so the bounds checks around it are
+//!   unchanged.
 //!
 //! Safety: the generated code never reads outside `packet[..caplen]` (every load is checked, or
 //! covered by a check made on every path to it), never loops (the bytecode's edges go forward),
@@ -179,7 +180,7 @@ impl JitFilter {
         let plan = translate::Plan::new(program.program(), options);
         let calls = match (program.has_calls(), program.coprocessors()) {
             (false, _) => None,
-            (true, Some(c)) => Some(c.clone()),
+            (true, Some(c)) => Some((c.clone(), translate::searches(program.program()))),
             // The verifier makes calls name tables the program carries.
             (true, None) => return Err(JitError::Codegen("calls without tables".into())),
         };

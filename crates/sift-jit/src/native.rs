@@ -73,8 +73,9 @@ pub(crate) struct Code {
     /// Read by the code through addresses embedded in it: must outlive `module`'s code, which
     /// `Drop` frees first.
     _tables: Vec<Box<[u32]>>,
-    /// The tables the program's calls use; `None` when it makes no calls.
-    calls: Option<Arc<Coprocessors>>,
+    /// The tables the program's calls use, and whether it searches (needs the memo); `None`
+    /// when it makes no calls.
+    calls: Option<(Arc<Coprocessors>, bool)>,
 }
 
 impl Code {
@@ -82,7 +83,7 @@ impl Code {
     /// of each to it.
     pub(crate) fn compile(
         plan: &Plan<'_>,
-        calls: Option<Arc<Coprocessors>>,
+        calls: Option<(Arc<Coprocessors>, bool)>,
         mut listing: Option<&mut String>,
     ) -> Result<Code, JitError> {
         let isa = host_isa()?;
@@ -165,14 +166,16 @@ impl Code {
 
     pub(crate) fn run(&self, packet: &[u8], wire_len: u32) -> u32 {
         let (data, len) = (packet.as_ptr(), packet.len() as u64);
-        let Some(coprocessors) = &self.calls else {
+        let Some((coprocessors, searches)) = &self.calls else {
             // SAFETY: the code reads only `packet[..packet.len()]` and the tables `self` owns
             // (see the module docs), and `self` keeps the code mapped for the duration of the
             // call. A program without calls never uses the null context.
             return unsafe { (self.single)(data, len, wire_len, std::ptr::null_mut()) };
         };
-        calls::with_context(coprocessors, |ctx| {
-            ctx.next_packet();
+        calls::with_context(coprocessors, *searches, |ctx| {
+            if *searches {
+                ctx.next_packet();
+            }
             // SAFETY: as above; the context lives on this stack frame for the whole call and
             // is used by nothing else meanwhile (the helpers get it from the code).
             unsafe { (self.single)(data, len, wire_len, context_pointer(ctx)) }
@@ -184,7 +187,7 @@ impl Code {
     pub(crate) fn run_refs(&self, packets: &[PacketRef<'_>], out: &mut [u32]) {
         let n = packets.len().min(out.len());
         let (refs, count, results) = (packets.as_ptr().cast(), n as u64, out.as_mut_ptr());
-        let Some(coprocessors) = &self.calls else {
+        let Some((coprocessors, searches)) = &self.calls else {
             // SAFETY: the code reads `packets[..n]` (each a valid `PacketRef`: pointer and
             // length of a live borrowed slice) and, through each, only that packet's captured
             // bytes; it writes `out[..n]`. The lifetime is erased only for the call's duration.
@@ -192,7 +195,7 @@ impl Code {
             return unsafe { (self.batch)(refs, count, results, std::ptr::null_mut()) };
         };
         // The generated loop starts a new packet in the memo before each packet.
-        calls::with_context(coprocessors, |ctx| {
+        calls::with_context(coprocessors, *searches, |ctx| {
             // SAFETY: as above, with a context that outlives the call (see `run`).
             unsafe { (self.batch)(refs, count, results, context_pointer(ctx)) }
         })

@@ -92,6 +92,11 @@ struct Packet {
     finish: Option<Block>,
 }
 
+/// Whether the program has `contains` calls (which keep results in the per-packet memo).
+pub(crate) fn searches(p: &Program) -> bool {
+    p.code.iter().any(|i| matches!(i, Insn::Contains { .. }))
+}
+
 /// Memory flags for the packet: never traps (checked), never written during a run.
 fn packet_flags() -> MemFlags {
     MemFlags::new().with_notrap().with_readonly()
@@ -212,7 +217,7 @@ pub(crate) fn translate(
         data,
         signatures: Vec::new(),
     };
-    if shape == Shape::Batch && plan.program.has_calls() {
+    if shape == Shape::Batch && searches(plan.program) {
         // Each packet of the batch starts afresh in the memo (the single entry's caller does
         // this before the call).
         let ctx = t.packet.ctx;
@@ -426,10 +431,7 @@ impl Translator<'_, '_, '_> {
     /// Calls a helper; returns its result (`next_packet` has none: then a dummy zero).
     fn call(&mut self, helper: Helper, args: &[Value]) -> Value {
         let sig = self.signature(helper);
-        let callee = self
-            .b
-            .ins()
-            .iconst(types::I64, helper.address() as i64);
+        let callee = self.b.ins().iconst(types::I64, helper.address() as i64);
         let call = self.b.ins().call_indirect(sig, callee, args);
         match self.b.inst_results(call).first() {
             Some(&v) => v,
