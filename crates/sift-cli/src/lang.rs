@@ -114,7 +114,8 @@ pub fn compile(lang: Lang, expr: &str, opts: &Options) -> Result<Filter> {
 /// `--extensions` extends the pcap language only.
 pub fn check_extensions(lang: Lang, extensions: bool) -> Result<()> {
     if extensions && lang != Lang::Pcap {
-        bail!("--extensions extends the pcap filter language, not {lang:?}");
+        let name = format!("{lang:?}").to_lowercase();
+        bail!("--extensions extends the pcap filter language, not {name}");
     }
     Ok(())
 }

@@ -70,7 +70,18 @@ struct Compiled {
     /// Owns the filters `reader` matches against.
     _demux: Demux,
     reader: LocalReader,
-    rule_of: HashMap<FilterId, usize>,
+    /// The rule each filter stands for, sorted by filter id (a binary search per delivery
+    /// costs less than hashing).
+    rule_of: Vec<(FilterId, usize)>,
+}
+
+impl Compiled {
+    fn rule_of(&self, id: FilterId) -> usize {
+        match self.rule_of.binary_search_by_key(&id, |&(f, _)| f) {
+            Ok(i) => self.rule_of[i].1,
+            Err(_) => unreachable!("the demultiplexer reported a filter it was not given"),
+        }
+    }
 }
 
 fn rules_error(file: &str, rule: &Rule, offset: usize, message: String) -> RulesError {
@@ -114,7 +125,7 @@ fn compile_rules(
     opts: &Options,
 ) -> Result<Compiled, RulesError> {
     let mut demux = Demux::with_options(*opts);
-    let mut rule_of = HashMap::new();
+    let mut rule_of = Vec::new();
     let last = rules.len().saturating_sub(1);
     for (i, (rule, filter)) in rules.iter().zip(filters).enumerate() {
         let filter = compile_filter(file, rule, filter, opts)?;
@@ -128,8 +139,9 @@ fn compile_rules(
         let id = demux
             .insert_filter(&filter, priority, delivery)
             .map_err(|e| rules_error(file, rule, 0, e.to_string()))?;
-        rule_of.insert(id, i);
+        rule_of.push((id, i));
     }
+    rule_of.sort_unstable();
     let reader = demux.reader().local();
     Ok(Compiled {
         _demux: demux,
@@ -231,7 +243,7 @@ impl Actions {
                 }
                 Step::Count => stats.counted += 1,
                 Step::Sample { every, seen } => {
-                    let passes = *seen % *every == 0;
+                    let passes = seen.is_multiple_of(*every);
                     *seen += 1;
                     if !passes {
                         stats.sampled_out += 1;
@@ -286,7 +298,10 @@ pub fn run(req: &Request<'_>) -> Result<ExitCode> {
         std::fs::create_dir_all(dir).with_context(|| format!("creating {}", dir.display()))?;
     }
     let mut actions = Actions::new(&rules, req.out_dir)?;
-    let mut compiled: HashMap<(u32, u32, bool), Compiled> = HashMap::new();
+    // Captures rarely mix more than a few kinds of packets: a list searched from the last
+    // kind used is cheaper than hashing per packet.
+    let mut compiled: Vec<((u32, u32, bool), Compiled)> = Vec::new();
+    let mut last_kind = 0;
     let mut matches = Matches::new();
     let mut totals = Totals::default();
     let mut opened = false;
@@ -306,17 +321,22 @@ pub fn run(req: &Request<'_>) -> Result<ExitCode> {
             .or(reader.snaplen())
             .unwrap_or(262144);
         let swapped = captures::swapped(reader);
-        let engine = match compiled.entry((record.linktype, snaplen, swapped)) {
-            Entry::Occupied(e) => e.into_mut(),
-            Entry::Vacant(e) => {
-                let opts = Options {
-                    swapped,
-                    extensions: true,
-                    ..Options::new(record.linktype, snaplen)
-                };
-                e.insert(compile_rules(&file, &rules, &filters, &opts)?)
-            }
-        };
+        let kind = (record.linktype, snaplen, swapped);
+        if compiled.get(last_kind).is_none_or(|(k, _)| *k != kind) {
+            last_kind = match compiled.iter().position(|(k, _)| *k == kind) {
+                Some(i) => i,
+                None => {
+                    let opts = Options {
+                        swapped,
+                        extensions: true,
+                        ..Options::new(record.linktype, snaplen)
+                    };
+                    compiled.push((kind, compile_rules(&file, &rules, &filters, &opts)?));
+                    compiled.len() - 1
+                }
+            };
+        }
+        let engine = &mut compiled[last_kind].1;
         totals.packets += 1;
         totals.bytes += u64::from(record.wire_len);
         engine
@@ -327,7 +347,7 @@ pub fn run(req: &Request<'_>) -> Result<ExitCode> {
         }
         actions.packet_tags.clear();
         for id in matches.delivered() {
-            if actions.apply(engine.rule_of[id], &record, snaplen)? {
+            if actions.apply(engine.rule_of(*id), &record, snaplen)? {
                 totals.stopped += 1;
                 break;
             }

@@ -427,3 +427,58 @@ fn demux_sends_fragments_where_their_first_fragment_went() {
         .all(|w| (w[0].timestamp.secs(), w[0].timestamp.nanos())
             <= (w[1].timestamp.secs(), w[1].timestamp.nanos())));
 }
+
+#[test]
+fn extensions_only_with_the_flag() {
+    // The default language is exactly libpcap's: a set is a syntax error.
+    let plain = sift(&[
+        "filter",
+        "-r",
+        sample().to_str().unwrap(),
+        "-c",
+        "port in {22, 53}",
+    ]);
+    assert!(!plain.status.success());
+    assert!(String::from_utf8_lossy(&plain.stderr).contains("illegal character '{'"));
+    // With it, a set means the `or` of its items.
+    assert_eq!(
+        count(&["--ext"], "port in {22, 53}"),
+        count(&[], "port 22 or port 53")
+    );
+    assert_eq!(
+        count(&["--extensions"], "tcp and payload[0] = 0x16"),
+        count(
+            &[],
+            "tcp and tcp[((tcp[12] & 0xf0) >> 2)] = 0x16 and not ip6"
+        ) + count(
+            &[],
+            "ip6 and tcp and ip6[40 + ((ip6[52] & 0xf0) >> 2)] = 0x16"
+        )
+    );
+    for args in [
+        &["debug", "--ext", "ast", "payload contains nocase \"get\""][..],
+        &["debug", "--ext", "ir", "host in {10.0.0.1, 10.0.0.0/8}"],
+        &["debug", "--ext", "bytecode", "payload matches \"a+b\""],
+    ] {
+        let out = sift(args);
+        assert!(
+            out.status.success(),
+            "{args:?}: {}",
+            String::from_utf8_lossy(&out.stderr)
+        );
+    }
+    // Classic BPF cannot search payloads: an error, not a wrong program.
+    let cbpf = sift(&["compile", "--ext", "payload contains \"x\""]);
+    assert!(!cbpf.status.success());
+    assert!(String::from_utf8_lossy(&cbpf.stderr).contains("coprocessor"));
+    let other = sift(&[
+        "filter",
+        "--ext",
+        "--lang",
+        "dpf",
+        "-r",
+        "x",
+        "(12:16 == 0x0800)",
+    ]);
+    assert!(String::from_utf8_lossy(&other.stderr).contains("not dpf"));
+}

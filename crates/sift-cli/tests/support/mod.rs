@@ -411,7 +411,7 @@ pub fn model(
                         let every: u64 = action[1].parse().unwrap();
                         let seen = samples.entry((r, a)).or_insert(0);
                         *seen += 1;
-                        if (*seen - 1) % every != 0 {
+                        if !(*seen - 1).is_multiple_of(every) {
                             rows[r].sampled_out += 1;
                             continue 'rules;
                         }
