@@ -267,17 +267,17 @@ fn run(cli: Cli) -> Result<ExitCode> {
                     let ast = sift::sift_syntax::parse_with(&expr, extensions)
                         .map_err(|e| anyhow!("{}", e.render(&expr)))?;
                     match ast {
-                        Some(ast) => println!("{ast}"),
-                        None => println!("(empty: matches every packet)"),
+                        Some(ast) => emit(format_args!("{ast}\n"))?,
+                        None => emit(format_args!("(empty: matches every packet)\n"))?,
                     }
                 }
-                "ir" => print!("{}", filter()?.ir()),
-                "ir-opt" | "opt" => print!("{}", filter()?.optimized_ir()),
-                "bytecode" => print!("{}", filter()?.bytecode()),
+                "ir" => emit(format_args!("{}", filter()?.ir()))?,
+                "ir-opt" | "opt" => emit(format_args!("{}", filter()?.optimized_ir()))?,
+                "bytecode" => emit(format_args!("{}", filter()?.bytecode()))?,
                 "cbpf" => {
                     let cbpf = sift_bpf::compile(filter()?.optimized_ir())?;
                     let program = sift_bpf::Program(cbpf.insns().to_vec());
-                    print!("{}", sift_bpf::disasm::disassemble(&program));
+                    emit(format_args!("{}", sift_bpf::disasm::disassemble(&program)))?;
                 }
                 other => bail!(
                     "unknown stage {other:?} for {lang:?} (expected ast, ir, ir-opt, bytecode or cbpf)"
@@ -364,7 +364,10 @@ fn run(cli: Cli) -> Result<ExitCode> {
                     anyhow!("unknown eBPF program type {program_type:?} (socket, xdp or tc)")
                 })?;
                 let program = sift_ebpf::compile(ir, &sift_ebpf::Options::new(ty))?;
-                print!("{}", sift_ebpf::to_text(&program, "sift_filter"));
+                emit(format_args!(
+                    "{}",
+                    sift_ebpf::to_text(&program, "sift_filter")
+                ))?;
                 if let Some(path) = output {
                     std::fs::write(&path, sift_ebpf::to_elf(&program, "sift_filter")?)
                         .with_context(|| format!("cannot write {}", path.display()))?;
@@ -376,9 +379,9 @@ fn run(cli: Cli) -> Result<ExitCode> {
             }
             let program = sift_bpf::Program(sift_bpf::compile(ir)?.insns().to_vec());
             match dump {
-                0 | 1 => print!("{}", sift_bpf::disasm::disassemble(&program)),
-                2 => print!("{}", sift_bpf::numeric::to_dd(&program)),
-                _ => print!("{}", sift_bpf::numeric::to_ddd(&program)),
+                0 | 1 => emit(format_args!("{}", sift_bpf::disasm::disassemble(&program)))?,
+                2 => emit(format_args!("{}", sift_bpf::numeric::to_dd(&program)))?,
+                _ => emit(format_args!("{}", sift_bpf::numeric::to_ddd(&program)))?,
             }
             report_size_limits(program.0.len());
             Ok(ExitCode::SUCCESS)
@@ -409,6 +412,16 @@ fn run(cli: Cli) -> Result<ExitCode> {
                 engine,
             })
         }
+    }
+}
+
+/// Writes to standard output; a reader that went away (`sift debug ir ... | head`) ends the
+/// output quietly instead of failing (`print!` would panic).
+fn emit(args: std::fmt::Arguments<'_>) -> Result<()> {
+    use std::io::Write;
+    match std::io::stdout().lock().write_fmt(args) {
+        Err(e) if e.kind() != std::io::ErrorKind::BrokenPipe => Err(e.into()),
+        _ => Ok(()),
     }
 }
 

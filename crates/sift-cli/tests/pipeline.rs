@@ -283,3 +283,71 @@ fn garbage_rules_files_are_errors_not_panics() {
         run_rules_text("garbage", &text);
     }
 }
+
+#[test]
+fn captures_of_several_link_types_go_into_pcapng_not_pcap() {
+    let dir = scratch("linktypes");
+    let packets = support::capture(21, 600);
+    let ethernet = dir.join("ethernet.pcap");
+    write_pcap(&ethernet, &packets);
+    // The same packets as raw IP (link type 101): the Ethernet header dropped; ARP left out.
+    let raw: Vec<sift_capture::Record> = packets
+        .iter()
+        .filter(|r| r.data[12..14] != [0x08, 0x06])
+        .map(|r| sift_capture::Record {
+            data: r.data[14..].to_vec(),
+            wire_len: r.wire_len - 14,
+            linktype: 101,
+            ..r.clone()
+        })
+        .collect();
+    let raw_path = dir.join("raw.pcap");
+    let file = std::fs::File::create(&raw_path).unwrap();
+    let mut w =
+        sift_capture::PcapWriter::new(file, 101, 65535, sift_capture::Resolution::Micro).unwrap();
+    for r in &raw {
+        w.write_record(r).unwrap();
+    }
+    w.flush().unwrap();
+    let filter = "tcp and payload contains \"GET\"";
+    let alone = |path: &Path| filter_alone(path, filter, &dir);
+    let (from_ethernet, from_raw) = (alone(&ethernet), alone(&raw_path));
+    assert!(!from_ethernet.is_empty() && from_ethernet.len() == from_raw.len());
+
+    let rules = dir.join("r.rules");
+    std::fs::write(&rules, format!("rule get: {filter} => write get.pcapng\n")).unwrap();
+    let args = |rules: &Path| {
+        sift(&[
+            "run",
+            rules.to_str().unwrap(),
+            "-r",
+            ethernet.to_str().unwrap(),
+            "-r",
+            raw_path.to_str().unwrap(),
+            "--out-dir",
+            dir.to_str().unwrap(),
+        ])
+    };
+    let out = args(&rules);
+    assert!(
+        out.status.success(),
+        "{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    let written = records(&dir.join("get.pcapng"));
+    let linktypes: Vec<u32> = written.iter().map(|r| r.linktype).collect();
+    let mut expected = vec![1; from_ethernet.len()];
+    expected.extend(vec![101; from_raw.len()]);
+    assert_eq!(linktypes, expected);
+
+    std::fs::write(&rules, format!("rule get: {filter} => write get.pcap\n")).unwrap();
+    let out = args(&rules);
+    assert!(!out.status.success());
+    let stderr = String::from_utf8_lossy(&out.stderr);
+    assert!(
+        stderr.contains("get.pcap: a pcap file holds packets of one link type"),
+        "{stderr}"
+    );
+    // A run that fails prints no statistics.
+    assert!(out.stdout.is_empty());
+}
