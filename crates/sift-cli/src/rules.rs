@@ -577,6 +577,43 @@ mod tests {
     }
 
     #[test]
+    fn random_text_is_parsed_or_refused_without_panics() {
+        let alphabet: Vec<char> = "rule :=>,#\\\"@{}()ab0 9é\n\t.-sample truncate write tag"
+            .chars()
+            .collect();
+        let mut state = 0x9E37_79B9_7F4A_7C15u64;
+        let mut next = move || {
+            state ^= state << 13;
+            state ^= state >> 7;
+            state ^= state << 17;
+            state
+        };
+        for i in 0..20_000 {
+            let len = next() % 50;
+            let body: String = (0..len)
+                .map(|_| alphabet[(next() % alphabet.len() as u64) as usize])
+                .collect();
+            let text = if i % 2 == 0 {
+                format!("rule x: {body}")
+            } else {
+                body
+            };
+            match parse("r", &text) {
+                Ok(rules) => {
+                    for rule in &rules {
+                        let rebased = rule.rebased_filter(std::path::Path::new("/d"));
+                        for offset in 0..=rebased.text.len() + 1 {
+                            let original = rebased.original_offset(offset);
+                            rule.filter_position(original);
+                        }
+                    }
+                }
+                Err(e) => assert!(e.at.line >= 1 && e.at.column >= 1, "{text:?}"),
+            }
+        }
+    }
+
+    #[test]
     fn errors_render_with_a_caret() {
         let e = parse("x.rules", "rule a: ip => jump").unwrap_err();
         assert_eq!(
