@@ -1,4 +1,5 @@
-//! The `sift` command: tcpdump-compatible filtering of capture files, and views of each stage of
+//! The `sift` command: tcpdump-compatible filtering of capture files, pipelines of rules over
+//! them (`sift run`, see `pipeline`), and views of each stage of
 //! the compiler.
 
 use std::path::PathBuf;
@@ -13,6 +14,7 @@ mod lang;
 mod pcapng_out;
 mod pipeline;
 mod rules;
+mod set_paths;
 mod sinks;
 mod split;
 

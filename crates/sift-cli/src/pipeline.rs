@@ -19,7 +19,8 @@ use sift::{Delivery, Demux, Filter, FilterId, Matches, Options};
 use sift_capture::Record;
 
 use crate::captures;
-use crate::rules::{self, Action, Rebased, Rule, RulesError};
+use crate::rules::{self, Action, Rule, RulesError};
+use crate::set_paths::{rebased_filter, Rebased};
 use crate::sinks::{Sink, View};
 
 /// What `sift run` was asked to do.
@@ -293,7 +294,7 @@ pub fn run(req: &Request<'_>) -> Result<ExitCode> {
     let rules = rules::parse(&file, &text)?;
     check_syntax(&file, &rules)?;
     let base = req.rules.parent().unwrap_or(Path::new(""));
-    let filters: Vec<Rebased> = rules.iter().map(|r| r.rebased_filter(base)).collect();
+    let filters: Vec<Rebased> = rules.iter().map(|r| rebased_filter(r, base)).collect();
     if let Some(dir) = req.out_dir {
         std::fs::create_dir_all(dir).with_context(|| format!("creating {}", dir.display()))?;
     }

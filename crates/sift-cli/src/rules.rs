@@ -65,71 +65,6 @@ impl Rule {
     }
 }
 
-/// A rule's filter as compiled: relative set files (`@FILE`) made relative to the rules
-/// file's directory, with the edits that did it so offsets map back to the filter as written.
-#[derive(Clone, Debug, PartialEq, Eq)]
-pub struct Rebased {
-    pub text: String,
-    /// `(start, end)` of each replaced `@FILE` in `text`, then in the filter as written.
-    edits: Vec<((usize, usize), (usize, usize))>,
-}
-
-impl Rebased {
-    /// The offset in the filter as written of byte `offset` of `text`.
-    pub fn original_offset(&self, offset: usize) -> usize {
-        let mut delta: isize = 0;
-        for &((new_start, new_end), (old_start, old_end)) in &self.edits {
-            if offset < new_start {
-                break;
-            }
-            if offset < new_end {
-                return old_start;
-            }
-            delta = old_end as isize - new_end as isize;
-        }
-        offset.saturating_add_signed(delta)
-    }
-}
-
-impl Rule {
-    /// The filter with each relative `@FILE` (a set file, read when the filter is compiled)
-    /// resolved against `base`, the rules file's directory. `@` occurs nowhere else in the
-    /// language outside strings; the name ends as the lexer ends it, at white space or a
-    /// parenthesis. A path that the lexer could not read back unchanged is left as written.
-    pub fn rebased_filter(&self, base: &std::path::Path) -> Rebased {
-        let ends_name = |c: char| c.is_whitespace() || c == '(' || c == ')';
-        let mut text = String::with_capacity(self.filter.len());
-        let mut edits = Vec::new();
-        let mut copied = 0;
-        let ats: Vec<usize> = Scanner { text: &self.filter }
-            .outside()
-            .filter(|&(_, c)| c == '@')
-            .map(|(i, _)| i)
-            .collect();
-        for at in ats {
-            if at < copied {
-                continue;
-            }
-            let rest = &self.filter[at + 1..];
-            let end = at + 1 + rest.find(ends_name).unwrap_or(rest.len());
-            let name = std::path::Path::new(&self.filter[at + 1..end]);
-            let joined = base.join(name);
-            let Some(joined) = joined.to_str().filter(|j| {
-                name.is_relative() && !name.as_os_str().is_empty() && !j.contains(ends_name)
-            }) else {
-                continue;
-            };
-            text.push_str(&self.filter[copied..at + 1]);
-            let new_start = text.len() - 1;
-            text.push_str(joined);
-            edits.push(((new_start, text.len()), (at, end)));
-            copied = end;
-        }
-        text.push_str(&self.filter[copied..]);
-        Rebased { text, edits }
-    }
-}
-
 /// A place in the rules file: 1-based line and column (columns count characters), with the
 /// line's text for showing it.
 #[derive(Clone, Debug, PartialEq, Eq)]
@@ -207,14 +142,14 @@ impl LogicalLine {
 }
 
 /// Where each byte of `text` is: outside strings, `#` and the separators count.
-struct Scanner<'a> {
-    text: &'a str,
+pub(crate) struct Scanner<'a> {
+    pub(crate) text: &'a str,
 }
 
 impl Scanner<'_> {
     /// Byte offsets of the characters outside double-quoted strings (a `\` inside a string
     /// escapes the next character).
-    fn outside(&self) -> impl Iterator<Item = (usize, char)> + '_ {
+    pub(crate) fn outside(&self) -> impl Iterator<Item = (usize, char)> + '_ {
         let mut in_string = false;
         let mut escaped = false;
         self.text.char_indices().filter(move |&(_, c)| {
@@ -551,32 +486,6 @@ mod tests {
     }
 
     #[test]
-    fn set_files_are_relative_to_the_rules_file() {
-        let rules = parse(
-            "r",
-            "rule a: host in @bad.txt and payload contains \"@x\" or port in @/abs/p(\n\
-             rule b: tcp\n",
-        )
-        .unwrap();
-        let rebased = rules[0].rebased_filter(std::path::Path::new("/etc/rules"));
-        assert_eq!(
-            rebased.text,
-            "host in @/etc/rules/bad.txt and payload contains \"@x\" or port in @/abs/p("
-        );
-        let and_now = rebased.text.find(" and").unwrap();
-        assert_eq!(
-            rebased.original_offset(and_now),
-            rules[0].filter.find(" and").unwrap()
-        );
-        assert_eq!(rebased.original_offset(12), 8);
-        assert_eq!(rebased.original_offset(3), 3);
-        assert_eq!(
-            rules[1].rebased_filter(std::path::Path::new("d")).text,
-            "tcp"
-        );
-    }
-
-    #[test]
     fn random_text_is_parsed_or_refused_without_panics() {
         let alphabet: Vec<char> = "rule :=>,#\\\"@{}()ab0 9é\n\t.-sample truncate write tag"
             .chars()
@@ -601,7 +510,8 @@ mod tests {
             match parse("r", &text) {
                 Ok(rules) => {
                     for rule in &rules {
-                        let rebased = rule.rebased_filter(std::path::Path::new("/d"));
+                        let rebased =
+                            crate::set_paths::rebased_filter(rule, std::path::Path::new("/d"));
                         for offset in 0..=rebased.text.len() + 1 {
                             let original = rebased.original_offset(offset);
                             rule.filter_position(original);
