@@ -1,6 +1,5 @@
 //! The `sift` command: tcpdump-compatible filtering of capture files, pipelines of rules over
-//! them (`sift run`, see `pipeline`), and views of each stage of
-//! the compiler.
+//! them (`sift run`, see `pipeline`), and views of each stage of the compiler.
 
 use std::path::PathBuf;
 use std::process::ExitCode;
