@@ -164,20 +164,43 @@ impl Code {
         self.single as usize
     }
 
+    /// Small enough to be inlined into callers (as before calls existed): programs without
+    /// calls pay one test of `calls`.
+    #[inline]
     pub(crate) fn run(&self, packet: &[u8], wire_len: u32) -> u32 {
-        let (data, len) = (packet.as_ptr(), packet.len() as u64);
-        let Some((coprocessors, searches)) = &self.calls else {
+        match &self.calls {
             // SAFETY: the code reads only `packet[..packet.len()]` and the tables `self` owns
             // (see the module docs), and `self` keeps the code mapped for the duration of the
             // call. A program without calls never uses the null context.
-            return unsafe { (self.single)(data, len, wire_len, std::ptr::null_mut()) };
-        };
-        calls::with_context(coprocessors, *searches, |ctx| {
-            if *searches {
+            None => unsafe {
+                (self.single)(
+                    packet.as_ptr(),
+                    packet.len() as u64,
+                    wire_len,
+                    std::ptr::null_mut(),
+                )
+            },
+            Some((coprocessors, searches)) => {
+                self.run_with_calls(coprocessors, *searches, packet, wire_len)
+            }
+        }
+    }
+
+    #[inline(never)]
+    fn run_with_calls(
+        &self,
+        coprocessors: &Coprocessors,
+        searches: bool,
+        packet: &[u8],
+        wire_len: u32,
+    ) -> u32 {
+        let (data, len) = (packet.as_ptr(), packet.len() as u64);
+        calls::with_context(coprocessors, searches, |ctx| {
+            if searches {
                 ctx.next_packet();
             }
-            // SAFETY: as above; the context lives on this stack frame for the whole call and
-            // is used by nothing else meanwhile (the helpers get it from the code).
+            // SAFETY: as in `run`; the context lives on this stack frame for the whole call
+            // and is used by nothing else meanwhile (the helpers get it from the code).
             unsafe { (self.single)(data, len, wire_len, context_pointer(ctx)) }
         })
     }

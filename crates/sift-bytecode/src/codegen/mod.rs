@@ -209,7 +209,8 @@ impl Emitter<'_> {
         let f = self.f;
         match *f.inst(v) {
             Inst::Const(_) | Inst::Param(_) => {}
-            // Calls are pure and never reject: a dead one gets no code.
+            // Calls are pure and never reject: a dead one gets no code (not even its operands).
+            Inst::Contains { .. } | Inst::Member { .. } if self.loc(v).is_none() => {}
             Inst::Contains {
                 set,
                 pattern,
@@ -224,9 +225,6 @@ impl Emitter<'_> {
                 });
             }
             Inst::Member { set, ref key } => {
-                if self.loc(v).is_none() {
-                    return;
-                }
                 let temps = self.key_temps;
                 let regs: Vec<Reg> = key
                     .iter()
