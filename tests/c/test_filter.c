@@ -95,7 +95,9 @@ static void extensions(void) {
     CHECK(sift_filter_run(f, pkt, 67, 67) == 262144, "payload match rejected");
     pkt[37] = 0;
     CHECK(sift_filter_run(f, pkt, 67, 67) == 0, "port outside the set accepted");
+    pkt[36] = 0;
     pkt[37] = 22;
+    CHECK(sift_filter_run(f, pkt, 67, 67) == 262144, "port 22 rejected");
     CHECK(sift_filter_run(f, pkt, 62, 67) == 0, "pattern beyond the capture accepted");
     sift_filter_free(f);
     sift_demux *d = sift_demux_new_flags(1, SIFT_EXTENSIONS);
