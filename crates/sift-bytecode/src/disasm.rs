@@ -23,8 +23,6 @@
 
 use std::fmt;
 
-use sift_ir::{KeyWidth, Pattern};
-
 use crate::insn::{Insn, Operand, Program, Reg};
 
 impl fmt::Display for Reg {
@@ -149,68 +147,13 @@ pub(crate) fn write_insn(
     }
 }
 
-/// Writes bytes as a quoted string in which `\xNN` is the only escape.
-pub(crate) fn write_quoted(f: &mut impl fmt::Write, bytes: &[u8]) -> fmt::Result {
-    f.write_char('"')?;
-    for &b in bytes {
-        if (0x20..0x7f).contains(&b) && !matches!(b, b'"' | b'\\' | b';') {
-            f.write_char(char::from(b))?;
-        } else {
-            write!(f, "\\x{b:02x}")?;
-        }
-    }
-    f.write_char('"')
-}
-
-/// The `.pattern` and `.set` lines of a program.
-fn write_coprocessor_tables(f: &mut fmt::Formatter<'_>, p: &Program) -> fmt::Result {
-    for (i, set) in p.patterns.iter().enumerate() {
-        if set.is_empty() {
-            writeln!(f, ".pattern p{i}")?;
-        }
-        for pattern in set.patterns() {
-            write!(f, ".pattern p{i} = ")?;
-            match pattern {
-                Pattern::Literal { bytes, nocase } => {
-                    if *nocase {
-                        f.write_str("nocase ")?;
-                    }
-                    write_quoted(f, bytes)?;
-                }
-                Pattern::Regex(re) => {
-                    f.write_str("regex ")?;
-                    write_quoted(f, re.as_bytes())?;
-                }
-            }
-            writeln!(f)?;
-        }
-    }
-    for (i, set) in p.sets.iter().enumerate() {
-        let width = match set.width() {
-            KeyWidth::W32 => 32,
-            KeyWidth::W128 => 128,
-        };
-        write!(f, ".set s{i} w{width} =")?;
-        for (j, &(lo, hi)) in set.ranges().iter().enumerate() {
-            let sep = if j == 0 { " " } else { ", " };
-            if lo == hi {
-                write!(f, "{sep}{lo:#x}")?;
-            } else {
-                write!(f, "{sep}{lo:#x}-{hi:#x}")?;
-            }
-        }
-        writeln!(f)?;
-    }
-    Ok(())
-}
-
 impl fmt::Display for Program {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
         let n = self.code.len();
         if self.scratch_words != 0 {
             writeln!(f, ".scratch {}", self.scratch_words)?;
         }
-        write_coprocessor_tables(f, self)?;
+        sift_ir::write_tables(f, &self.patterns, &self.sets, ".")?;
         let labels = labelled(self);
         for (i, insn) in self.code.iter().enumerate() {
             if labels[i] {

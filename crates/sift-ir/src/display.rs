@@ -18,7 +18,9 @@
 
 use std::fmt;
 
-use crate::coproc::{KeyWidth, Pattern};
+use std::sync::Arc;
+
+use crate::coproc::{KeyWidth, Pattern, PatternSet, ValueSet};
 use crate::function::{BinOp, CmpOp, Function, Inst, LoadSize, Target, Terminator};
 
 impl BinOp {
@@ -113,55 +115,72 @@ impl fmt::Display for TargetDisplay<'_> {
 }
 
 /// Writes bytes as a quoted string: printable ASCII as is, except `"`, `\\` and `;` (the text
-/// form's comment character), which are escaped as `\xNN` like every other byte.
-fn write_quoted(f: &mut fmt::Formatter<'_>, bytes: &[u8]) -> fmt::Result {
-    write!(f, "\"")?;
+/// forms' comment character), which are escaped as `\xNN` like every other byte.
+fn write_quoted(f: &mut impl fmt::Write, bytes: &[u8]) -> fmt::Result {
+    f.write_char('"')?;
     for &b in bytes {
         if (0x20..0x7f).contains(&b) && !matches!(b, b'"' | b'\\' | b';') {
-            write!(f, "{}", b as char)?;
+            f.write_char(char::from(b))?;
         } else {
             write!(f, "\\x{b:02x}")?;
         }
     }
-    write!(f, "\"")
+    f.write_char('"')
 }
 
-impl fmt::Display for Function {
-    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
-        for (i, set) in self.patterns.iter().enumerate() {
-            for p in set.patterns() {
-                write!(f, "pattern p{i} = ")?;
-                match p {
-                    Pattern::Literal { bytes, nocase } => {
-                        if *nocase {
-                            write!(f, "nocase ")?;
-                        }
-                        write_quoted(f, bytes)?;
-                    }
-                    Pattern::Regex(re) => {
-                        write!(f, "regex ")?;
-                        write_quoted(f, re.as_bytes())?;
-                    }
-                }
-                writeln!(f)?;
-            }
+/// Writes coprocessor tables in the text form the IR and the bytecode share, one line per
+/// pattern (`{directive}pattern pN = [nocase |regex ]"..."`; a bare `pattern pN` for an empty
+/// pattern set) and per value set (`{directive}set sN wW = lo-hi, ...`). `directive` is what
+/// precedes the keyword (`.` in the bytecode's assembler).
+pub fn write_tables(
+    f: &mut impl fmt::Write,
+    patterns: &[Arc<PatternSet>],
+    sets: &[Arc<ValueSet>],
+    directive: &str,
+) -> fmt::Result {
+    for (i, set) in patterns.iter().enumerate() {
+        if set.is_empty() {
+            writeln!(f, "{directive}pattern p{i}")?;
         }
-        for (i, set) in self.sets.iter().enumerate() {
-            let width = match set.width() {
-                KeyWidth::W32 => 32,
-                KeyWidth::W128 => 128,
-            };
-            write!(f, "set s{i} w{width} =")?;
-            for (j, &(lo, hi)) in set.ranges().iter().enumerate() {
-                let sep = if j == 0 { " " } else { ", " };
-                if lo == hi {
-                    write!(f, "{sep}{lo:#x}")?;
-                } else {
-                    write!(f, "{sep}{lo:#x}-{hi:#x}")?;
+        for p in set.patterns() {
+            write!(f, "{directive}pattern p{i} = ")?;
+            match p {
+                Pattern::Literal { bytes, nocase } => {
+                    if *nocase {
+                        f.write_str("nocase ")?;
+                    }
+                    write_quoted(f, bytes)?;
+                }
+                Pattern::Regex(re) => {
+                    f.write_str("regex ")?;
+                    write_quoted(f, re.as_bytes())?;
                 }
             }
             writeln!(f)?;
         }
+    }
+    for (i, set) in sets.iter().enumerate() {
+        let width = match set.width() {
+            KeyWidth::W32 => 32,
+            KeyWidth::W128 => 128,
+        };
+        write!(f, "{directive}set s{i} w{width} =")?;
+        for (j, &(lo, hi)) in set.ranges().iter().enumerate() {
+            let sep = if j == 0 { " " } else { ", " };
+            if lo == hi {
+                write!(f, "{sep}{lo:#x}")?;
+            } else {
+                write!(f, "{sep}{lo:#x}-{hi:#x}")?;
+            }
+        }
+        writeln!(f)?;
+    }
+    Ok(())
+}
+
+impl fmt::Display for Function {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        write_tables(f, &self.patterns, &self.sets, "")?;
         for (i, block) in self.blocks.iter().enumerate() {
             write!(f, "block{i}")?;
             if !block.params.is_empty() {

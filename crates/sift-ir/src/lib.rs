@@ -31,6 +31,7 @@ mod parse;
 pub mod verify;
 
 pub use coproc::{KeyWidth, Pattern, PatternError, PatternSet, ValueSet};
+pub use display::write_tables;
 pub use function::{
     BinOp, Block, BlockData, CmpOp, Function, Inst, LoadSize, Target, Terminator, Value,
 };

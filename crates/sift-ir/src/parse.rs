@@ -132,7 +132,18 @@ pub fn parse_function(text: &str) -> Result<Function, ParseError> {
 /// what kind of line it was, or `None` for any other line.
 fn parse_table_line(f: &mut Function, line: &str) -> Result<Option<&'static str>, String> {
     let Some((head, body)) = line.split_once('=') else {
-        return Ok(None);
+        // `pattern pN`: an empty pattern set.
+        return match line.split_whitespace().collect::<Vec<_>>()[..] {
+            ["pattern", name] => {
+                let i = table_index(name, 'p', f.patterns.len())?;
+                if i != f.patterns.len() {
+                    return Err(format!("pattern set {name} declared after its patterns"));
+                }
+                f.patterns.push(Arc::new(PatternSet::new()));
+                Ok(Some("pattern"))
+            }
+            _ => Ok(None),
+        };
     };
     let mut words = head.split_whitespace();
     let (kind, name) = (words.next(), words.next());
