@@ -18,27 +18,10 @@ use std::time::{Duration, Instant};
 
 use sift_coproc::{Coprocessors, Memo};
 use sift_ir::{Pattern, PatternSet};
+use sift_testgen::Rng;
 
 const DATA_BYTES: usize = 64 << 20;
 const PACKET_BYTES: usize = 1500;
-
-struct Rng(u64);
-
-impl Rng {
-    fn next(&mut self) -> u64 {
-        self.0 = self.0.wrapping_add(0x9e37_79b9_7f4a_7c15);
-        let mut z = self.0;
-        z = (z ^ (z >> 30)).wrapping_mul(0xbf58_476d_1ce4_e5b9);
-        z = (z ^ (z >> 27)).wrapping_mul(0x94d0_49bb_1331_11eb);
-        z ^ (z >> 31)
-    }
-    fn below(&mut self, n: usize) -> usize {
-        (self.next() % n as u64) as usize
-    }
-    fn pick<'a>(&mut self, items: &[&'a str]) -> &'a str {
-        items[self.below(items.len())]
-    }
-}
 
 const WORDS: &[&str] = &[
     "index",
@@ -113,50 +96,50 @@ const TLDS: &[&str] = &["com", "net", "org", "io", "de"];
 
 /// Deterministic protocol-like traffic of `len` bytes.
 pub fn synthetic_traffic(len: usize) -> Vec<u8> {
-    let mut rng = Rng(0x5eed);
+    let mut rng = Rng::new(0x5eed);
     let mut out = String::with_capacity(len + 4096);
     let mut binary = Vec::new();
     let mut data = Vec::with_capacity(len + 4096);
     while data.len() < len {
         out.clear();
-        match rng.below(10) {
+        match rng.index(10) {
             0..=3 => {
-                let (a, b, c) = (rng.pick(WORDS), rng.pick(WORDS), rng.pick(WORDS));
-                let n = rng.below(100_000);
+                let (a, b, c) = (*rng.pick(WORDS), *rng.pick(WORDS), *rng.pick(WORDS));
+                let n = rng.index(100_000);
                 out += &format!("GET /{a}/{b}?{c}={n} HTTP/1.1\r\n");
                 out += &format!(
                     "Host: {}.{}.{}\r\n",
-                    rng.pick(WORDS),
-                    rng.pick(WORDS),
-                    rng.pick(TLDS)
+                    *rng.pick(WORDS),
+                    *rng.pick(WORDS),
+                    *rng.pick(TLDS)
                 );
                 out += &format!(
                     "User-Agent: {}/5.0 ({}; {})\r\n",
-                    rng.pick(WORDS),
-                    rng.pick(WORDS),
-                    rng.pick(WORDS)
+                    *rng.pick(WORDS),
+                    *rng.pick(WORDS),
+                    *rng.pick(WORDS)
                 );
                 out += &format!(
                     "Accept-Encoding: {}, {}\r\nCookie: {}={:x}\r\n\r\n",
-                    rng.pick(WORDS),
-                    rng.pick(WORDS),
-                    rng.pick(WORDS),
-                    rng.next()
+                    *rng.pick(WORDS),
+                    *rng.pick(WORDS),
+                    *rng.pick(WORDS),
+                    rng.next_u64()
                 );
             }
             4..=6 => {
                 out += &format!(
                     "HTTP/1.1 200 OK\r\nContent-Type: {}/{}; charset=utf-8\r\n",
-                    rng.pick(WORDS),
-                    rng.pick(WORDS)
+                    *rng.pick(WORDS),
+                    *rng.pick(WORDS)
                 );
-                out += &format!("Content-Length: {}\r\n\r\n{{", rng.below(10_000));
-                for _ in 0..rng.below(12) {
+                out += &format!("Content-Length: {}\r\n\r\n{{", rng.index(10_000));
+                for _ in 0..rng.index(12) {
                     out += &format!(
                         "\"{}\": \"{} {}\", ",
-                        rng.pick(WORDS),
-                        rng.pick(WORDS),
-                        rng.pick(WORDS)
+                        *rng.pick(WORDS),
+                        *rng.pick(WORDS),
+                        *rng.pick(WORDS)
                     );
                 }
                 out += "}\n";
@@ -165,15 +148,15 @@ pub fn synthetic_traffic(len: usize) -> Vec<u8> {
                 for _ in 0..4 {
                     out += &format!(
                         "{}.{}.{} ",
-                        rng.pick(WORDS),
-                        rng.pick(WORDS),
-                        rng.pick(TLDS)
+                        *rng.pick(WORDS),
+                        *rng.pick(WORDS),
+                        *rng.pick(TLDS)
                     );
                 }
             }
             _ => {
                 binary.clear();
-                binary.extend((0..200).map(|_| rng.next() as u8));
+                binary.extend((0..200).map(|_| rng.next_u64() as u8));
                 data.extend_from_slice(&binary);
                 continue;
             }
@@ -191,14 +174,14 @@ const SYLLABLES: &[&str] = &[
 
 /// `count` distinct pseudo-random protocol-like words of 4 to 16 bytes.
 pub fn patterns(count: usize) -> Vec<Vec<u8>> {
-    let mut rng = Rng(count as u64);
+    let mut rng = Rng::new(count as u64);
     let mut seen = std::collections::HashSet::new();
     let mut out = Vec::with_capacity(count);
     while out.len() < count {
-        let target = 4 + rng.below(13);
+        let target = 4 + rng.index(13);
         let mut word = String::new();
         while word.len() < target {
-            word += rng.pick(SYLLABLES);
+            word += *rng.pick(SYLLABLES);
         }
         word.truncate(target);
         if seen.insert(word.clone()) {

@@ -13,26 +13,12 @@ use std::time::{Duration, Instant};
 
 use sift_coproc::Coprocessors;
 use sift_ir::{KeyWidth, ValueSet};
-
-struct Rng(u64);
-
-impl Rng {
-    fn next(&mut self) -> u64 {
-        self.0 = self.0.wrapping_add(0x9e37_79b9_7f4a_7c15);
-        let mut z = self.0;
-        z = (z ^ (z >> 30)).wrapping_mul(0xbf58_476d_1ce4_e5b9);
-        z = (z ^ (z >> 27)).wrapping_mul(0x94d0_49bb_1331_11eb);
-        z ^ (z >> 31)
-    }
-    fn below(&mut self, n: u64) -> u64 {
-        self.next() % n
-    }
-}
+use sift_testgen::Rng;
 
 fn ipv4_mix(rng: &mut Rng, entries: usize) -> Vec<(u128, u128)> {
     (0..entries)
         .map(|_| {
-            let addr = rng.next() as u32;
+            let addr = rng.next_u64() as u32;
             if rng.below(10) == 0 {
                 let len = match rng.below(10) {
                     0 => 16 + rng.below(8) as u32,
@@ -68,9 +54,9 @@ fn keys(rng: &mut Rng, set: &ValueSet, max: u32) -> Vec<u32> {
         .map(|i| {
             if i % 2 == 0 {
                 let (lo, hi) = ranges[rng.below(ranges.len() as u64) as usize];
-                (lo + u128::from(rng.next()) % (hi - lo + 1)) as u32
+                (lo + u128::from(rng.next_u64()) % (hi - lo + 1)) as u32
             } else {
-                (rng.next() as u32) % max.saturating_add(1).max(max)
+                (rng.next_u64() as u32) % max.saturating_add(1).max(max)
             }
         })
         .collect()
@@ -95,7 +81,7 @@ fn best_of_3(mut run: impl FnMut()) -> Duration {
 type Case = (String, Vec<(u128, u128)>, u32);
 
 fn main() {
-    let mut rng = Rng(42);
+    let mut rng = Rng::new(42);
     let mut cases: Vec<Case> = [10usize, 1_000, 100_000, 1_000_000]
         .into_iter()
         .map(|n| {

@@ -5,30 +5,12 @@ use std::sync::Arc;
 
 use sift_coproc::{Coprocessors, Memo};
 use sift_ir::{KeyWidth, Pattern, PatternSet, ValueSet};
+use sift_testgen::Rng;
 
 /// SplitMix64: a small deterministic generator, so every failure replays from its seed.
-struct Rng(u64);
-
-impl Rng {
-    fn next(&mut self) -> u64 {
-        self.0 = self.0.wrapping_add(0x9e37_79b9_7f4a_7c15);
-        let mut z = self.0;
-        z = (z ^ (z >> 30)).wrapping_mul(0xbf58_476d_1ce4_e5b9);
-        z = (z ^ (z >> 27)).wrapping_mul(0x94d0_49bb_1331_11eb);
-        z ^ (z >> 31)
-    }
-    fn below(&mut self, n: u64) -> u64 {
-        self.next() % n
-    }
-    fn chance(&mut self, percent: u64) -> bool {
-        self.below(100) < percent
-    }
-    fn pick<'a, T>(&mut self, items: &'a [T]) -> &'a T {
-        &items[self.below(items.len() as u64) as usize]
-    }
-    fn u128(&mut self) -> u128 {
-        (u128::from(self.next()) << 64) | u128::from(self.next())
-    }
+/// A random 128-bit number.
+fn u128_of(rng: &mut Rng) -> u128 {
+    u128::from(rng.next_u64()) << 64 | u128::from(rng.next_u64())
 }
 
 /// Bytes drawn from a small alphabet (mixed case, NUL, 0xff, non-ASCII) so that random patterns
@@ -43,7 +25,7 @@ fn flip_case_randomly(rng: &mut Rng, bytes: &[u8]) -> Vec<u8> {
     bytes
         .iter()
         .map(|&b| {
-            if rng.chance(50) {
+            if rng.chance(50, 100) {
                 b.to_ascii_uppercase()
             } else {
                 b.to_ascii_lowercase()
@@ -78,7 +60,7 @@ fn random_pattern_set(rng: &mut Rng, size: usize) -> PatternSet {
                 let b = a + 1 + rng.below((base.len() - a) as u64) as usize;
                 Pattern::Literal {
                     bytes: base[a..b].to_vec(),
-                    nocase: rng.chance(30),
+                    nocase: rng.chance(30, 100),
                 }
             }
             2 => Pattern::Regex(rng.pick(REGEXES).to_string()),
@@ -86,7 +68,7 @@ fn random_pattern_set(rng: &mut Rng, size: usize) -> PatternSet {
                 let len = 1 + rng.below(6) as usize;
                 Pattern::Literal {
                     bytes: random_bytes(rng, len),
-                    nocase: rng.chance(30),
+                    nocase: rng.chance(30, 100),
                 }
             }
         };
@@ -118,7 +100,7 @@ fn random_payload(rng: &mut Rng, set: &PatternSet) -> Vec<u8> {
 
 #[test]
 fn pattern_search_matches_reference() {
-    let mut rng = Rng(1);
+    let mut rng = Rng::new(1);
     let mut memo = Memo::new();
     let mut checks = 0u64;
     let mut hits = 0u64;
@@ -169,7 +151,7 @@ fn pattern_search_matches_reference() {
 #[test]
 fn exhaustive_queries_on_small_sets() {
     // Every pattern at every start: catches a wrong bit anywhere in the result bitsets.
-    let mut rng = Rng(2);
+    let mut rng = Rng::new(2);
     let mut memo = Memo::new();
     for _ in 0..200 {
         let size = 1 + rng.below(100) as usize;
@@ -259,8 +241,8 @@ fn random_value_set(rng: &mut Rng, width: KeyWidth, count: usize) -> ValueSet {
     let max = width.max();
     let random_key = |rng: &mut Rng| match rng.below(4) {
         // Small keys so that some sets fit the small-key bitmap.
-        0 => rng.u128() % 70_000,
-        _ => rng.u128() & max,
+        0 => u128_of(rng) % 70_000,
+        _ => u128_of(rng) & max,
     };
     let shape = rng.below(6);
     let ranges: Vec<(u128, u128)> = (0..count)
@@ -278,10 +260,10 @@ fn random_value_set(rng: &mut Rng, width: KeyWidth, count: usize) -> ValueSet {
                 }
                 // An arbitrary range, narrow or wide.
                 2 => {
-                    let span = if rng.chance(50) {
-                        rng.u128() % 1000
+                    let span = if rng.chance(50, 100) {
+                        u128_of(rng) % 1000
                     } else {
-                        rng.u128() & max >> rng.below(u64::from(bits))
+                        u128_of(rng) & max >> rng.below(u64::from(bits))
                     };
                     (lo, lo.saturating_add(span).min(max))
                 }
@@ -292,7 +274,7 @@ fn random_value_set(rng: &mut Rng, width: KeyWidth, count: usize) -> ValueSet {
         })
         .collect();
     let mut set = ValueSet::new(width, ranges.clone());
-    if rng.chance(3) {
+    if rng.chance(3, 100) {
         set = ValueSet::new(width, [(0, max)]);
     } else if shape == 3 {
         // Literally adjacent ranges.
@@ -313,11 +295,11 @@ fn key_words(width: KeyWidth, key: u128) -> Vec<u32> {
 
 #[test]
 fn set_membership_matches_reference() {
-    let mut rng = Rng(3);
+    let mut rng = Rng::new(3);
     let mut checks = 0u64;
     let mut hits = 0u64;
     for round in 0..1500 {
-        let width = if rng.chance(50) {
+        let width = if rng.chance(50, 100) {
             KeyWidth::W32
         } else {
             KeyWidth::W128
@@ -332,7 +314,7 @@ fn set_membership_matches_reference() {
             keys.push(lo + (hi - lo) / 2);
         }
         for _ in 0..200 {
-            keys.push(rng.u128() & max);
+            keys.push(u128_of(&mut rng) & max);
         }
         for key in keys {
             let words = key_words(width, key);
@@ -356,7 +338,7 @@ fn set_membership_matches_reference() {
 #[test]
 fn large_sets_match_reference() {
     // Sizes where prefix tables, short-prefix bitmaps and the bisection fallback all occur.
-    let mut rng = Rng(4);
+    let mut rng = Rng::new(4);
     for (width, count) in [(KeyWidth::W32, 50_000), (KeyWidth::W128, 20_000)] {
         for _ in 0..4 {
             let set = Arc::new(random_value_set(&mut rng, width, count));
@@ -379,9 +361,9 @@ fn large_sets_match_reference() {
 #[test]
 fn keys_of_the_wrong_width_match_reference() {
     // The verifier rules these out, but the answer must still be the reference's.
-    let mut rng = Rng(5);
+    let mut rng = Rng::new(5);
     for _ in 0..200 {
-        let width = if rng.chance(50) {
+        let width = if rng.chance(50, 100) {
             KeyWidth::W32
         } else {
             KeyWidth::W128
@@ -391,7 +373,13 @@ fn keys_of_the_wrong_width_match_reference() {
         let coproc = Coprocessors::compile(&[], std::slice::from_ref(&set)).unwrap();
         for n in 0..6 {
             let words: Vec<u32> = (0..n)
-                .map(|_| if rng.chance(50) { 0 } else { rng.next() as u32 })
+                .map(|_| {
+                    if rng.chance(50, 100) {
+                        0
+                    } else {
+                        rng.next_u64() as u32
+                    }
+                })
                 .collect();
             assert_eq!(
                 coproc.member(0, &words),
@@ -405,7 +393,7 @@ fn keys_of_the_wrong_width_match_reference() {
 fn large_literal_sets_match_reference() {
     // Past 64 literals of 4+ bytes the window filter takes over (shorter literals stay with
     // the automaton): mixed case, shared prefixes, literals inside others, long payloads.
-    let mut rng = Rng(6);
+    let mut rng = Rng::new(6);
     let mut memo = Memo::new();
     let mut hits = 0u64;
     for _ in 0..60 {
@@ -414,12 +402,12 @@ fn large_literal_sets_match_reference() {
         while set.len() < size {
             let len = 4 + rng.below(8) as usize;
             let mut bytes = random_bytes(&mut rng, len);
-            if rng.chance(30) {
+            if rng.chance(30, 100) {
                 bytes.splice(0..0, b"GET /".iter().copied());
             }
             set.add(Pattern::Literal {
                 bytes,
-                nocase: rng.chance(30),
+                nocase: rng.chance(30, 100),
             })
             .unwrap();
         }
