@@ -394,9 +394,14 @@ impl Function {
         post
     }
 
-    /// Whether any instruction calls a coprocessor.
-    pub fn has_calls(&self) -> bool {
-        self.values.iter().any(Inst::is_call)
+    /// The first coprocessor call among the blocks' instructions, if any (values no block
+    /// lists, left behind by a pass, do not count).
+    pub fn first_call(&self) -> Option<Value> {
+        self.blocks
+            .iter()
+            .flat_map(|b| &b.insts)
+            .copied()
+            .find(|&v| self.inst(v).is_call())
     }
 
     /// Number of instructions (excluding parameters) over all blocks.

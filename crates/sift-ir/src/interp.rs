@@ -214,7 +214,7 @@ block2:
 ";
         let f = parse_function(text).unwrap();
         assert_eq!(parse_function(&f.to_string()).unwrap(), f);
-        assert!(f.has_calls());
+        assert_eq!(f.first_call(), Some(Value(1)));
         assert_eq!(run(text, b"\x00\x50ADMIN;"), 1);
         assert_eq!(run(text, b"\x1f\x90ADMIN;"), 1);
         assert_eq!(run(text, b"\x00\x51ADMIN;"), 0);

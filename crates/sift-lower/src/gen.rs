@@ -310,32 +310,23 @@ impl Gen {
     /// libpcap's `gen_bcmp`: compares `bytes` at `offset`, the last four bytes first.
     pub fn bcmp(&mut self, rel: OffRel, offset: u32, bytes: &[u8]) -> Cond {
         let mut size = bytes.len();
-        let mut acc: Option<Cond> = None;
-        let mut push = |g: &mut Gen, c: Cond| {
-            acc = Some(match acc.take() {
-                Some(prev) => g.and(prev, c),
-                None => c,
-            });
-        };
+        let mut conds = Vec::new();
         while size >= 4 {
             let p = &bytes[size - 4..size];
             let v = u32::from_be_bytes([p[0], p[1], p[2], p[3]]);
-            let c = self.cmp(rel, offset.wrapping_add(size as u32 - 4), LoadSize::Word, v);
-            push(self, c);
+            conds.push(self.cmp(rel, offset.wrapping_add(size as u32 - 4), LoadSize::Word, v));
             size -= 4;
         }
         while size >= 2 {
             let p = &bytes[size - 2..size];
             let v = u32::from(u16::from_be_bytes([p[0], p[1]]));
-            let c = self.cmp(rel, offset.wrapping_add(size as u32 - 2), LoadSize::Half, v);
-            push(self, c);
+            conds.push(self.cmp(rel, offset.wrapping_add(size as u32 - 2), LoadSize::Half, v));
             size -= 2;
         }
         if size > 0 {
-            let c = self.cmp(rel, offset, LoadSize::Byte, u32::from(bytes[0]));
-            push(self, c);
+            conds.push(self.cmp(rel, offset, LoadSize::Byte, u32::from(bytes[0])));
         }
-        acc.expect("bcmp of no bytes")
+        self.all(conds).expect("bcmp of no bytes")
     }
 
     /// A condition that is always true (`sense`) or always false.
@@ -367,5 +358,15 @@ impl Gen {
 
     pub fn or(&mut self, a: Cond, b: Cond) -> Cond {
         crate::cond::or(&mut self.f, a, b)
+    }
+
+    /// `a and b and ...`, left to right; `None` for no conditions.
+    pub fn all(&mut self, conds: impl IntoIterator<Item = Cond>) -> Option<Cond> {
+        conds.into_iter().reduce(|acc, c| self.and(acc, c))
+    }
+
+    /// `a or b or ...`, left to right; `None` for no conditions.
+    pub fn any(&mut self, conds: impl IntoIterator<Item = Cond>) -> Option<Cond> {
+        conds.into_iter().reduce(|acc, c| self.or(acc, c))
     }
 }

@@ -116,7 +116,7 @@ impl Gen {
                     tproto = Proto::Ip;
                     tproto6 = Proto::Ipv6;
                 }
-                let mut acc: Option<Cond> = None;
+                let mut conds = Vec::new();
                 for a in addrs {
                     let c = match a {
                         IpAddr::V4(v4) => {
@@ -132,12 +132,9 @@ impl Gen {
                             self.host6(v6.octets(), [0xff; 16], tproto6, dir, q.addr)?
                         }
                     };
-                    acc = Some(match acc {
-                        Some(prev) => self.or(prev, c),
-                        None => c,
-                    });
+                    conds.push(c);
                 }
-                acc.ok_or_else(|| {
+                self.any(conds).ok_or_else(|| {
                     let suffix = if proto == Proto::Default {
                         ""
                     } else {

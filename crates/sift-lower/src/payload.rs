@@ -25,17 +25,13 @@ use crate::proto::{IPPROTO_TCP, IPPROTO_UDP};
 
 impl Gen {
     pub fn payload(&mut self, test: &PayloadTest) -> GenResult<Cond> {
-        let mut acc: Option<Cond> = None;
+        let mut arms = Vec::with_capacity(4);
         for v6 in [false, true] {
             for proto in [IPPROTO_TCP, IPPROTO_UDP] {
-                let arm = self.payload_arm(v6, proto, test)?;
-                acc = Some(match acc {
-                    Some(prev) => self.or(prev, arm),
-                    None => arm,
-                });
+                arms.push(self.payload_arm(v6, proto, test)?);
             }
         }
-        Ok(acc.expect("four arms"))
+        Ok(self.any(arms).expect("four arms"))
     }
 
     /// The test over one network and transport protocol.
@@ -133,7 +129,7 @@ impl Gen {
     /// `bytes` at `start + offset`: the first chunk compared in `block`, each later one in a
     /// block of its own.
     fn payload_bytes(&mut self, block: Block, start: Value, offset: u32, bytes: &[u8]) -> Cond {
-        let mut acc: Option<Cond> = None;
+        let mut chunks = Vec::new();
         let mut at = 0usize;
         while at < bytes.len() {
             let size = match bytes.len() - at {
@@ -145,19 +141,16 @@ impl Gen {
             let value = bytes[at..at + n]
                 .iter()
                 .fold(0u32, |v, &b| (v << 8) | u32::from(b));
-            let b = if acc.is_none() {
+            let b = if chunks.is_empty() {
                 block
             } else {
                 self.f.create_block()
             };
-            let c = self.chunk(b, start, offset.wrapping_add(at as u32), size, value);
-            acc = Some(match acc {
-                Some(prev) => self.and(prev, c),
-                None => c,
-            });
+            chunks.push(self.chunk(b, start, offset.wrapping_add(at as u32), size, value));
             at += n;
         }
-        acc.expect("payload comparisons have at least one byte")
+        self.all(chunks)
+            .expect("payload comparisons have at least one byte")
     }
 
     fn chunk(&mut self, block: Block, start: Value, offset: u32, size: LoadSize, v: u32) -> Cond {

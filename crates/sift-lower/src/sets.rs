@@ -77,7 +77,7 @@ impl Gen {
                 g.host6([0; 16], [0xff; 16], q.proto, q.dir, q.addr)
             })?);
         }
-        Ok(self.any(conds))
+        Ok(self.any(conds).expect("a set has at least one item"))
     }
 
     /// `vlan in SET`: one VLAN tag whose ID is in the set (moving later offsets as `vlan` does).
@@ -126,13 +126,6 @@ impl Gen {
             }
         }
         Ok(ranges)
-    }
-
-    /// The `or` of `conds` in order (at least one).
-    fn any(&mut self, conds: Vec<Cond>) -> Cond {
-        let mut it = conds.into_iter();
-        let first = it.next().expect("a set has at least one item");
-        it.fold(first, |acc, c| self.or(acc, c))
     }
 }
 

@@ -73,13 +73,6 @@ impl fmt::Display for CodegenError {
 
 impl std::error::Error for CodegenError {}
 
-/// The first coprocessor call of a function, if any.
-fn first_call(func: &Function) -> Option<Value> {
-    (0..func.values.len())
-        .map(|i| Value(i as u32))
-        .find(|&v| func.inst(v).is_call())
-}
-
 /// Compiles a verified IR function into a classic BPF program returning the same value on
 /// every packet, valid under libpcap's rules (see [`compile_for`] for the kernel's).
 pub fn compile(func: &Function) -> Result<ValidProgram, CodegenError> {
@@ -92,7 +85,7 @@ pub fn compile(func: &Function) -> Result<ValidProgram, CodegenError> {
 /// one instruction per word and changes no result.
 pub fn compile_for(func: &Function, dialect: Dialect) -> Result<ValidProgram, CodegenError> {
     sift_ir::verify(func).map_err(CodegenError::InvalidIr)?;
-    if let Some(v) = first_call(func) {
+    if let Some(v) = func.first_call() {
         return Err(CodegenError::CoprocessorCall(v));
     }
     let items = select::select(func);

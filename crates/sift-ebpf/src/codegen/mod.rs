@@ -146,10 +146,7 @@ impl Machine {
 /// Compiles a verified-or-not IR function (it is verified first) to an eBPF program.
 pub fn compile(f: &Function, opts: &Options) -> Result<Program, CodegenError> {
     sift_ir::verify(f).map_err(CodegenError::InvalidIr)?;
-    if let Some(v) = (0..f.values.len() as u32)
-        .map(Value)
-        .find(|&v| f.inst(v).is_call())
-    {
+    if let Some(v) = f.first_call() {
         return Err(CodegenError::CoprocessorCall(v));
     }
     let layout = f.reverse_postorder();
