@@ -189,37 +189,36 @@ fn add_item(ranges: &mut Ranges, item: &Located, kind: ItemKind, proto: Proto) -
             }
         }
         ItemKind::Port => {
-            let (lo, hi) = match text.split_once('-') {
-                Some((a, b)) => (port_value(a, proto)?, port_value(b, proto)?),
-                None => {
-                    let p = port_value(text, proto)?;
-                    (p, p)
-                }
-            };
-            let (lo, hi) = (lo.min(hi), lo.max(hi));
-            ranges.v4.push((u128::from(lo), u128::from(hi)));
+            let range = number_range(text, |s| port_value(s, proto)).map_err(fail)?;
+            ranges.v4.push(range);
         }
         ItemKind::Vlan => {
-            let number = |s: &str| -> GenResult<u32> {
+            let vlan_id = |s: &str| -> GenResult<u32> {
                 let n: u32 = s
                     .trim()
                     .parse()
-                    .map_err(|_| fail(format!("invalid VLAN ID '{s}'")))?;
+                    .map_err(|_| format!("invalid VLAN ID '{s}'"))?;
                 if n > 0x0fff {
-                    return Err(fail(format!("VLAN tag {n} greater than maximum 4095")));
+                    return Err(format!("VLAN tag {n} greater than maximum 4095"));
                 }
                 Ok(n)
             };
-            let (lo, hi) = match text.split_once('-') {
-                Some((a, b)) => (number(a)?, number(b)?),
-                None => (number(text)?, number(text)?),
-            };
-            ranges
-                .v4
-                .push((u128::from(lo.min(hi)), u128::from(lo.max(hi))));
+            ranges.v4.push(number_range(text, vlan_id).map_err(fail)?);
         }
     }
     Ok(())
+}
+
+/// An item `a` or `a-b` (bounds in either order) as the inclusive range of their values.
+fn number_range(text: &str, value: impl Fn(&str) -> GenResult<u32>) -> GenResult<(u128, u128)> {
+    let (lo, hi) = match text.split_once('-') {
+        Some((a, b)) => (value(a)?, value(b)?),
+        None => {
+            let v = value(text)?;
+            (v, v)
+        }
+    };
+    Ok((u128::from(lo.min(hi)), u128::from(lo.max(hi))))
 }
 
 /// The addresses of `addr/bits` in a space of `width` bits, if the prefix is well formed (no
