@@ -44,7 +44,8 @@ pub struct Demux {
     extensions: bool,
 }
 
-fn options(linktype: u32, snaplen: u32, extensions: bool) -> sift::Options {
+/// Compile options for expressions given to `Filter` and `Demux`.
+pub(crate) fn options(linktype: u32, snaplen: u32, extensions: bool) -> sift::Options {
     let mut o = sift::Options::new(linktype, snaplen);
     o.extensions = extensions;
     o

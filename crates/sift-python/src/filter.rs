@@ -41,8 +41,7 @@ impl Filter {
         snaplen: u32,
         extensions: bool,
     ) -> PyResult<Self> {
-        let mut options = sift::Options::new(linktype, snaplen);
-        options.extensions = extensions;
+        let options = crate::demux::options(linktype, snaplen, extensions);
         // Compiling a long filter (thousands of hosts) takes a while; let other threads run.
         let compiled = py.detach(|| sift::Filter::compile_with(&expression, &options));
         match compiled {
