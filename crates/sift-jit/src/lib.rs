@@ -60,6 +60,7 @@ mod bounds;
 mod calls;
 mod coalesce;
 mod flow;
+pub mod key_extractor;
 mod native;
 mod table;
 mod translate;

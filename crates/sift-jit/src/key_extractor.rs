@@ -1,0 +1,678 @@
+//! Native code for the demultiplexer's key extractors (`sift-demux`).
+//!
+//! The demultiplexer groups filters that differ only in constants into *shapes* (MPF's
+//! collapse): per packet and shape it runs a few checks (ethertype, protocol, not a fragment)
+//! and packs the fields the filters compare with constants (addresses, ports) into a fixed-size
+//! key, which it then looks up in the shape's hash table. That extraction is the
+//! demultiplexer's inner loop. [`KeyProgram`] describes it as straight-line code over
+//! numbered values; [`NativeExtractor::compile`] turns it into one machine-code function
+//! `extract(packet, caplen, wire_len, key) -> accepted` with Cranelift. The table stays on the
+//! Rust side, so adding a key to a shape never touches the code.
+//!
+//! Semantics (those of the demultiplexer's interpreter, which remains the fallback where
+//! [`crate::supported`] is false): a load reads `bytes` (1, 2 or 4) big-endian at
+//! `index + offset` (computed without wrapping) and rejects the packet unless that lies within
+//! the captured bytes; a division or remainder by zero rejects; shifts by 32 or more give 0;
+//! arithmetic wraps; a check that does not hold rejects. On acceptance every key word is
+//! written (words no [`KeyStep::Key`] touches are 0); on rejection the key is unspecified.
+//!
+//! Safety: [`NativeExtractor::compile`] validates the program (operands defined before use,
+//! key words and shifts in range, load sizes 1, 2 or 4), and the generated code reads the packet
+//! only after a bounds check that covers the load (a fixed-offset load within
+//! [`KeyProgram::min_caplen`] is covered by the one check on entry), writes only the
+//! [`KEY_WORDS`] words of the key it is given, has no loops and calls nothing.
+
+#![allow(unsafe_code)]
+
+use std::fmt;
+use std::sync::Mutex;
+
+use cranelift_codegen::ir::condcodes::IntCC;
+use cranelift_codegen::ir::Value as ClifValue;
+use cranelift_codegen::ir::{types, AbiParam, Block, InstBuilder, MemFlagsData, UserFuncName};
+use cranelift_frontend::{FunctionBuilder, FunctionBuilderContext};
+use cranelift_jit::{JITBuilder, JITModule};
+use cranelift_module::{default_libcall_names, Linkage, Module};
+
+use crate::native::host_isa;
+use crate::JitError;
+
+/// Words in a key (enough for an IPv6 4-tuple with its ethertype and next header).
+pub const KEY_WORDS: usize = 6;
+
+/// A binary operation on 32-bit values.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
+pub enum KeyOp {
+    Add,
+    Sub,
+    Mul,
+    Div,
+    Mod,
+    And,
+    Or,
+    Xor,
+    Shl,
+    Shr,
+}
+
+/// A comparison a check makes (unsigned; `Set`: `a & b != 0`, `Clear`: `a & b == 0`).
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
+pub enum KeyRel {
+    Eq,
+    Ne,
+    Gt,
+    Ge,
+    Lt,
+    Le,
+    Set,
+    Clear,
+}
+
+/// One step of a [`KeyProgram`]. The steps that compute a value (`Const` to `Neg`) define the
+/// program's values in order: the first defines value 0, the next value 1, and so on; operands
+/// name values defined earlier.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
+pub enum KeyStep {
+    Const(u32),
+    WireLen,
+    /// `bytes` big-endian at `index + offset` (`index`: a value, or none for 0).
+    Load {
+        index: Option<u32>,
+        offset: u32,
+        bytes: u8,
+    },
+    Bin {
+        op: KeyOp,
+        a: u32,
+        b: u32,
+    },
+    BinK {
+        op: KeyOp,
+        a: u32,
+        k: u32,
+    },
+    Neg(u32),
+    /// Rejects unless `value[a] rel k`.
+    Check {
+        rel: KeyRel,
+        a: u32,
+        k: u32,
+    },
+    /// Rejects unless `value[a] rel value[b]`.
+    CheckValues {
+        rel: KeyRel,
+        a: u32,
+        b: u32,
+    },
+    /// `key[word] |= u64::from(value[a]) << shift`.
+    Key {
+        a: u32,
+        word: u8,
+        shift: u8,
+    },
+}
+
+/// Straight-line key extraction: an entry check on the captured length, then the steps.
+#[derive(Clone, Debug, Default, PartialEq, Eq)]
+pub struct KeyProgram {
+    /// Packets with fewer captured bytes are rejected before any step runs.
+    pub min_caplen: u64,
+    pub steps: Vec<KeyStep>,
+}
+
+/// Why a [`KeyProgram`] is malformed (the step's position and what is wrong with it).
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct KeyProgramError {
+    pub step: usize,
+    pub problem: &'static str,
+}
+
+impl fmt::Display for KeyProgramError {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        write!(f, "key program step {}: {}", self.step, self.problem)
+    }
+}
+
+impl std::error::Error for KeyProgramError {}
+
+impl KeyProgram {
+    /// Checks what the code generator relies on.
+    pub fn validate(&self) -> Result<(), KeyProgramError> {
+        let mut defined: u64 = 0;
+        for (i, step) in self.steps.iter().enumerate() {
+            let fail = |problem| Err(KeyProgramError { step: i, problem });
+            let operand_ok = |v: u32| u64::from(v) < defined;
+            let ok = match *step {
+                KeyStep::Const(_) | KeyStep::WireLen => true,
+                KeyStep::Load { index, bytes, .. } => {
+                    if !matches!(bytes, 1 | 2 | 4) {
+                        return fail("load size is not 1, 2 or 4");
+                    }
+                    index.is_none_or(operand_ok)
+                }
+                KeyStep::Bin { a, b, .. } | KeyStep::CheckValues { a, b, .. } => {
+                    operand_ok(a) && operand_ok(b)
+                }
+                KeyStep::BinK { a, .. } | KeyStep::Neg(a) | KeyStep::Check { a, .. } => {
+                    operand_ok(a)
+                }
+                KeyStep::Key { a, word, shift } => {
+                    if usize::from(word) >= KEY_WORDS || shift >= 64 {
+                        return fail("key word or shift out of range");
+                    }
+                    operand_ok(a)
+                }
+            };
+            if !ok {
+                return fail("operand not defined by an earlier step");
+            }
+            if defines_value(step) {
+                defined += 1;
+            }
+        }
+        Ok(())
+    }
+}
+
+fn defines_value(step: &KeyStep) -> bool {
+    !matches!(
+        step,
+        KeyStep::Check { .. } | KeyStep::CheckValues { .. } | KeyStep::Key { .. }
+    )
+}
+
+/// `(packet, caplen, wire_len, key) -> 1 accepted / 0 rejected`.
+type ExtractFn = unsafe extern "C" fn(*const u8, u64, u32, *mut u64) -> u32;
+
+/// A [`KeyProgram`] compiled to machine code. Immutable and `Send + Sync`; frees its code when
+/// dropped.
+pub struct NativeExtractor {
+    function: ExtractFn,
+    /// Only taken out in `Drop`; the mutex makes the module (which is `Send`) shareable.
+    module: Mutex<Option<JITModule>>,
+}
+
+impl fmt::Debug for NativeExtractor {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.debug_struct("NativeExtractor")
+            .field("address", &format_args!("{:#x}", self.function as usize))
+            .finish_non_exhaustive()
+    }
+}
+
+impl NativeExtractor {
+    /// Compiles `program`; [`JitError::Unsupported`] where the host cannot run generated code,
+    /// [`JitError::Codegen`] for a malformed program (see [`KeyProgram::validate`]).
+    pub fn compile(program: &KeyProgram) -> Result<NativeExtractor, JitError> {
+        program
+            .validate()
+            .map_err(|e| JitError::Codegen(e.to_string()))?;
+        let isa = host_isa()?;
+        let mut module = JITModule::new(JITBuilder::with_isa(isa, default_libcall_names()));
+        let mut ctx = module.make_context();
+        let mut fctx = FunctionBuilderContext::new();
+        let mut sig = module.make_signature();
+        sig.params.push(AbiParam::new(types::I64));
+        sig.params.push(AbiParam::new(types::I64));
+        sig.params.push(AbiParam::new(types::I32));
+        sig.params.push(AbiParam::new(types::I64));
+        sig.returns.push(AbiParam::new(types::I32));
+        let id = module
+            .declare_function("extract_key", Linkage::Local, &sig)
+            .map_err(|e| JitError::Codegen(e.to_string()))?;
+        ctx.func.signature = sig;
+        ctx.func.name = UserFuncName::user(0, id.as_u32());
+        {
+            let mut b = FunctionBuilder::new(&mut ctx.func, &mut fctx);
+            emit(&mut b, program);
+            b.finalize(module.target_config());
+        }
+        module
+            .define_function(id, &mut ctx)
+            .map_err(|e| JitError::Codegen(format!("{e:?}")))?;
+        module.clear_context(&mut ctx);
+        module
+            .finalize_definitions()
+            .map_err(|e| JitError::Codegen(e.to_string()))?;
+        let address = module.get_finalized_function(id);
+        // SAFETY: Cranelift just compiled and mapped this function with exactly this signature
+        // in the host's default (C) calling convention; it stays mapped until `Drop` frees the
+        // module.
+        let function = unsafe { std::mem::transmute::<*const u8, ExtractFn>(address) };
+        Ok(NativeExtractor {
+            function,
+            module: Mutex::new(Some(module)),
+        })
+    }
+
+    /// Runs the checks on a packet (`packet`: the captured bytes) and, if they hold, writes its
+    /// key and returns `true`.
+    #[inline]
+    pub fn extract(&self, packet: &[u8], wire_len: u32, key: &mut [u64; KEY_WORDS]) -> bool {
+        // SAFETY: the code reads only `packet[..packet.len()]` (every load is bounds-checked
+        // against the length passed here, see the module docs) and writes only the
+        // `KEY_WORDS` words of `key`; `self` keeps the code mapped for the call.
+        unsafe {
+            (self.function)(
+                packet.as_ptr(),
+                packet.len() as u64,
+                wire_len,
+                key.as_mut_ptr(),
+            ) != 0
+        }
+    }
+}
+
+impl Drop for NativeExtractor {
+    fn drop(&mut self) {
+        let module = match self.module.get_mut() {
+            Ok(m) => m.take(),
+            Err(poisoned) => poisoned.into_inner().take(),
+        };
+        if let Some(module) = module {
+            // SAFETY: `drop` has `&mut self`: no call into the code runs or can start.
+            unsafe { module.free_memory() };
+        }
+    }
+}
+
+/// Packet memory: never trapping (every load is checked first), never written.
+fn packet_flags() -> MemFlagsData {
+    MemFlagsData::new().with_notrap().with_readonly()
+}
+
+struct Emitter<'a, 'f> {
+    b: &'a mut FunctionBuilder<'f>,
+    data: ClifValue,
+    caplen: ClifValue,
+    reject: Block,
+}
+
+impl Emitter<'_, '_> {
+    /// Continues in a new block when `holds`, else rejects.
+    fn require(&mut self, holds: ClifValue) {
+        let next = self.b.create_block();
+        self.b.ins().brif(holds, next, &[], self.reject, &[]);
+        self.b.switch_to_block(next);
+    }
+
+    fn load(
+        &mut self,
+        index: Option<ClifValue>,
+        offset: u32,
+        bytes: u8,
+        covered: bool,
+    ) -> ClifValue {
+        let index64 = index.map(|v| self.b.ins().uextend(types::I64, v));
+        if !covered {
+            // offset + bytes < 2^33 and index < 2^32: no 64-bit overflow.
+            let end = u64::from(offset) + u64::from(bytes);
+            let fits = match index64 {
+                None => self.b.ins().icmp_imm_u(
+                    IntCC::UnsignedGreaterThanOrEqual,
+                    self.caplen,
+                    end as i64,
+                ),
+                Some(i) => {
+                    let at_end = self.b.ins().iadd_imm_u(i, end as i64);
+                    self.b
+                        .ins()
+                        .icmp(IntCC::UnsignedLessThanOrEqual, at_end, self.caplen)
+                }
+            };
+            self.require(fits);
+        }
+        let base = match index64 {
+            None => self.data,
+            Some(i) => self.b.ins().iadd(self.data, i),
+        };
+        let address = self.b.ins().iadd_imm_u(base, i64::from(offset));
+        match bytes {
+            1 => self.b.ins().uload8(types::I32, packet_flags(), address, 0),
+            2 => {
+                let v = self.b.ins().load(types::I16, packet_flags(), address, 0);
+                let v = if cfg!(target_endian = "little") {
+                    self.b.ins().bswap(v)
+                } else {
+                    v
+                };
+                self.b.ins().uextend(types::I32, v)
+            }
+            _ => {
+                let v = self.b.ins().load(types::I32, packet_flags(), address, 0);
+                if cfg!(target_endian = "little") {
+                    self.b.ins().bswap(v)
+                } else {
+                    v
+                }
+            }
+        }
+    }
+
+    fn binary(&mut self, op: KeyOp, a: ClifValue, b: ClifValue) -> ClifValue {
+        match op {
+            KeyOp::Add => self.b.ins().iadd(a, b),
+            KeyOp::Sub => self.b.ins().isub(a, b),
+            KeyOp::Mul => self.b.ins().imul(a, b),
+            KeyOp::Div | KeyOp::Mod => {
+                let nonzero = self.b.ins().icmp_imm_u(IntCC::NotEqual, b, 0);
+                self.require(nonzero);
+                match op {
+                    KeyOp::Div => self.b.ins().udiv(a, b),
+                    _ => self.b.ins().urem(a, b),
+                }
+            }
+            KeyOp::And => self.b.ins().band(a, b),
+            KeyOp::Or => self.b.ins().bor(a, b),
+            KeyOp::Xor => self.b.ins().bxor(a, b),
+            KeyOp::Shl | KeyOp::Shr => {
+                // Cranelift masks the shift amount; the semantics give 0 from 32 on.
+                let shifted = match op {
+                    KeyOp::Shl => self.b.ins().ishl(a, b),
+                    _ => self.b.ins().ushr(a, b),
+                };
+                let big = self
+                    .b
+                    .ins()
+                    .icmp_imm_u(IntCC::UnsignedGreaterThanOrEqual, b, 32);
+                let zero = self.b.ins().iconst(types::I32, 0);
+                self.b.ins().select(big, zero, shifted)
+            }
+        }
+    }
+
+    fn binary_const(&mut self, op: KeyOp, a: ClifValue, k: u32) -> ClifValue {
+        let k64 = i64::from(k);
+        match op {
+            KeyOp::Add => self.b.ins().iadd_imm_u(a, k64),
+            KeyOp::Sub => self.b.ins().iadd_imm_u(a, i64::from(k.wrapping_neg())),
+            KeyOp::Mul => self.b.ins().imul_imm_u(a, k64),
+            KeyOp::Div | KeyOp::Mod if k == 0 => {
+                self.b.ins().jump(self.reject, &[]);
+                // Unreachable code still needs a block to continue in.
+                let dead = self.b.create_block();
+                self.b.switch_to_block(dead);
+                self.b.ins().iconst(types::I32, 0)
+            }
+            KeyOp::Div => self.b.ins().udiv_imm_u(a, k64),
+            KeyOp::Mod => self.b.ins().urem_imm_u(a, k64),
+            KeyOp::And => self.b.ins().band_imm_u(a, k64),
+            KeyOp::Or => self.b.ins().bor_imm_u(a, k64),
+            KeyOp::Xor => self.b.ins().bxor_imm_u(a, k64),
+            KeyOp::Shl | KeyOp::Shr if k >= 32 => self.b.ins().iconst(types::I32, 0),
+            KeyOp::Shl => self.b.ins().ishl_imm_u(a, k64),
+            KeyOp::Shr => self.b.ins().ushr_imm_u(a, k64),
+        }
+    }
+
+    fn holds(&mut self, rel: KeyRel, a: ClifValue, b: ClifValue) -> ClifValue {
+        let cc = match rel {
+            KeyRel::Eq => IntCC::Equal,
+            KeyRel::Ne => IntCC::NotEqual,
+            KeyRel::Gt => IntCC::UnsignedGreaterThan,
+            KeyRel::Ge => IntCC::UnsignedGreaterThanOrEqual,
+            KeyRel::Lt => IntCC::UnsignedLessThan,
+            KeyRel::Le => IntCC::UnsignedLessThanOrEqual,
+            KeyRel::Set | KeyRel::Clear => {
+                let m = self.b.ins().band(a, b);
+                let cc = if rel == KeyRel::Set {
+                    IntCC::NotEqual
+                } else {
+                    IntCC::Equal
+                };
+                return self.b.ins().icmp_imm_u(cc, m, 0);
+            }
+        };
+        self.b.ins().icmp(cc, a, b)
+    }
+}
+
+/// Emits the function body: entry check, steps, key stores.
+fn emit(b: &mut FunctionBuilder<'_>, program: &KeyProgram) {
+    let entry = b.create_block();
+    b.append_block_params_for_function_params(entry);
+    b.switch_to_block(entry);
+    let params = b.block_params(entry).to_vec();
+    let (data, caplen, wire_len, key_out) = (params[0], params[1], params[2], params[3]);
+    let reject = b.create_block();
+    let mut e = Emitter {
+        b,
+        data,
+        caplen,
+        reject,
+    };
+    if program.min_caplen > 0 {
+        let long_enough = match i64::try_from(program.min_caplen) {
+            Ok(n) => {
+                e.b.ins()
+                    .icmp_imm_u(IntCC::UnsignedGreaterThanOrEqual, caplen, n)
+            }
+            Err(_) => e.b.ins().iconst(types::I8, 0),
+        };
+        e.require(long_enough);
+    }
+    let zero64 = e.b.ins().iconst(types::I64, 0);
+    let mut words = [zero64; KEY_WORDS];
+    let mut values: Vec<ClifValue> = Vec::new();
+    for step in &program.steps {
+        let v = |i: u32| values[i as usize];
+        let defined = match *step {
+            KeyStep::Const(k) => Some(e.b.ins().iconst(types::I32, i64::from(k))),
+            KeyStep::WireLen => Some(wire_len),
+            KeyStep::Load {
+                index,
+                offset,
+                bytes,
+            } => {
+                let covered =
+                    index.is_none() && u64::from(offset) + u64::from(bytes) <= program.min_caplen;
+                Some(e.load(index.map(v), offset, bytes, covered))
+            }
+            KeyStep::Bin { op, a, b } => Some(e.binary(op, v(a), v(b))),
+            KeyStep::BinK { op, a, k } => Some(e.binary_const(op, v(a), k)),
+            KeyStep::Neg(a) => Some(e.b.ins().ineg(v(a))),
+            KeyStep::Check { rel, a, k } => {
+                let k = e.b.ins().iconst(types::I32, i64::from(k));
+                let holds = e.holds(rel, v(a), k);
+                e.require(holds);
+                None
+            }
+            KeyStep::CheckValues { rel, a, b } => {
+                let holds = e.holds(rel, v(a), v(b));
+                e.require(holds);
+                None
+            }
+            KeyStep::Key { a, word, shift } => {
+                let wide = e.b.ins().uextend(types::I64, v(a));
+                let placed = e.b.ins().ishl_imm_u(wide, i64::from(shift));
+                let w = &mut words[usize::from(word)];
+                *w = e.b.ins().bor(*w, placed);
+                None
+            }
+        };
+        if let Some(d) = defined {
+            values.push(d);
+        }
+    }
+    let key_flags = MemFlagsData::trusted();
+    for (i, w) in words.iter().enumerate() {
+        e.b.ins().store(key_flags, *w, key_out, (i * 8) as i32);
+    }
+    let one = e.b.ins().iconst(types::I32, 1);
+    e.b.ins().return_(&[one]);
+    e.b.switch_to_block(reject);
+    let zero = e.b.ins().iconst(types::I32, 0);
+    e.b.ins().return_(&[zero]);
+    e.b.seal_all_blocks();
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn ipv4_tcp() -> Vec<u8> {
+        let mut p = vec![0u8; 60];
+        p[12] = 0x08;
+        p[14] = 0x45;
+        p[23] = 6;
+        p[26..30].copy_from_slice(&[10, 0, 0, 1]);
+        p[34..36].copy_from_slice(&80u16.to_be_bytes());
+        p
+    }
+
+    #[test]
+    fn checks_and_packs_a_key() {
+        if !crate::supported() {
+            return;
+        }
+        // ether type 0x0800, protocol 6, key: (src address << 16) | source port after the IHL.
+        let program = KeyProgram {
+            min_caplen: 34,
+            steps: vec![
+                KeyStep::Load {
+                    index: None,
+                    offset: 12,
+                    bytes: 2,
+                },
+                KeyStep::Check {
+                    rel: KeyRel::Eq,
+                    a: 0,
+                    k: 0x0800,
+                },
+                KeyStep::Load {
+                    index: None,
+                    offset: 23,
+                    bytes: 1,
+                },
+                KeyStep::Check {
+                    rel: KeyRel::Eq,
+                    a: 1,
+                    k: 6,
+                },
+                KeyStep::Load {
+                    index: None,
+                    offset: 14,
+                    bytes: 1,
+                },
+                KeyStep::BinK {
+                    op: KeyOp::And,
+                    a: 2,
+                    k: 15,
+                },
+                KeyStep::BinK {
+                    op: KeyOp::Shl,
+                    a: 3,
+                    k: 2,
+                },
+                KeyStep::Load {
+                    index: None,
+                    offset: 26,
+                    bytes: 4,
+                },
+                KeyStep::Key {
+                    a: 5,
+                    word: 0,
+                    shift: 16,
+                },
+                KeyStep::Load {
+                    index: Some(4),
+                    offset: 14,
+                    bytes: 2,
+                },
+                KeyStep::Key {
+                    a: 6,
+                    word: 0,
+                    shift: 0,
+                },
+                KeyStep::Key {
+                    a: 1,
+                    word: 5,
+                    shift: 60,
+                },
+            ],
+        };
+        let x = NativeExtractor::compile(&program).unwrap();
+        let p = ipv4_tcp();
+        let mut key = [7u64; KEY_WORDS];
+        assert!(x.extract(&p, 60, &mut key));
+        assert_eq!(key, [0x0a00_0001_0050, 0, 0, 0, 0, 6 << 60]);
+        // The port lies beyond 34 bytes: checked on its own.
+        assert!(!x.extract(&p[..35], 60, &mut key));
+        assert!(!x.extract(&p[..33], 60, &mut key));
+        let mut udp = p.clone();
+        udp[23] = 17;
+        assert!(!x.extract(&udp, 60, &mut key));
+        assert!(!x.extract(&[], 0, &mut key));
+    }
+
+    #[test]
+    fn division_by_zero_and_wide_shifts() {
+        if !crate::supported() {
+            return;
+        }
+        let program = KeyProgram {
+            min_caplen: 0,
+            steps: vec![
+                KeyStep::WireLen,
+                KeyStep::Const(40),
+                KeyStep::Bin {
+                    op: KeyOp::Shl,
+                    a: 0,
+                    b: 1,
+                },
+                KeyStep::Key {
+                    a: 2,
+                    word: 1,
+                    shift: 0,
+                },
+                KeyStep::Const(7),
+                KeyStep::Bin {
+                    op: KeyOp::Div,
+                    a: 3,
+                    b: 0,
+                },
+                KeyStep::Key {
+                    a: 4,
+                    word: 0,
+                    shift: 0,
+                },
+            ],
+        };
+        let x = NativeExtractor::compile(&program).unwrap();
+        let mut key = [0u64; KEY_WORDS];
+        assert!(x.extract(&[], 2, &mut key));
+        assert_eq!(key[..2], [3, 0]);
+        assert!(!x.extract(&[], 0, &mut key));
+    }
+
+    #[test]
+    fn malformed_programs_are_refused() {
+        let bad = [
+            vec![KeyStep::Neg(0)],
+            vec![
+                KeyStep::Const(1),
+                KeyStep::Key {
+                    a: 0,
+                    word: 6,
+                    shift: 0,
+                },
+            ],
+            vec![KeyStep::Load {
+                index: None,
+                offset: 0,
+                bytes: 3,
+            }],
+        ];
+        for steps in bad {
+            let program = KeyProgram {
+                min_caplen: 0,
+                steps,
+            };
+            assert!(program.validate().is_err());
+            assert!(matches!(
+                NativeExtractor::compile(&program),
+                Err(JitError::Codegen(_))
+            ));
+        }
+    }
+}
