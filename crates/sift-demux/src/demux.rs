@@ -97,6 +97,8 @@ pub struct Stats {
     pub residuals: usize,
     /// Approximate heap bytes of the published tables.
     pub table_bytes: usize,
+    /// Shapes whose extractor runs as native code (the others are interpreted).
+    pub native_shapes: usize,
 }
 
 /// A demultiplexer: many filters, one pass per packet.
@@ -116,6 +118,8 @@ pub struct Demux {
     next_id: u64,
     hasher: KeyHasher,
     limits: Limits,
+    /// Whether new shapes get native extractors.
+    native: bool,
 }
 
 impl Default for Demux {
@@ -125,7 +129,18 @@ impl Default for Demux {
 }
 
 impl Demux {
+    /// A demultiplexer whose shapes' extractors are compiled to native code where the host has
+    /// a JIT ([`sift_jit::supported`]), interpreted elsewhere.
     pub fn new() -> Demux {
+        Demux {
+            native: sift_jit::supported(),
+            ..Demux::interpreted()
+        }
+    }
+
+    /// A demultiplexer that interprets every extractor (same deliveries as [`Demux::new`];
+    /// for measuring the native code and testing it against the interpreter).
+    pub fn interpreted() -> Demux {
         Demux {
             shared: Arc::new(ArcSwap::from_pointee(Snapshot::default())),
             shapes: Vec::new(),
@@ -137,6 +152,7 @@ impl Demux {
             next_id: 1,
             hasher: KeyHasher::default(),
             limits: Limits::default(),
+            native: false,
         }
     }
 
@@ -205,7 +221,8 @@ impl Demux {
             shapes: live.clone().count(),
             keys: live.clone().map(|s| s.view.table.len()).sum(),
             residuals: self.residuals.len(),
-            table_bytes: live.map(|s| s.view.table.heap_bytes()).sum(),
+            table_bytes: live.clone().map(|s| s.view.table.heap_bytes()).sum(),
+            native_shapes: live.filter(|s| s.view.extractor.is_native()).count(),
         }
     }
 
@@ -275,7 +292,11 @@ impl Demux {
         if let Some(&i) = self.by_sig.get(&sig) {
             return i;
         }
-        let extractor = Extractor::compile(&sig).expect("checked by the caller");
+        let mut extractor = Extractor::compile(&sig).expect("checked by the caller");
+        if self.native {
+            // Only a new shape compiles: a key added to an existing one never does.
+            extractor.compile_native();
+        }
         let table = Table::new(extractor.key_words);
         let sig = Arc::new(sig);
         let shape = Shape {

@@ -21,7 +21,7 @@ pub(crate) const MAX_REGS: usize = 64;
 pub(crate) type Regs = [u32; MAX_REGS];
 
 #[derive(Clone, Copy, Debug)]
-enum Step {
+pub(crate) enum Step {
     Const {
         dst: u8,
         k: u32,
@@ -95,12 +95,14 @@ enum Step {
     },
 }
 
-/// The compiled form of a [`ShapeSig`].
-#[derive(Clone, Debug)]
+/// The compiled form of a [`ShapeSig`]: the steps, and the same as native code where the
+/// host has a JIT (see `native`).
+#[derive(Debug)]
 pub(crate) struct Extractor {
     min_caplen: usize,
     steps: Vec<Step>,
     pub(crate) key_words: usize,
+    native: Option<sift_jit::key_extractor::NativeExtractor>,
 }
 
 struct Builder {
@@ -328,14 +330,38 @@ impl Extractor {
             min_caplen: usize::try_from(b.min_caplen).unwrap_or(usize::MAX),
             steps: b.steps,
             key_words,
+            native: None,
         })
+    }
+
+    /// Adds native code for the steps (where the host has a JIT; otherwise, or if Cranelift
+    /// fails, the extractor stays interpreted). Whether it is native afterwards.
+    pub(crate) fn compile_native(&mut self) -> bool {
+        if self.native.is_none() {
+            self.native = crate::native::compile(self.min_caplen, &self.steps);
+        }
+        self.native.is_some()
+    }
+
+    pub(crate) fn is_native(&self) -> bool {
+        self.native.is_some()
     }
 
     /// Runs the checks on a packet and packs its key; `false` when a check fails or a value
     /// cannot be computed (a load out of bounds, a division by zero), which rejects the packet
-    /// for every filter of the shape.
+    /// for every filter of the shape. Native code where there is some, else the steps.
     #[inline]
     pub(crate) fn extract(&self, pkt: &[u8], wire_len: u32, r: &mut Regs, key: &mut Key) -> bool {
+        match &self.native {
+            Some(code) => code.extract(pkt, wire_len, &mut key.0),
+            None => self.interpret(pkt, wire_len, r, key),
+        }
+    }
+
+    /// [`Extractor::extract`] by interpreting the steps (on success `key` is written; on
+    /// failure it is left as it was).
+    #[inline]
+    pub(crate) fn interpret(&self, pkt: &[u8], wire_len: u32, r: &mut Regs, key: &mut Key) -> bool {
         if pkt.len() < self.min_caplen {
             return false;
         }
@@ -364,7 +390,10 @@ impl Extractor {
                     Some(v) => r[reg(dst)] = v,
                     None => return false,
                 },
-                Step::BinK { dst, op, a, k } => r[reg(dst)] = apply_const(op, r[reg(a)], k),
+                Step::BinK { dst, op, a, k } => match apply_const(op, r[reg(a)], k) {
+                    Some(v) => r[reg(dst)] = v,
+                    None => return false,
+                },
                 Step::Neg { dst, a } => r[reg(dst)] = r[reg(a)].wrapping_neg(),
                 Step::Check { rel, a, k } => {
                     if !rel.eval(r[reg(a)], k) {
@@ -412,15 +441,16 @@ impl Extractor {
     }
 }
 
-/// `a op k` for a constant `k`; the constructors never build a division by a zero constant.
+/// `a op k` for a constant `k` (the common operators first); `None` for a division by zero,
+/// which the constructors never build but which would reject, as in the native code.
 #[inline]
-fn apply_const(op: BinOp, a: u32, k: u32) -> u32 {
+fn apply_const(op: BinOp, a: u32, k: u32) -> Option<u32> {
     match op {
-        BinOp::And => a & k,
-        BinOp::Shl => a.checked_shl(k).unwrap_or(0),
-        BinOp::Shr => a.checked_shr(k).unwrap_or(0),
-        BinOp::Add => a.wrapping_add(k),
-        _ => op.apply(a, k).unwrap_or(0),
+        BinOp::And => Some(a & k),
+        BinOp::Shl => Some(a.checked_shl(k).unwrap_or(0)),
+        BinOp::Shr => Some(a.checked_shr(k).unwrap_or(0)),
+        BinOp::Add => Some(a.wrapping_add(k)),
+        _ => op.apply(a, k),
     }
 }
 

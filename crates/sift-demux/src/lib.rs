@@ -37,8 +37,14 @@
 //! header) went, through bounded per-datagram state; fragments that arrive before their first
 //! are postponed and handed back when it comes, or dropped (counted) at the timeout.
 //!
-//! Not here yet: native code for the extractors (they are
-//! interpreted), DPF's sharing of atom prefixes between shapes.
+//! Native code (module `native`): where the host has a JIT ([`sift_jit::supported`]), each
+//! shape's extractor is compiled once, when the shape is created, into one machine-code
+//! function with `sift-jit`'s Cranelift back end; elsewhere, or with
+//! [`Demux::interpreted`], the same steps are interpreted. Tables stay Rust structures, so
+//! adding or removing a key never generates code.
+//!
+//! Not here yet: DPF's sharing of atom prefixes between shapes, and one native function for
+//! the whole structure (each shape is its own function, the tables are probed from Rust).
 //!
 //! ```
 //! use sift_demux::{Delivery, Demux, Matches};
@@ -57,6 +63,7 @@ mod canon;
 mod demux;
 mod extract;
 mod fragments;
+mod native;
 mod overlap;
 mod paths;
 mod reader;
