@@ -57,6 +57,8 @@ pub enum NotDecomposed {
     TooManyValues,
     /// The filter calls a coprocessor (payload search, set lookup), which atoms do not express.
     CoprocessorCall,
+    /// The filter walks a header chain (`protochain`), a loop atoms do not express.
+    HeaderWalk,
 }
 
 /// One pending edge of the depth-first walk.
@@ -106,6 +108,7 @@ pub(crate) fn decompose(f: &Function, limits: Limits) -> Result<Vec<Conjunction>
                 Inst::Contains { .. } | Inst::Member { .. } => {
                     return Err(NotDecomposed::CoprocessorCall)
                 }
+                Inst::Protochain { .. } => return Err(NotDecomposed::HeaderWalk),
                 Inst::Const(k) => Arc::new(Expr::Const(k)),
                 Inst::WireLen => Arc::new(Expr::WireLen),
                 Inst::Load {

@@ -221,6 +221,17 @@ impl fmt::Display for Function {
                         pattern,
                         start,
                     } => write!(f, "contains p{set}.{pattern}, {start}")?,
+                    Inst::Protochain {
+                        chain,
+                        base,
+                        proto,
+                        offset,
+                        target,
+                    } => write!(
+                        f,
+                        "protochain.{} {proto}, [{offset}+{base}], {target}",
+                        chain.name()
+                    )?,
                     Inst::Member { set, key } => {
                         write!(f, "member s{set}")?;
                         for k in key {

@@ -4,6 +4,7 @@ use std::fmt;
 use std::sync::Arc;
 
 use crate::coproc::{PatternSet, ValueSet};
+use crate::protochain::Chain;
 
 /// An SSA value: the result of one instruction, or a block parameter.
 #[derive(Clone, Copy, Debug, PartialEq, Eq, Hash, PartialOrd, Ord)]
@@ -173,6 +174,17 @@ pub enum Inst {
         set: u32,
         key: Vec<Value>,
     },
+    /// libpcap's `protochain` loop: walks the header chain from protocol `proto` at `offset`
+    /// (relative to the network header at `base`) and gives the protocol it stops at (see
+    /// [`protochain::walk`](crate::protochain::walk)). Rejects the packet when a header lies
+    /// outside the captured bytes, as a load does.
+    Protochain {
+        chain: Chain,
+        base: u32,
+        proto: Value,
+        offset: Value,
+        target: u32,
+    },
 }
 
 impl Inst {
@@ -184,6 +196,7 @@ impl Inst {
             Inst::Binary(_, a, b) => vec![a, b],
             Inst::Neg(a) | Inst::Contains { start: a, .. } => vec![a],
             Inst::Member { ref key, .. } => key.clone(),
+            Inst::Protochain { proto, offset, .. } => vec![proto, offset],
         }
     }
 

@@ -5,6 +5,7 @@
 
 use crate::coproc::ValueSet;
 use crate::function::{Function, Inst, LoadSize, Terminator};
+use crate::protochain;
 use crate::verify::{verify, VerifyError};
 
 /// Per-thread scratch space for [`Interpreter::run`] (one slot per SSA value), kept out of the
@@ -92,6 +93,23 @@ impl Interpreter {
                         let words: Vec<u32> = key.iter().map(|k| slots[k.index()]).collect();
                         u32::from(f.sets[*set as usize].contains(ValueSet::key(&words)))
                     }
+                    &Inst::Protochain {
+                        chain,
+                        base,
+                        proto,
+                        offset,
+                        target,
+                    } => match protochain::walk(
+                        pkt,
+                        chain,
+                        base,
+                        slots[proto.index()],
+                        slots[offset.index()],
+                        target,
+                    ) {
+                        Some(x) => x,
+                        None => return 0,
+                    },
                     Inst::Param(_) => unreachable!("the verifier keeps parameters out of insts"),
                 };
                 slots[v.index()] = x;

@@ -20,6 +20,10 @@
 //! Two instructions call coprocessors (NetVM's term): [`Inst::Contains`] searches the payload
 //! for a pattern, [`Inst::Member`] looks a key up in a set. They are pure and never reject;
 //! [`coproc`] defines them, and the tables they use travel with the function.
+//!
+//! One instruction loops: [`Inst::Protochain`] walks a chain of IPv6 extension / AH headers
+//! as libpcap's `protochain` does. The walk always ends (see [`protochain`]); back ends that
+//! cannot loop unroll it ([`protochain::unroll`]).
 
 #![forbid(unsafe_code)]
 
@@ -28,6 +32,7 @@ mod display;
 mod function;
 pub mod interp;
 mod parse;
+pub mod protochain;
 pub mod verify;
 
 pub use coproc::{KeyWidth, Pattern, PatternError, PatternSet, ValueSet};
@@ -37,4 +42,5 @@ pub use function::{
 };
 pub use interp::{Cache, Interpreter};
 pub use parse::{parse_function, ParseError};
+pub use protochain::Chain;
 pub use verify::{verify, VerifyError};

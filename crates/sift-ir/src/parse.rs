@@ -7,6 +7,7 @@ use std::sync::Arc;
 
 use crate::coproc::{KeyWidth, Pattern, PatternSet, ValueSet};
 use crate::function::{BinOp, Block, CmpOp, Function, Inst, LoadSize, Target, Terminator, Value};
+use crate::protochain::Chain;
 
 /// A syntax error in IR text, with its 1-based line.
 #[derive(Clone, Debug, PartialEq, Eq)]
@@ -270,6 +271,26 @@ fn parse_inst(
             Err(format!("{opcode} takes {n} operands"))
         }
     };
+    if let Some(chain) = opcode.strip_prefix("protochain.") {
+        let chain = match chain {
+            "ip" => Chain::Ip,
+            "ip6" => Chain::Ip6,
+            _ => return Err(format!("bad protochain kind {chain:?}")),
+        };
+        arity(3)?;
+        let (offset, base) = ops[1]
+            .strip_prefix('[')
+            .and_then(|a| a.strip_suffix(']'))
+            .and_then(|a| a.split_once('+'))
+            .ok_or("protochain's header offset must be [vN+base]")?;
+        return Ok(Inst::Protochain {
+            chain,
+            base: parse_u32(base.trim())?,
+            proto: v(ops[0])?,
+            offset: v(offset.trim())?,
+            target: parse_u32(ops[2])?,
+        });
+    }
     if let Some(size) = opcode.strip_prefix("load.") {
         let size = match size {
             "b" => LoadSize::Byte,

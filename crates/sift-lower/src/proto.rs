@@ -2,26 +2,22 @@
 //! the IPv4 fragment test that port and transport-layer primitives include.
 
 use sift_ir::LoadSize::{Byte, Half};
-use sift_ir::{BinOp, CmpOp, Function, Inst, LoadSize, Target, Terminator, Value};
+use sift_ir::{Chain, CmpOp, Inst, Terminator};
 use sift_syntax::ast::{Dir, Proto};
 
 use crate::cond::{Cond, Edge, Exit, UNPATCHED};
 use crate::gen::{Gen, GenResult, OffRel};
 use crate::linktype::*;
 
-pub(crate) const IPPROTO_HOPOPTS: u32 = 0;
 pub(crate) const IPPROTO_ICMP: u32 = 1;
 pub(crate) const IPPROTO_IGMP: u32 = 2;
 pub(crate) const IPPROTO_TCP: u32 = 6;
 pub(crate) const IPPROTO_IGRP: u32 = 9;
 pub(crate) const IPPROTO_UDP: u32 = 17;
-pub(crate) const IPPROTO_ROUTING: u32 = 43;
 pub(crate) const IPPROTO_FRAGMENT: u32 = 44;
 pub(crate) const IPPROTO_ESP: u32 = 50;
 pub(crate) const IPPROTO_AH: u32 = 51;
 pub(crate) const IPPROTO_ICMPV6: u32 = 58;
-pub(crate) const IPPROTO_NONE: u32 = 59;
-pub(crate) const IPPROTO_DSTOPTS: u32 = 60;
 pub(crate) const IPPROTO_PIM: u32 = 103;
 pub(crate) const IPPROTO_VRRP: u32 = 112;
 pub(crate) const IPPROTO_CARP: u32 = 112;
@@ -38,10 +34,6 @@ const ISIS_L1_CSNP: u32 = 24;
 const ISIS_L2_CSNP: u32 = 25;
 const ISIS_L1_PSNP: u32 = 26;
 const ISIS_L2_PSNP: u32 = 27;
-
-/// How many headers `protochain` walks before giving up (libpcap loops without bound; sift's IR is
-/// acyclic, so the walk is unrolled and a longer chain rejects the packet).
-pub(crate) const PROTOCHAIN_MAX_HEADERS: usize = 32;
 
 impl Gen {
     /// A bare protocol name (`gen_proto_abbrev`).
@@ -201,21 +193,33 @@ impl Gen {
         let f = &mut self.f;
         // Entry: A = next-header field, X = offset of the first header after the IP header.
         let entry = f.create_block();
-        let (a0, x0) = if v6 {
-            let a = load(f, entry, None, nl.wrapping_add(6));
-            (a, f.iconst(entry, 40))
-        } else {
-            let a = load(f, entry, None, nl.wrapping_add(9));
-            let x = self.ipv4_header_len(entry);
-            (a, x)
+        let next_header = Inst::Load {
+            index: None,
+            offset: nl.wrapping_add(if v6 { 6 } else { 9 }),
+            size: Byte,
         };
+        let a0 = f.push(entry, next_header);
+        let x0 = if v6 {
+            f.iconst(entry, 40)
+        } else {
+            self.ipv4_header_len(entry)
+        };
+        // The walk, then the final test `A == v`.
+        let chain = if v6 { Chain::Ip6 } else { Chain::Ip };
         let f = &mut self.f;
-        // The final test `A == v` runs in `end`, reached with A as its parameter.
-        let end = f.create_block();
-        let a_end = f.add_param(end);
-        let kv = f.iconst(end, v);
+        let a_end = f.push(
+            entry,
+            Inst::Protochain {
+                chain,
+                base: nl,
+                proto: a0,
+                offset: x0,
+                target: v,
+            },
+        );
+        let kv = f.iconst(entry, v);
         f.set_term(
-            end,
+            entry,
             Terminator::Branch {
                 op: CmpOp::Eq,
                 lhs: a_end,
@@ -224,96 +228,14 @@ impl Gen {
                 else_: UNPATCHED.into(),
             },
         );
-        let reject = f.create_block();
-        f.set_term(reject, Terminator::Return(0));
-        let (mut a, mut x) = (a0, x0);
-        let jump_to = |f: &mut Function, from, to: Target| f.set_term(from, Terminator::Jump(to));
-        let mut prev = entry;
-        for _ in 0..PROTOCHAIN_MAX_HEADERS {
-            // again: A == v -> end; A == NONE -> end; (v6: ext header -> advance); AH -> ah.
-            let again = f.create_block();
-            let pa = f.add_param(again);
-            let px = f.add_param(again);
-            jump_to(
-                f,
-                prev,
-                Target {
-                    block: again,
-                    args: vec![a, x],
-                },
-            );
-            let is_v = branch(f, again, CmpOp::Eq, pa, v);
-            let none = f.create_block();
-            set_edge(f, is_v, true, end, vec![pa]);
-            set_edge(f, is_v, false, none, vec![]);
-            let is_none = branch(f, none, CmpOp::Eq, pa, IPPROTO_NONE);
-            set_edge(f, is_none, true, end, vec![pa]);
-            let ahcheck = f.create_block();
-            if v6 {
-                let advance = f.create_block();
-                let mut test = is_none;
-                for ext in [
-                    IPPROTO_HOPOPTS,
-                    IPPROTO_DSTOPTS,
-                    IPPROTO_ROUTING,
-                    IPPROTO_FRAGMENT,
-                ] {
-                    let b = f.create_block();
-                    set_edge(f, test, false, b, vec![]);
-                    test = branch(f, b, CmpOp::Eq, pa, ext);
-                    set_edge(f, test, true, advance, vec![]);
-                }
-                set_edge(f, test, false, ahcheck, vec![]);
-                // advance: A = next header at X; X += (len + 1) * 8.
-                let nh = load(f, advance, Some(px), nl);
-                let len = load(f, advance, Some(px), nl.wrapping_add(1));
-                let one = f.iconst(advance, 1);
-                let eight = f.iconst(advance, 8);
-                let t = f.push(advance, Inst::Binary(BinOp::Add, len, one));
-                let t = f.push(advance, Inst::Binary(BinOp::Mul, t, eight));
-                let nx = f.push(advance, Inst::Binary(BinOp::Add, t, px));
-                // The advance and the AH step both continue at the next `again`.
-                let join = f.create_block();
-                let ja = f.add_param(join);
-                let jx = f.add_param(join);
-                jump_to(
-                    f,
-                    advance,
-                    Target {
-                        block: join,
-                        args: vec![nh, nx],
-                    },
-                );
-                let (ah_a, ah_x) = ah_step(f, ahcheck, pa, px, nl, end);
-                jump_to(
-                    f,
-                    ah_x.1,
-                    Target {
-                        block: join,
-                        args: vec![ah_a, ah_x.0],
-                    },
-                );
-                prev = join;
-                a = ja;
-                x = jx;
-            } else {
-                set_edge(f, is_none, false, ahcheck, vec![]);
-                let (ah_a, ah_x) = ah_step(f, ahcheck, pa, px, nl, end);
-                prev = ah_x.1;
-                a = ah_a;
-                x = ah_x.0;
-            }
-        }
-        // The chain is longer than sift walks: reject.
-        f.set_term(prev, Terminator::Jump(reject.into()));
         let b = Cond {
             entry,
             when_true: vec![Exit {
-                block: end,
+                block: entry,
                 edge: Edge::Then,
             }],
             when_false: vec![Exit {
-                block: end,
+                block: entry,
                 edge: Edge::Else,
             }],
         };
@@ -321,75 +243,3 @@ impl Gen {
     }
 }
 
-fn load(f: &mut Function, block: sift_ir::Block, index: Option<Value>, offset: u32) -> Value {
-    f.push(
-        block,
-        Inst::Load {
-            index,
-            offset,
-            size: LoadSize::Byte,
-        },
-    )
-}
-
-/// Ends `block` with `value == k`, targets unset; returns the block.
-fn branch(
-    f: &mut Function,
-    block: sift_ir::Block,
-    op: CmpOp,
-    value: Value,
-    k: u32,
-) -> sift_ir::Block {
-    let kv = f.iconst(block, k);
-    f.set_term(
-        block,
-        Terminator::Branch {
-            op,
-            lhs: value,
-            rhs: kv,
-            then_: UNPATCHED.into(),
-            else_: UNPATCHED.into(),
-        },
-    );
-    block
-}
-
-fn set_edge(
-    f: &mut Function,
-    block: sift_ir::Block,
-    then: bool,
-    to: sift_ir::Block,
-    args: Vec<Value>,
-) {
-    if let Terminator::Branch { then_, else_, .. } = &mut f.block_mut(block).term {
-        let t = if then { then_ } else { else_ };
-        *t = Target { block: to, args };
-    }
-}
-
-/// The AH step of libpcap's protochain loop, starting in `ahcheck` with A = `pa`, X = `px`:
-/// if A is not AH, go to `end`; otherwise A becomes the AH next-header field and X becomes
-/// `(ah_len + 2) * 4` (libpcap does not add the old offset). Returns the new (A, (X, block that
-/// must jump to the next iteration)).
-fn ah_step(
-    f: &mut Function,
-    ahcheck: sift_ir::Block,
-    pa: Value,
-    px: Value,
-    nl: u32,
-    end: sift_ir::Block,
-) -> (Value, (Value, sift_ir::Block)) {
-    let is_ah = branch(f, ahcheck, CmpOp::Eq, pa, IPPROTO_AH);
-    set_edge(f, is_ah, false, end, vec![pa]);
-    let step = f.create_block();
-    set_edge(f, is_ah, true, step, vec![]);
-    let nh = load(f, step, Some(px), nl);
-    let one = f.iconst(step, 1);
-    let x1 = f.push(step, Inst::Binary(BinOp::Add, px, one));
-    let len = load(f, step, Some(x1), nl);
-    let two = f.iconst(step, 2);
-    let four = f.iconst(step, 4);
-    let t = f.push(step, Inst::Binary(BinOp::Add, len, two));
-    let nx = f.push(step, Inst::Binary(BinOp::Mul, t, four));
-    (nh, (nx, step))
-}

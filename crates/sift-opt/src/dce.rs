@@ -58,6 +58,8 @@ pub fn run(f: &mut Function) -> usize {
             Inst::Binary(BinOp::Div | BinOp::Mod, _, d) => f.const_value(d).is_some_and(|k| k != 0),
             Inst::Binary(..) => true,
             Inst::Load { .. } => covered[v.index()],
+            // A walk may reject the packet (a header outside it).
+            Inst::Protochain { .. } => false,
         }
     };
     let mut dead = vec![false; n];

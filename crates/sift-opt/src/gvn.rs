@@ -17,7 +17,7 @@
 
 use std::collections::HashMap;
 
-use sift_ir::{BinOp, Block, Function, Inst, LoadSize, Value};
+use sift_ir::{BinOp, Block, Chain, Function, Inst, LoadSize, Value};
 
 use crate::cfg::{Cfg, Visit};
 use crate::rewrite::{remove_unreachable, Replacements};
@@ -31,6 +31,7 @@ enum Key {
     Neg(Value),
     Contains(u32, u32, Value),
     Member(u32, Vec<Value>),
+    Protochain(Chain, u32, Value, Value, u32),
 }
 
 fn key_of(inst: &Inst) -> Option<Key> {
@@ -55,6 +56,15 @@ fn key_of(inst: &Inst) -> Option<Key> {
             start,
         } => Key::Contains(set, pattern, start),
         Inst::Member { set, ref key } => Key::Member(set, key.clone()),
+        // The walk is a function of the packet and its operands: a dominating copy has either
+        // rejected the packet already or computed the same protocol.
+        Inst::Protochain {
+            chain,
+            base,
+            proto,
+            offset,
+            target,
+        } => Key::Protochain(chain, base, proto, offset, target),
         Inst::Const(_) | Inst::Param(_) => return None,
     })
 }

@@ -140,6 +140,12 @@ fn shape(f: &Function, b: Block) -> Vec<u64> {
                 12 << 40 | u64::from(set) << 20 | u64::from(pattern)
             }
             Inst::Member { set, .. } => 13 << 40 | u64::from(set),
+            Inst::Protochain {
+                chain,
+                base,
+                target,
+                ..
+            } => 14 << 40 | (chain as u64) << 36 | u64::from(base) << 8 | u64::from(target & 0xff),
         });
     }
     match &data.term {
@@ -274,6 +280,26 @@ impl Comparison<'_> {
                     set == set2
                         && key.len() == key2.len()
                         && key.iter().zip(key2).all(|(k, l)| self.same(*k, *l))
+                }
+                (
+                    &Inst::Protochain {
+                        chain,
+                        base,
+                        proto,
+                        offset,
+                        target,
+                    },
+                    &Inst::Protochain {
+                        chain: chain2,
+                        base: base2,
+                        proto: proto2,
+                        offset: offset2,
+                        target: target2,
+                    },
+                ) => {
+                    (chain, base, target) == (chain2, base2, target2)
+                        && self.same(proto, proto2)
+                        && self.same(offset, offset2)
                 }
                 _ => false,
             };

@@ -140,6 +140,11 @@ pub fn of_inst(inst: &Inst, range_of: impl Fn(Value) -> Range) -> Range {
             None => Range::FULL,
         },
         Inst::Contains { .. } | Inst::Member { .. } => Range { lo: 0, hi: 1 },
+        // The first protocol, or a header byte read on the way.
+        Inst::Protochain { proto, .. } => Range {
+            lo: 0,
+            hi: range_of(proto).hi.max(0xff),
+        },
         // Filled in from the incoming edges.
         Inst::Param(_) => Range::EMPTY,
     }

@@ -100,6 +100,10 @@ pub fn map_inst_operands(inst: &mut Inst, mut map: impl FnMut(Value) -> Value) {
         }
         Inst::Neg(a) | Inst::Contains { start: a, .. } => *a = map(*a),
         Inst::Member { key, .. } => key.iter_mut().for_each(|k| *k = map(*k)),
+        Inst::Protochain { proto, offset, .. } => {
+            *proto = map(*proto);
+            *offset = map(*offset);
+        }
     }
 }
 

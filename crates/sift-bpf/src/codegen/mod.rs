@@ -88,6 +88,7 @@ pub fn compile_for(func: &Function, dialect: Dialect) -> Result<ValidProgram, Co
     if let Some(v) = func.first_call() {
         return Err(CodegenError::CoprocessorCall(v));
     }
+    let func = &*sift_ir::protochain::without_loops(func);
     let items = select::select(func);
     let items = alloc::allocate(items)?;
     let items = machine::optimize(&items);

@@ -368,6 +368,7 @@ impl Selector<'_> {
             Inst::Contains { .. } | Inst::Member { .. } => {
                 unreachable!("compile_for refuses coprocessor calls")
             }
+            Inst::Protochain { .. } => unreachable!("compile_for unrolls protochain walks"),
             Inst::Load {
                 index,
                 offset,

@@ -149,6 +149,8 @@ pub fn compile(f: &Function, opts: &Options) -> Result<Program, CodegenError> {
     if let Some(v) = f.first_call() {
         return Err(CodegenError::CoprocessorCall(v));
     }
+    // eBPF programs may not loop without bounds the kernel can see: walk a bounded chain.
+    let f = &*sift_ir::protochain::without_loops(f);
     let layout = f.reverse_postorder();
     let machine = Machine::for_function(f, opts.program_type);
     let alloc = regalloc::allocate(f, &layout, &machine.registers(), &|i| machine.clobbers(i))
@@ -367,6 +369,7 @@ impl<'a> Emitter<'a> {
             Inst::Contains { .. } | Inst::Member { .. } => {
                 unreachable!("compile refuses coprocessor calls")
             }
+            Inst::Protochain { .. } => unreachable!("compile unrolls protochain walks"),
             Inst::WireLen => packet::wire_len(self, v),
             Inst::Load {
                 index,

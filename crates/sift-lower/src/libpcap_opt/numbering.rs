@@ -86,7 +86,9 @@ impl Numbering {
                     Inst::Member { set, ref key } => {
                         Key::Member(set, key.iter().map(|&k| this.vn(k)).collect())
                     }
-                    Inst::Param(_) => Key::Param(v),
+                    // libpcap never optimizes a filter with `protochain`: give the walk a
+                    // number of its own.
+                    Inst::Param(_) | Inst::Protochain { .. } => Key::Param(v),
                 };
                 let next = table.len() as Vn;
                 this.vn[v.index()] = *table.entry(key).or_insert(next);
