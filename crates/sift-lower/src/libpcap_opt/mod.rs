@@ -38,6 +38,9 @@ mod branches;
 mod dead_code;
 mod numbering;
 mod pullup;
+#[cfg(test)]
+mod pullup_equivalence;
+mod runs;
 mod threading;
 
 use sift_ir::{Function, Terminator};

@@ -8,20 +8,16 @@
 //! As in libpcap, one sweep visits the blocks by level (distance from the returns, nearest
 //! first) with predecessor lists and dominators computed before the sweep; the tests look at
 //! the value each branch compares (its left operand's value number).
+//!
+//! The walks skip whole runs of tests of one value at once ([`Runs`]), which makes a sweep
+//! near-linear in the chain; with `cfg(test)` the block-by-block walk is kept as the reference
+//! ([`reference_walks`]).
 
 use sift_ir::verify::dominators;
 use sift_ir::{Block, Function, Target, Terminator};
 
 use super::numbering::{Numbering, Vn};
-
-/// Which chain a pullup walks.
-#[derive(Clone, Copy)]
-enum Chain {
-    /// Down the false edges; every test shares the true successor.
-    Or,
-    /// Down the true edges; every test shares the false successor.
-    And,
-}
+use super::runs::{Chain, Runs};
 
 /// One sweep of pullups over the whole function; returns whether anything moved.
 pub(super) fn pullups(f: &mut Function, numbers: &Numbering) -> bool {
@@ -31,10 +27,22 @@ pub(super) fn pullups(f: &mut Function, numbers: &Numbering) -> bool {
     let (idom, _) = dominators(f);
     let levels = levels(f);
     let preds = predecessors(f, &levels);
-    let sweep = Sweep {
-        numbers,
-        dom: DomIntervals::new(&idom),
+    let compared: Vec<Option<Vn>> = f
+        .blocks
+        .iter()
+        .map(|data| match data.term {
+            Terminator::Branch { lhs, .. } => Some(numbers.vn(lhs)),
+            _ => None,
+        })
+        .collect();
+    let dom = DomIntervals::new(&idom);
+    let mut sweep = Sweep {
+        compared: &compared,
+        dom: &dom,
         preds: &preds,
+        or_runs: Runs::new(Chain::Or, &compared, &dom.enter),
+        and_runs: Runs::new(Chain::And, &compared, &dom.enter),
+        skip_runs: !reference_walks(),
     };
     let mut changed = false;
     for level in levels.iter().skip(1) {
@@ -146,34 +154,50 @@ impl DomIntervals {
     }
 }
 
-struct Sweep<'a> {
-    numbers: &'a Numbering,
-    dom: DomIntervals,
-    preds: &'a [Vec<Block>],
+#[cfg(test)]
+thread_local! {
+    static REFERENCE_WALKS: std::cell::Cell<bool> = const { std::cell::Cell::new(false) };
 }
 
-impl Sweep<'_> {
-    /// The value a block's branch compares (what libpcap's A register holds on exit).
-    fn compared(&self, f: &Function, b: Block) -> Option<Vn> {
-        match f.block(b).term {
-            Terminator::Branch { lhs, .. } => Some(self.numbers.vn(lhs)),
-            _ => None,
-        }
+/// Whether the pullups walk block by block, as written first (tests compare the two).
+#[cfg(test)]
+pub(super) fn reference_walks() -> bool {
+    REFERENCE_WALKS.with(std::cell::Cell::get)
+}
+
+#[cfg(not(test))]
+fn reference_walks() -> bool {
+    false
+}
+
+/// Runs `run` with the pullups walking block by block (the reference the run skipping must
+/// agree with).
+#[cfg(test)]
+pub(super) fn with_reference_walks<T>(run: impl FnOnce() -> T) -> T {
+    REFERENCE_WALKS.with(|r| r.set(true));
+    let out = run();
+    REFERENCE_WALKS.with(|r| r.set(false));
+    out
+}
+
+struct Sweep<'a> {
+    /// The value each block's branch compares (what libpcap's A register holds on exit);
+    /// pullups move edges only, so this holds for the whole sweep.
+    compared: &'a [Option<Vn>],
+    dom: &'a DomIntervals,
+    preds: &'a [Vec<Block>],
+    or_runs: Runs<'a>,
+    and_runs: Runs<'a>,
+    skip_runs: bool,
+}
+
+impl<'a> Sweep<'a> {
+    fn compared(&self, b: Block) -> Option<Vn> {
+        self.compared[b.index()]
     }
 
     fn dominates(&self, a: Block, b: Block) -> bool {
         self.dom.dominates(a, b)
-    }
-
-    /// The successor a chain shares (`Or`: the true one) and the one it continues along.
-    fn edges(f: &Function, b: Block, chain: Chain) -> Option<(Block, Block)> {
-        match &f.block(b).term {
-            Terminator::Branch { then_, else_, .. } => Some(match chain {
-                Chain::Or => (then_.block, else_.block),
-                Chain::And => (else_.block, then_.block),
-            }),
-            _ => None,
-        }
     }
 
     fn set_next(f: &mut Function, b: Block, chain: Chain, next: Block) {
@@ -185,52 +209,80 @@ impl Sweep<'_> {
         }
     }
 
+    fn runs(&mut self, chain: Chain) -> &mut Runs<'a> {
+        match chain {
+            Chain::Or => &mut self.or_runs,
+            Chain::And => &mut self.and_runs,
+        }
+    }
+
+    /// The last block of the run from `x` (a block of `b`'s chain), when every block of that
+    /// run belongs to the chain, so that a block-by-block walk would pass them all.
+    fn skip_run(&mut self, f: &Function, chain: Chain, b: Block, x: Block) -> Option<Block> {
+        if !self.skip_runs {
+            return None;
+        }
+        let run = self.runs(chain).suffix(f, x);
+        let (enter, exit) = (&self.dom.enter, &self.dom.exit);
+        let (eb, ex, el) = (enter[b.index()], enter[x.index()], enter[run.last.index()]);
+        let inside = eb != u32::MAX && ex != u32::MAX && el != u32::MAX;
+        (run.increasing && inside && eb <= ex && el < exit[b.index()]).then_some(run.last)
+    }
+
     /// One `or_pullup` / `and_pullup` at `b`.
-    fn pullup(&self, f: &mut Function, b: Block, chain: Chain) -> bool {
-        let preds = &self.preds[b.index()];
+    fn pullup(&mut self, f: &mut Function, b: Block, chain: Chain) -> bool {
+        let preds: &'a [Block] = &self.preds[b.index()];
         let Some(&first) = preds.first() else {
             return false;
         };
-        let value = self.compared(f, first);
-        if value.is_none() || preds.iter().any(|&p| self.compared(f, p) != value) {
+        let value = self.compared(first);
+        if value.is_none() || preds.iter().any(|&p| self.compared(p) != value) {
             return false;
         }
-        let Some((shared, _)) = Self::edges(f, b, chain) else {
+        let Some((shared, _)) = chain.edges(f, b) else {
             return false;
         };
         // A block of the chain that belongs to it: shares the successor and is dominated by b.
-        let in_chain = |f: &Function, x: Block| -> Option<Block> {
-            let (s, next) = Self::edges(f, x, chain)?;
-            (s == shared && self.dominates(b, x)).then_some(next)
+        let in_chain = |this: &Self, f: &Function, x: Block| -> Option<Block> {
+            let (s, next) = chain.edges(f, x)?;
+            (s == shared && this.dominates(b, x)).then_some(next)
         };
         // Walk down while the tests compare the chain's value; `diff` is the first that does
         // not, `diff_owner` the block whose chain edge leads to it (None: b's predecessors).
         let (mut diff, mut diff_owner) = (b, None);
         loop {
-            let Some(next) = in_chain(f, diff) else {
+            let Some(mut next) = in_chain(self, f, diff) else {
                 return false;
             };
-            if self.compared(f, diff) != value {
+            if self.compared(diff) != value {
                 break;
             }
-            diff_owner = Some(diff);
+            let mut owner = diff;
+            if let Some(last) = self.skip_run(f, chain, b, diff) {
+                owner = last;
+                next = chain.edges(f, last).expect("a run's blocks branch").1;
+            }
+            diff_owner = Some(owner);
             diff = next;
         }
         // Further down, the first test of the chain's value again: that one is pulled up.
         let mut same_owner = diff;
         let pull = loop {
-            let Some((_, same)) = Self::edges(f, same_owner, chain) else {
+            if let Some(last) = self.skip_run(f, chain, b, same_owner) {
+                same_owner = last;
+            }
+            let Some((_, same)) = chain.edges(f, same_owner) else {
                 return false;
             };
-            if in_chain(f, same).is_none() {
+            if in_chain(self, f, same).is_none() {
                 return false;
             }
-            if self.compared(f, same) == value {
+            if self.compared(same) == value {
                 break same;
             }
             same_owner = same;
         };
-        let (_, after_pull) = Self::edges(f, pull, chain).expect("pull is a branch");
+        let (_, after_pull) = chain.edges(f, pull).expect("pull is a branch");
         Self::set_next(f, same_owner, chain, after_pull);
         Self::set_next(f, pull, chain, diff);
         match diff_owner {
@@ -247,6 +299,49 @@ impl Sweep<'_> {
                 }
             }
         }
+        self.note_moves(f, chain, same_owner, pull, after_pull, diff_owner, b);
         true
+    }
+
+    /// Tells the run records what one pullup changed: on the chain pulled along, `pull` left
+    /// the head of its run and joined the end of `diff_owner`'s, and `same_owner` now leads
+    /// past it; on the other chain kind those blocks' shared successors changed.
+    #[allow(clippy::too_many_arguments)]
+    fn note_moves(
+        &mut self,
+        f: &Function,
+        chain: Chain,
+        same_owner: Block,
+        pull: Block,
+        after_pull: Block,
+        diff_owner: Option<Block>,
+        b: Block,
+    ) {
+        if !self.skip_runs {
+            return;
+        }
+        let other = match chain {
+            Chain::Or => Chain::And,
+            Chain::And => Chain::Or,
+        };
+        let runs = self.runs(chain);
+        runs.take_head(pull, after_pull);
+        runs.redirect_last(f, same_owner, after_pull);
+        match diff_owner {
+            Some(owner) => runs.append(f, owner, pull),
+            None => {
+                for &p in &self.preds[b.index()] {
+                    self.or_runs.changed(p);
+                    self.and_runs.changed(p);
+                }
+            }
+        }
+        let runs = self.runs(other);
+        for x in [Some(same_owner), Some(pull), diff_owner]
+            .into_iter()
+            .flatten()
+        {
+            runs.changed(x);
+        }
     }
 }

@@ -1,0 +1,270 @@
+//! Runs of a pullup chain: consecutive blocks that test the same value, remembered so that a
+//! pullup skips a run in one step instead of walking it block by block.
+//!
+//! libpcap's pullups walk down a chain past every block testing the chain's value, then past
+//! every block testing something else, to the next test of the value. In a long `or` chain the
+//! sweeps sort the tests by value (`src` tests first, then `dst` tests), so the runs double in
+//! length every round and those walks become quadratic in the chain. A run's blocks share the
+//! value and the shared successor, so one record per run answers "where does the run from `x`
+//! end" at once; the pullup still checks every block the walk lands on exactly as before.
+//!
+//! A record stays true while its blocks keep their edges. A pullup changes edges in a few known
+//! ways (a test appended to the end of a run, a test taken from the head of a run, a run's last
+//! block pointed elsewhere), which are applied to the records in place; any other change to a
+//! block drops the record holding it, and the next question about it walks the run again.
+
+use sift_ir::{Block, Function, Terminator};
+
+use super::numbering::Vn;
+
+/// Which chain a pullup walks.
+#[derive(Clone, Copy, PartialEq, Eq)]
+pub(super) enum Chain {
+    /// Down the false edges; every test shares the true successor.
+    Or,
+    /// Down the true edges; every test shares the false successor.
+    And,
+}
+
+impl Chain {
+    /// The successor a chain shares (`Or`: the true one) and the one it continues along.
+    pub(super) fn edges(self, f: &Function, b: Block) -> Option<(Block, Block)> {
+        match &f.block(b).term {
+            Terminator::Branch { then_, else_, .. } => Some(match self {
+                Chain::Or => (then_.block, else_.block),
+                Chain::And => (else_.block, then_.block),
+            }),
+            _ => None,
+        }
+    }
+}
+
+const NO_RECORD: u32 = u32::MAX;
+
+/// One run: `head` .. `last` along the chain edges, then `end`, the first block that does not
+/// continue it. Positions grow along the run (a block put in front gets a smaller one).
+struct Record {
+    alive: bool,
+    head: Block,
+    last: Block,
+    end: Block,
+    /// The largest position whose block was entered in the dominator tree no later than the
+    /// block before it; from any position at or after it, entry times increase to `last`.
+    last_descent: i64,
+}
+
+/// Where the run starting at a block ends (the block after `last` does not continue it).
+pub(super) struct Suffix {
+    pub(super) last: Block,
+    /// Dominator-tree entry times increase from the block to `last`, so the whole suffix lies
+    /// in an interval when its two ends do.
+    pub(super) increasing: bool,
+}
+
+/// The run records of one chain kind during one sweep.
+pub(super) struct Runs<'a> {
+    chain: Chain,
+    compared: &'a [Option<Vn>],
+    enter: &'a [u32],
+    record_of: Vec<u32>,
+    position: Vec<i64>,
+    records: Vec<Record>,
+}
+
+impl<'a> Runs<'a> {
+    pub(super) fn new(chain: Chain, compared: &'a [Option<Vn>], enter: &'a [u32]) -> Runs<'a> {
+        let n = compared.len();
+        Runs {
+            chain,
+            compared,
+            enter,
+            record_of: vec![NO_RECORD; n],
+            position: vec![0; n],
+            records: Vec::new(),
+        }
+    }
+
+    /// Whether `y`, the chain successor of `u`, continues `u`'s run: a test of the same value
+    /// sharing the same successor.
+    fn continues(&self, f: &Function, u: Block, y: Block) -> bool {
+        let (Some((su, _)), Some((sy, _))) = (self.chain.edges(f, u), self.chain.edges(f, y))
+        else {
+            return false;
+        };
+        su == sy
+            && self.compared[u.index()].is_some()
+            && self.compared[u.index()] == self.compared[y.index()]
+    }
+
+    /// The live record holding `x`, checked against the edges of its last block.
+    fn record(&mut self, f: &Function, x: Block) -> Option<u32> {
+        let r = self.record_of[x.index()];
+        let rec = self.records.get(r as usize).filter(|rec| rec.alive)?;
+        let (last, end) = (rec.last, rec.end);
+        let ends_there = self.chain.edges(f, last).map(|(_, next)| next) == Some(end);
+        if ends_there && !self.continues(f, last, end) {
+            Some(r)
+        } else {
+            self.records[r as usize].alive = false;
+            None
+        }
+    }
+
+    /// Whether entering `b` after `a` in the dominator tree keeps entry times increasing.
+    fn increasing(&self, a: Block, b: Block) -> bool {
+        self.enter[a.index()] < self.enter[b.index()]
+    }
+
+    /// The run from branch `x`: its last block and the block after it.
+    pub(super) fn suffix(&mut self, f: &Function, x: Block) -> Suffix {
+        let r = match self.record(f, x) {
+            Some(r) => r,
+            None => self.rebuild(f, x),
+        };
+        let rec = &self.records[r as usize];
+        let suffix = Suffix {
+            last: rec.last,
+            increasing: self.position[x.index()] >= rec.last_descent,
+        };
+        #[cfg(test)]
+        self.check(f, x, &suffix, rec.end);
+        suffix
+    }
+
+    /// Tests check every answer against a walk of the run.
+    #[cfg(test)]
+    fn check(&self, f: &Function, x: Block, suffix: &Suffix, end: Block) {
+        let (mut u, mut increasing) = (x, true);
+        loop {
+            let (_, y) = self.chain.edges(f, u).expect("a run's blocks branch");
+            if !self.continues(f, u, y) {
+                assert_eq!((suffix.last, end), (u, y), "run from {x}");
+                break;
+            }
+            increasing &= self.increasing(u, y);
+            u = y;
+        }
+        assert!(
+            increasing || !suffix.increasing,
+            "run from {x} said increasing"
+        );
+    }
+
+    /// Walks the run from `x` until it ends or reaches the head of a live record, and records
+    /// the blocks walked (in front of that record, or as a new one).
+    fn rebuild(&mut self, f: &Function, x: Block) -> u32 {
+        let mut path = vec![x];
+        let mut u = x;
+        // Every step goes forward in an acyclic graph; the bound guards a malformed one.
+        let attach = loop {
+            let Some((_, y)) = self.chain.edges(f, u) else {
+                break None;
+            };
+            if !self.continues(f, u, y) || path.len() > self.compared.len() {
+                break None;
+            }
+            if let Some(r) = self.record(f, y) {
+                if self.records[r as usize].head == y {
+                    break Some(r);
+                }
+                // `y` is reached from two runs; neither record can describe both.
+                self.records[r as usize].alive = false;
+            }
+            path.push(y);
+            u = y;
+        };
+        let r = match attach {
+            Some(r) => r,
+            None => {
+                let last = *path.last().expect("path holds x");
+                let end = self.chain.edges(f, last).map_or(last, |(_, next)| next);
+                self.records.push(Record {
+                    alive: true,
+                    head: last,
+                    last,
+                    end,
+                    last_descent: i64::MIN,
+                });
+                let r = (self.records.len() - 1) as u32;
+                self.record_of[last.index()] = r;
+                self.position[last.index()] = 0;
+                path.pop();
+                r
+            }
+        };
+        for &p in path.iter().rev() {
+            self.prepend(r, p);
+        }
+        r
+    }
+
+    fn prepend(&mut self, r: u32, p: Block) {
+        let head = self.records[r as usize].head;
+        let pos = self.position[head.index()] - 1;
+        self.position[p.index()] = pos;
+        self.record_of[p.index()] = r;
+        let increasing = self.increasing(p, head);
+        let rec = &mut self.records[r as usize];
+        rec.head = p;
+        if !increasing {
+            rec.last_descent = rec.last_descent.max(pos + 1);
+        }
+    }
+
+    /// Forgets the record holding `x` (its edges changed in a way not described below).
+    pub(super) fn changed(&mut self, x: Block) {
+        if let Some(rec) = self.records.get_mut(self.record_of[x.index()] as usize) {
+            rec.alive = false;
+        }
+    }
+
+    /// `pull`, which headed its run (followed by `after_pull`), was moved elsewhere.
+    pub(super) fn take_head(&mut self, pull: Block, after_pull: Block) {
+        let r = self.record_of[pull.index()];
+        self.record_of[pull.index()] = NO_RECORD;
+        let Some(rec) = self.records.get_mut(r as usize).filter(|rec| rec.alive) else {
+            return;
+        };
+        if rec.head == pull && rec.last != pull && self.record_of[after_pull.index()] == r {
+            rec.head = after_pull;
+        } else {
+            rec.alive = false;
+        }
+    }
+
+    /// `pull` now follows `owner`, the last block of its run, and continues the run.
+    pub(super) fn append(&mut self, f: &Function, owner: Block, pull: Block) {
+        let r = self.record_of[owner.index()];
+        let Some(rec) = self.records.get(r as usize).filter(|rec| rec.alive) else {
+            return;
+        };
+        let (_, end) = self.chain.edges(f, pull).expect("pull is a branch");
+        if rec.last != owner || !self.continues(f, owner, pull) || self.continues(f, pull, end) {
+            self.records[r as usize].alive = false;
+            return;
+        }
+        let pos = self.position[owner.index()] + 1;
+        self.position[pull.index()] = pos;
+        self.record_of[pull.index()] = r;
+        let descends = !self.increasing(owner, pull);
+        let rec = &mut self.records[r as usize];
+        rec.last = pull;
+        rec.end = end;
+        if descends {
+            rec.last_descent = pos;
+        }
+    }
+
+    /// `owner`, the last block of its run, now continues to `next` instead.
+    pub(super) fn redirect_last(&mut self, f: &Function, owner: Block, next: Block) {
+        let r = self.record_of[owner.index()];
+        let Some(rec) = self.records.get(r as usize).filter(|rec| rec.alive) else {
+            return;
+        };
+        if rec.last == owner && !self.continues(f, owner, next) {
+            self.records[r as usize].end = next;
+        } else {
+            self.records[r as usize].alive = false;
+        }
+    }
+}
