@@ -15,7 +15,7 @@ use std::collections::HashMap;
 use std::fmt;
 use std::sync::Arc;
 
-use sift_ir::{KeyWidth, Pattern, PatternError, PatternSet, ValueSet};
+use sift_ir::{Chain, KeyWidth, Pattern, PatternError, PatternSet, ValueSet};
 
 use crate::insn::{AluOp, Cond, Insn, Key, Operand, Program, Reg, Table, Width};
 
@@ -416,6 +416,31 @@ fn parse_insn(
         "ld.w" => Some(Width::Word),
         _ => None,
     };
+    let chain = match mnemonic {
+        "protochain.ip" => Some(Chain::Ip),
+        "protochain.ip6" => Some(Chain::Ip6),
+        _ => None,
+    };
+    if let Some(chain) = chain {
+        arity(4)?;
+        let (offset, base) = match line.address(&ops[2])? {
+            (Some(offset), base) => (offset, base),
+            (None, _) => {
+                return Err(line.err(
+                    ops[2].column,
+                    AsmErrorKind::Expected("a header offset [rN+base]"),
+                ))
+            }
+        };
+        return Ok(plain(Insn::Protochain {
+            dst: line.reg(&ops[0])?,
+            chain,
+            base,
+            proto: line.reg(&ops[1])?,
+            offset,
+            target: line.number(&ops[3], "a protocol number")?,
+        }));
+    }
     if let Some(width) = width {
         arity(2)?;
         let (base, offset) = line.address(&ops[1])?;

@@ -137,6 +137,18 @@ pub(crate) fn write_insn(
             pattern,
             start,
         } => write!(f, "contains {dst}, p{set}.{pattern}, {start}"),
+        Insn::Protochain {
+            dst,
+            chain,
+            base,
+            proto,
+            offset,
+            target,
+        } => write!(
+            f,
+            "protochain.{} {dst}, {proto}, [{offset}+{base}], {target}",
+            chain.name()
+        ),
         Insn::Member { dst, set, key } => {
             write!(f, "member {dst}, s{set}")?;
             for r in key.regs() {

@@ -23,7 +23,7 @@
 use std::fmt;
 use std::sync::Arc;
 
-use sift_ir::{KeyWidth, Pattern, PatternError, PatternSet, ValueSet};
+use sift_ir::{Chain, KeyWidth, Pattern, PatternError, PatternSet, ValueSet};
 
 use crate::insn::{AluOp, Cond, Insn, Key, Operand, Program, Reg, Table, Width};
 
@@ -69,6 +69,9 @@ mod op {
     pub const CONTAINS: u8 = 0x80;
     pub const MEMBER_W32: u8 = 0x81;
     pub const MEMBER_W128: u8 = 0x82;
+    /// The header-chain walks, in every version.
+    pub const PROTOCHAIN_IP: u8 = 0x90;
+    pub const PROTOCHAIN_IP6: u8 = 0x91;
 }
 
 /// Why bytes are not an encoded program, and where (a byte offset into the input).
@@ -368,6 +371,22 @@ fn encode_insn(insn: &Insn, out: &mut Vec<u8>) {
             out.extend(set.to_le_bytes());
             out.extend(pattern.to_le_bytes());
         }
+        Insn::Protochain {
+            dst,
+            chain,
+            base,
+            proto,
+            offset,
+            target,
+        } => {
+            let opcode = match chain {
+                Chain::Ip => op::PROTOCHAIN_IP,
+                Chain::Ip6 => op::PROTOCHAIN_IP6,
+            };
+            out.extend([opcode, dst.0, proto.0, offset.0]);
+            out.extend(base.to_le_bytes());
+            out.extend(target.to_le_bytes());
+        }
         Insn::Member {
             dst,
             set,
@@ -621,6 +640,18 @@ fn decode_insn(r: &mut Reader<'_>, index: usize, coprocessors: bool) -> Result<I
             dst: r.reg()?,
             key: Key::W128([r.reg()?, r.reg()?, r.reg()?, r.reg()?]),
             set: r.u32()?,
+        },
+        op::PROTOCHAIN_IP | op::PROTOCHAIN_IP6 => Insn::Protochain {
+            chain: if opcode == op::PROTOCHAIN_IP {
+                Chain::Ip
+            } else {
+                Chain::Ip6
+            },
+            dst: r.reg()?,
+            proto: r.reg()?,
+            offset: r.reg()?,
+            base: r.u32()?,
+            target: r.u32()?,
         },
         _ => return Err(unknown),
     })

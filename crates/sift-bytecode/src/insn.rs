@@ -10,7 +10,7 @@
 use std::hash::{Hash, Hasher};
 use std::sync::Arc;
 
-use sift_ir::{PatternSet, ValueSet};
+use sift_ir::{Chain, PatternSet, ValueSet};
 
 /// Number of general-purpose registers (`r0`..`r15`), each a `u32`.
 pub const REGISTERS: usize = 16;
@@ -267,6 +267,17 @@ pub enum Insn {
     },
     /// A coprocessor call: `dst = 1` if the key is in `sets[set]`, else 0. Never rejects.
     Member { dst: Reg, set: u32, key: Key },
+    /// libpcap's `protochain` loop: `dst =` the protocol the walk of the header chain stops at,
+    /// starting with protocol `proto` at `offset` from `base` (see `sift_ir::protochain::walk`).
+    /// Rejects the packet when a header lies outside the captured bytes (or the walk cycles).
+    Protochain {
+        dst: Reg,
+        chain: Chain,
+        base: u32,
+        proto: Reg,
+        offset: Reg,
+        target: u32,
+    },
 }
 
 impl Insn {
@@ -280,7 +291,8 @@ impl Insn {
             | Insn::Neg { dst, .. }
             | Insn::LoadScratch { dst, .. }
             | Insn::Contains { dst, .. }
-            | Insn::Member { dst, .. } => Some(dst),
+            | Insn::Member { dst, .. }
+            | Insn::Protochain { dst, .. } => Some(dst),
             _ => None,
         }
     }
@@ -307,6 +319,7 @@ impl Insn {
             Insn::Member {
                 key: Key::W128(k), ..
             } => k.map(Some),
+            Insn::Protochain { proto, offset, .. } => [Some(proto), Some(offset), None, None],
             Insn::WireLen { .. } | Insn::LoadScratch { .. } | Insn::Jump { .. } => one(None),
         };
         regs.into_iter().flatten()

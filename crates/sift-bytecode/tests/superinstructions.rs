@@ -89,6 +89,20 @@ fn reference(p: &Program, pkt: &[u8], wire_len: u32) -> u32 {
                 let found = p.sets[set as usize].contains(sift_ir::ValueSet::key(&words));
                 r[dst.index()] = u32::from(found);
             }
+            Insn::Protochain {
+                dst,
+                chain,
+                base,
+                proto,
+                offset,
+                target,
+            } => {
+                let (p, x) = (r[proto.index()], r[offset.index()]);
+                let Some(found) = sift_ir::protochain::walk(pkt, chain, base, p, x, target) else {
+                    return 0;
+                };
+                r[dst.index()] = found;
+            }
         }
         pc += 1;
     }

@@ -1,5 +1,6 @@
-//! The Rust side of coprocessor calls: what generated code calls for `contains` and `member`,
-//! and the per-packet memo it needs.
+//! The Rust side of calls: what generated code calls for the coprocessors (`contains` and
+//! `member`) and the per-packet memo they need, and for `protochain`'s header walk (a loop,
+//! which runs the IR's definition rather than a second native copy of it).
 //!
 //! Generated code receives a pointer to a [`CallContext`] (the program's compiled tables and
 //! the running thread's [`Memo`]) as the last argument of both entry points, and passes it,
@@ -16,6 +17,7 @@
 use std::cell::RefCell;
 
 use sift_coproc::{Coprocessors, Memo};
+use sift_ir::Chain;
 
 /// What a call needs besides its operands. Built on the caller's stack for one run (one packet,
 /// or one batch), so both references outlive every call the run makes. `memo` is `None` in
@@ -123,6 +125,26 @@ pub(crate) extern "C" fn member128(
     u32::from(ctx.coprocessors.member(set, &[k0, k1, k2, k3]))
 }
 
+/// `protochain(packet, caplen, ip6, base, proto, offset, target)`: the protocol the walk stops
+/// at, with bit 32 set, or 0 when it rejects the packet.
+pub(crate) extern "C" fn protochain(
+    data: *const u8,
+    caplen: u64,
+    ip6: u32,
+    base: u32,
+    proto: u32,
+    offset: u32,
+    target: u32,
+) -> u64 {
+    // SAFETY: as in `contains`: the packet slice the run was called with.
+    let packet = unsafe { std::slice::from_raw_parts(data, caplen as usize) };
+    let chain = if ip6 != 0 { Chain::Ip6 } else { Chain::Ip };
+    match sift_ir::protochain::walk(packet, chain, base, proto, offset, target) {
+        Some(p) => 1 << 32 | u64::from(p),
+        None => 0,
+    }
+}
+
 /// The helpers' addresses and signatures, as generated code calls them.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub(crate) enum Helper {
@@ -130,6 +152,7 @@ pub(crate) enum Helper {
     Contains,
     Member32,
     Member128,
+    Protochain,
 }
 
 impl Helper {
@@ -147,6 +170,9 @@ impl Helper {
             Helper::Member128 => {
                 member128 as extern "C" fn(*mut CallContext<'_>, u32, u32, u32, u32, u32) -> u32
                     as usize
+            }
+            Helper::Protochain => {
+                protochain as extern "C" fn(*const u8, u64, u32, u32, u32, u32, u32) -> u64 as usize
             }
         }
     }

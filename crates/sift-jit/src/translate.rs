@@ -25,6 +25,7 @@ use cranelift_codegen::ir::{
 };
 use cranelift_frontend::{FunctionBuilder, Switch, Variable};
 use sift_bytecode::{AluOp, Cond, Insn, Key, Operand, Program, Reg, Width};
+use sift_ir::Chain;
 
 use crate::bounds::{Bounds, Guard};
 use crate::calls::Helper;
@@ -386,6 +387,29 @@ impl Translator<'_, '_, '_> {
                 let v = self.call(Helper::Contains, &args);
                 self.b.def_var(self.var(dst), v);
             }
+            Insn::Protochain {
+                dst,
+                chain,
+                base,
+                proto,
+                offset,
+                target,
+            } => {
+                let k =
+                    |b: &mut FunctionBuilder<'_>, k: u32| b.ins().iconst(types::I32, i64::from(k));
+                let ip6 = k(&mut self.b, u32::from(chain == Chain::Ip6));
+                let base = k(&mut self.b, base);
+                let target = k(&mut self.b, target);
+                let proto = self.b.use_var(self.var(proto));
+                let offset = self.b.use_var(self.var(offset));
+                let p = &self.packet;
+                let args = [p.data, p.caplen, ip6, base, proto, offset, target];
+                let walked = self.call(Helper::Protochain, &args);
+                let rejected = self.b.ins().icmp_imm_u(IntCC::Equal, walked, 0);
+                self.reject_if(rejected);
+                let v = self.b.ins().ireduce(types::I32, walked);
+                self.b.def_var(self.var(dst), v);
+            }
             Insn::Member { dst, set, key } => {
                 let set = self.b.ins().iconst(types::I32, i64::from(set));
                 let mut args = vec![self.packet.ctx, set];
@@ -411,18 +435,17 @@ impl Translator<'_, '_, '_> {
         }
         let mut sig = Signature::new(self.b.func.signature.call_conv);
         let (ptrs, words, returns) = match helper {
-            Helper::NextPacket => (1, 0, false),
-            Helper::Contains => (3, 3, true),
-            Helper::Member32 => (1, 2, true),
-            Helper::Member128 => (1, 5, true),
+            Helper::NextPacket => (1, 0, None),
+            Helper::Contains => (3, 3, Some(types::I32)),
+            Helper::Member32 => (1, 2, Some(types::I32)),
+            Helper::Member128 => (1, 5, Some(types::I32)),
+            Helper::Protochain => (2, 5, Some(types::I64)),
         };
         sig.params
             .extend((0..ptrs).map(|_| AbiParam::new(types::I64)));
         sig.params
             .extend((0..words).map(|_| AbiParam::new(types::I32)));
-        if returns {
-            sig.returns.push(AbiParam::new(types::I32));
-        }
+        sig.returns.extend(returns.map(AbiParam::new));
         let s = self.b.import_signature(sig);
         self.signatures.push((helper, s));
         s

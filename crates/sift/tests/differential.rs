@@ -46,12 +46,6 @@ const KNOWN: &[(&str, u32, usize)] = &[
     ("unoptimized", 101, 1),
 ];
 
-/// Known verdict divergences per (suite, link type): sift unrolls `protochain`'s walk over IPv6
-/// extension headers to 32 headers (the IR is acyclic), and libpcap's own test capture
-/// `ipv6_ext_headers.pcap` chains about 100; past 32, sift rejects where libpcap walks on. The
-/// count may only go down.
-const KNOWN_VERDICTS: &[(&str, u32, usize)] = &[("real", 1, 5)];
-
 fn check(suite: &str, report: DiffReport) {
     eprintln!("[{suite}] {report}");
     let lt = report.linktype;
@@ -59,13 +53,10 @@ fn check(suite: &str, report: DiffReport) {
         .iter()
         .find(|k| k.0 == suite && k.1 == lt)
         .map_or(0, |k| k.2);
-    let allowed_verdicts = KNOWN_VERDICTS
-        .iter()
-        .find(|k| k.0 == suite && k.1 == lt)
-        .map_or(0, |k| k.2);
-    assert!(
-        report.verdict_pair_count() <= allowed_verdicts,
-        "[{suite}] verdicts differ for link type {lt}, at most {allowed_verdicts} known:\n{report}"
+    assert_eq!(
+        report.verdict_pair_count(),
+        0,
+        "[{suite}] verdicts differ for link type {lt}:\n{report}"
     );
     let refusals = report
         .divergences

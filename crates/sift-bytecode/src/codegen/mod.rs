@@ -66,7 +66,6 @@ impl std::error::Error for CodegenError {
 /// Compiles an IR function to a verified bytecode program.
 pub fn compile(f: &Function) -> Result<VerifiedProgram, CodegenError> {
     sift_ir::verify(f).map_err(CodegenError::InvalidIr)?;
-    let f = &*sift_ir::protochain::without_loops(f);
     let layout = f.reverse_postorder();
     let key_temps = alloc::key_temps(f);
     let alloc = alloc::allocate(f, &layout, key_temps.len())
@@ -210,7 +209,24 @@ impl Emitter<'_> {
         let f = self.f;
         match *f.inst(v) {
             Inst::Const(_) | Inst::Param(_) => {}
-            Inst::Protochain { .. } => unreachable!("compile unrolls protochain walks"),
+            Inst::Protochain {
+                chain,
+                base,
+                proto,
+                offset,
+                target,
+            } => {
+                let proto = self.use_reg(proto, TEMP_A);
+                let offset = self.use_reg(offset, TEMP_B);
+                self.define(v, true, |dst| Insn::Protochain {
+                    dst,
+                    chain,
+                    base,
+                    proto,
+                    offset,
+                    target,
+                });
+            }
             // Calls are pure and never reject: a dead one gets no code (not even its operands).
             Inst::Contains { .. } | Inst::Member { .. } if self.loc(v).is_none() => {}
             Inst::Contains {

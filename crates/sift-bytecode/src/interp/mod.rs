@@ -28,6 +28,7 @@ pub(crate) use predecode::Code;
 use predecode::Op;
 
 use sift_coproc::Memo;
+use sift_ir::protochain;
 
 use crate::insn::{Width, MAX_SCRATCH};
 use crate::verify::VerifiedProgram;
@@ -391,6 +392,17 @@ impl VerifiedProgram {
                     table,
                     default,
                 } => lookup!(loaded!(d, load(packet, off as usize, w)), table, default),
+                Op::Protochain {
+                    d,
+                    p,
+                    x,
+                    chain,
+                    base,
+                    target,
+                } => set!(
+                    d,
+                    protochain::walk(packet, chain, base, reg!(p), reg!(x), target)
+                ),
                 Op::Contains { .. } | Op::Member { .. } | Op::Member4 { .. } if !CALLS => {
                     return 0; // not reached: the program has no calls
                 }

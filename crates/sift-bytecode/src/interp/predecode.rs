@@ -26,6 +26,8 @@
 //! instructions it absorbed keep their own slots unchanged: a branch that lands on one of them
 //! still runs it on its own, and no target needs renumbering.
 
+use sift_ir::Chain;
+
 use crate::insn::{AluOp, Cond, Insn, Key, Operand, Program, Table, Width};
 
 use super::lookup::{Budget, Lookup};
@@ -351,6 +353,15 @@ pub(crate) enum Op {
         d: u8,
         k: [u8; 4],
         set: u32,
+    },
+    /// `d = protochain.<chain> p, [x+base], target`.
+    Protochain {
+        d: u8,
+        p: u8,
+        x: u8,
+        chain: Chain,
+        base: u32,
+        target: u32,
     },
 }
 
@@ -958,6 +969,21 @@ fn predecode(insn: Insn) -> Op {
             d: dst.0,
             k: k.map(|r| r.0),
             set,
+        },
+        Insn::Protochain {
+            dst,
+            chain,
+            base,
+            proto,
+            offset,
+            target,
+        } => Op::Protochain {
+            d: dst.0,
+            p: proto.0,
+            x: offset.0,
+            chain,
+            base,
+            target,
         },
     }
 }
