@@ -36,6 +36,7 @@
 
 mod branches;
 mod dead_code;
+mod fast_hash;
 mod numbering;
 mod pullup;
 #[cfg(test)]
@@ -49,7 +50,7 @@ use branches::{decide_branches, jset_peephole};
 use dead_code::remove_dead_code;
 use numbering::Numbering;
 use pullup::pullups;
-use threading::thread_edges;
+use threading::{thread_edges, used_outside_own_block};
 
 /// Rounds of the whole pipeline; libpcap iterates to a fixed point too. Each round that changes
 /// something removes a branch or an instruction, so this bound is never reached in practice.
@@ -64,14 +65,40 @@ const MAX_ROUNDS: usize = 64;
 /// second folds statements but no longer moves branches (a branch it decides keeps its
 /// operands, and with them its loads).
 pub(crate) fn apply(f: &mut Function) -> Result<(), String> {
+    let shortcuts = !reference_mode();
+    // What a round that only pulled tests up cannot have changed: pullups move edges within
+    // the reachable blocks, so the values, the reachable set and the instructions stay, and
+    // the next round's numbering, decided branches and dead code would come out the same.
+    let mut kept_numbers: Option<Numbering> = None;
+    let mut cross_block_uses: Option<Vec<bool>> = None;
     for _ in 0..MAX_ROUNDS {
-        let (numbers, _) = Numbering::compute(f, Phase::MoveBranches)?;
-        let mut changed = decide_branches(f, &numbers);
-        changed |= remove_dead_code(f);
-        changed |= thread_edges(f, &numbers);
-        changed |= pullups(f, &numbers);
-        if !changed {
+        let mut changed = false;
+        let numbers = match kept_numbers.take() {
+            Some(numbers) => {
+                #[cfg(test)]
+                assert_round_would_change_nothing(f)?;
+                numbers
+            }
+            None => {
+                let (numbers, _) = Numbering::compute(f, Phase::MoveBranches)?;
+                changed |= decide_branches(f, &numbers);
+                let removed = remove_dead_code(f);
+                changed |= removed;
+                if removed || !shortcuts {
+                    cross_block_uses = None;
+                }
+                numbers
+            }
+        };
+        let used = cross_block_uses.get_or_insert_with(|| used_outside_own_block(f));
+        let (threaded, idom) = thread_edges(f, &numbers, used);
+        let idom = (shortcuts && !threaded).then_some(idom);
+        let pulled = pullups(f, &numbers, idom);
+        if !(changed || threaded || pulled) {
             break;
+        }
+        if shortcuts && !changed && !threaded {
+            kept_numbers = Some(numbers);
         }
     }
     for _ in 0..MAX_ROUNDS {
@@ -86,6 +113,45 @@ pub(crate) fn apply(f: &mut Function) -> Result<(), String> {
     skip_undecided_root(f);
     remove_dead_code(f);
     Ok(())
+}
+
+/// Tests check that a round reusing the last numbering skips nothing: numbering afresh, no
+/// branch is newly decided and no instruction is dead.
+#[cfg(test)]
+fn assert_round_would_change_nothing(f: &mut Function) -> Result<(), String> {
+    let (numbers, _) = Numbering::compute(f, Phase::MoveBranches)?;
+    assert!(
+        !decide_branches(f, &numbers),
+        "a kept round decides a branch"
+    );
+    assert!(!remove_dead_code(f), "a kept round removes dead code");
+    Ok(())
+}
+
+#[cfg(test)]
+thread_local! {
+    static REFERENCE_MODE: std::cell::Cell<bool> = const { std::cell::Cell::new(false) };
+}
+
+/// Whether the optimizer runs without its shortcuts (pullups walking block by block, every
+/// round computed afresh): the plain algorithm, which tests compare the shortcuts with.
+#[cfg(test)]
+fn reference_mode() -> bool {
+    REFERENCE_MODE.with(std::cell::Cell::get)
+}
+
+#[cfg(not(test))]
+fn reference_mode() -> bool {
+    false
+}
+
+/// Runs `run` in [`reference_mode`].
+#[cfg(test)]
+fn with_reference_mode<T>(run: impl FnOnce() -> T) -> T {
+    REFERENCE_MODE.with(|r| r.set(true));
+    let out = run();
+    REFERENCE_MODE.with(|r| r.set(false));
+    out
 }
 
 /// libpcap's `opt_root`: the entry block and the blocks after it that branch to one place

@@ -10,8 +10,8 @@
 //! the value each branch compares (its left operand's value number).
 //!
 //! The walks skip whole runs of tests of one value at once ([`Runs`]), which makes a sweep
-//! near-linear in the chain; with `cfg(test)` the block-by-block walk is kept as the reference
-//! ([`reference_walks`]).
+//! near-linear in the chain; the block-by-block walk is kept as the reference tests compare
+//! with (`super::reference_mode`).
 
 use sift_ir::verify::dominators;
 use sift_ir::{Block, Function, Target, Terminator};
@@ -20,11 +20,17 @@ use super::numbering::{Numbering, Vn};
 use super::runs::{Chain, Runs};
 
 /// One sweep of pullups over the whole function; returns whether anything moved.
-pub(super) fn pullups(f: &mut Function, numbers: &Numbering) -> bool {
+///
+/// `idom` is `f`'s dominator tree when the caller has it, else it is computed here.
+pub(super) fn pullups(
+    f: &mut Function,
+    numbers: &Numbering,
+    idom: Option<Vec<Option<Block>>>,
+) -> bool {
     if f.blocks.iter().any(|b| !b.params.is_empty()) {
         return false;
     }
-    let (idom, _) = dominators(f);
+    let idom = idom.unwrap_or_else(|| dominators(f).0);
     let levels = levels(f);
     let preds = predecessors(f, &levels);
     let compared: Vec<Option<Vn>> = f
@@ -42,7 +48,7 @@ pub(super) fn pullups(f: &mut Function, numbers: &Numbering) -> bool {
         preds: &preds,
         or_runs: Runs::new(Chain::Or, &compared, &dom.enter),
         and_runs: Runs::new(Chain::And, &compared, &dom.enter),
-        skip_runs: !reference_walks(),
+        skip_runs: !super::reference_mode(),
     };
     let mut changed = false;
     for level in levels.iter().skip(1) {
@@ -152,32 +158,6 @@ impl DomIntervals {
             _ => a == b,
         }
     }
-}
-
-#[cfg(test)]
-thread_local! {
-    static REFERENCE_WALKS: std::cell::Cell<bool> = const { std::cell::Cell::new(false) };
-}
-
-/// Whether the pullups walk block by block, as written first (tests compare the two).
-#[cfg(test)]
-pub(super) fn reference_walks() -> bool {
-    REFERENCE_WALKS.with(std::cell::Cell::get)
-}
-
-#[cfg(not(test))]
-fn reference_walks() -> bool {
-    false
-}
-
-/// Runs `run` with the pullups walking block by block (the reference the run skipping must
-/// agree with).
-#[cfg(test)]
-pub(super) fn with_reference_walks<T>(run: impl FnOnce() -> T) -> T {
-    REFERENCE_WALKS.with(|r| r.set(true));
-    let out = run();
-    REFERENCE_WALKS.with(|r| r.set(false));
-    out
 }
 
 struct Sweep<'a> {
@@ -304,8 +284,9 @@ impl<'a> Sweep<'a> {
     }
 
     /// Tells the run records what one pullup changed: on the chain pulled along, `pull` left
-    /// the head of its run and joined the end of `diff_owner`'s, and `same_owner` now leads
-    /// past it; on the other chain kind those blocks' shared successors changed.
+    /// the head of its run and joined the end of `diff_owner`'s (or of b's predecessors'),
+    /// and `same_owner` now leads past it; on the other chain kind those blocks' shared
+    /// successors changed.
     #[allow(clippy::too_many_arguments)]
     fn note_moves(
         &mut self,
@@ -330,9 +311,16 @@ impl<'a> Sweep<'a> {
         match diff_owner {
             Some(owner) => runs.append(f, owner, pull),
             None => {
+                // b's predecessors now lead to `pull`: along the chain edge, it joins the end
+                // of their run; along the shared edge, their shared successor changed.
                 for &p in &self.preds[b.index()] {
-                    self.or_runs.changed(p);
-                    self.and_runs.changed(p);
+                    let runs = self.runs(chain);
+                    if chain.edges(f, p).map(|(_, next)| next) == Some(pull) {
+                        runs.append(f, p, pull);
+                    } else {
+                        runs.changed(p);
+                    }
+                    self.runs(other).changed(p);
                 }
             }
         }

@@ -1,10 +1,11 @@
-//! The pullups that skip runs ([`super::runs`]) against the block-by-block walk they replace:
+//! The optimizer's shortcuts (pullups that skip runs, [`super::runs`]; rounds that reuse what
+//! pullups cannot change) against the plain algorithm they replace ([`super::reference_mode`]):
 //! the whole optimized function must be the same text, on long generated chains (where the
 //! runs are long and pullups many) and on the shared random expressions.
 
 use sift_ir::Function;
 
-use super::pullup::with_reference_walks;
+use super::with_reference_mode;
 use crate::{lower, Options};
 
 /// The link types the brief's chains are compiled for: Ethernet and raw IP.
@@ -20,7 +21,7 @@ fn optimized(text: &str, linktype: u32) -> Result<String, String> {
 /// Compiles `text` both ways and fails with the first differing line.
 fn assert_same(text: &str, linktype: u32) {
     let fast = optimized(text, linktype);
-    let reference = with_reference_walks(|| optimized(text, linktype));
+    let reference = with_reference_mode(|| optimized(text, linktype));
     if fast != reference {
         let shown: String = text.chars().take(300).collect();
         let (a, b) = (fast.unwrap_or_else(|e| e), reference.unwrap_or_else(|e| e));
@@ -225,7 +226,7 @@ fn random_chain_functions_match_the_reference() {
             super::apply(&mut f).map(|()| f.to_string())
         };
         let fast = run();
-        let reference = with_reference_walks(run);
+        let reference = with_reference_mode(run);
         assert_eq!(fast, reference, "on\n{text}");
     }
 }

@@ -48,6 +48,8 @@ struct Record {
     head: Block,
     last: Block,
     end: Block,
+    /// How many blocks the run holds (merges move the smaller run).
+    len: u32,
     /// The largest position whose block was entered in the dominator tree no later than the
     /// block before it; from any position at or after it, entry times increase to `last`.
     last_descent: i64,
@@ -183,6 +185,7 @@ impl<'a> Runs<'a> {
                     head: last,
                     last,
                     end,
+                    len: 1,
                     last_descent: i64::MIN,
                 });
                 let r = (self.records.len() - 1) as u32;
@@ -206,6 +209,7 @@ impl<'a> Runs<'a> {
         let increasing = self.increasing(p, head);
         let rec = &mut self.records[r as usize];
         rec.head = p;
+        rec.len += 1;
         if !increasing {
             rec.last_descent = rec.last_descent.max(pos + 1);
         }
@@ -227,29 +231,48 @@ impl<'a> Runs<'a> {
         };
         if rec.head == pull && rec.last != pull && self.record_of[after_pull.index()] == r {
             rec.head = after_pull;
+            rec.len -= 1;
         } else {
             rec.alive = false;
         }
     }
 
-    /// `pull` now follows `owner`, the last block of its run, and continues the run.
+    /// `owner`, the last block of its run, now leads to `pull`, which continues the run.
     pub(super) fn append(&mut self, f: &Function, owner: Block, pull: Block) {
         let r = self.record_of[owner.index()];
         let Some(rec) = self.records.get(r as usize).filter(|rec| rec.alive) else {
             return;
         };
         let (_, end) = self.chain.edges(f, pull).expect("pull is a branch");
-        if rec.last != owner || !self.continues(f, owner, pull) || self.continues(f, pull, end) {
+        let leads_to_pull = self.chain.edges(f, owner).map(|(_, next)| next) == Some(pull);
+        // A block entered along two runs' chain edges belongs to neither record.
+        let pull_taken = self
+            .records
+            .get(self.record_of[pull.index()] as usize)
+            .is_some_and(|rec| rec.alive);
+        if rec.last != owner
+            || !leads_to_pull
+            || pull_taken
+            || !self.continues(f, owner, pull)
+            || self.continues(f, pull, end)
+        {
             self.records[r as usize].alive = false;
             return;
         }
+        self.push_last(r, pull, end);
+    }
+
+    /// Puts `y` after the last block of record `r`; `end` follows it.
+    fn push_last(&mut self, r: u32, y: Block, end: Block) {
+        let owner = self.records[r as usize].last;
         let pos = self.position[owner.index()] + 1;
-        self.position[pull.index()] = pos;
-        self.record_of[pull.index()] = r;
-        let descends = !self.increasing(owner, pull);
+        self.position[y.index()] = pos;
+        self.record_of[y.index()] = r;
+        let descends = !self.increasing(owner, y);
         let rec = &mut self.records[r as usize];
-        rec.last = pull;
+        rec.last = y;
         rec.end = end;
+        rec.len += 1;
         if descends {
             rec.last_descent = pos;
         }
@@ -261,10 +284,53 @@ impl<'a> Runs<'a> {
         let Some(rec) = self.records.get(r as usize).filter(|rec| rec.alive) else {
             return;
         };
-        if rec.last == owner && !self.continues(f, owner, next) {
+        if rec.last != owner {
+            self.records[r as usize].alive = false;
+        } else if !self.continues(f, owner, next) {
             self.records[r as usize].end = next;
         } else {
+            self.merge(f, r, next);
+        }
+    }
+
+    /// The last block of record `r` now leads to `next`, which continues its run: the two runs
+    /// become one, moving the blocks of the shorter (so a block moves O(log n) times).
+    fn merge(&mut self, f: &Function, r: u32, next: Block) {
+        let Some(lower) = self.record(f, next).filter(|&l| l != r) else {
             self.records[r as usize].alive = false;
+            return;
+        };
+        if self.records[lower as usize].head != next {
+            self.records[r as usize].alive = false;
+            self.records[lower as usize].alive = false;
+            return;
+        }
+        let members = |this: &Self, rec: u32| {
+            let (head, len) = (
+                this.records[rec as usize].head,
+                this.records[rec as usize].len,
+            );
+            let mut out = Vec::with_capacity(len as usize);
+            let mut u = head;
+            for _ in 0..len {
+                out.push(u);
+                u = this.chain.edges(f, u).map_or(u, |(_, n)| n);
+            }
+            out
+        };
+        if self.records[r as usize].len <= self.records[lower as usize].len {
+            for &p in members(self, r).iter().rev() {
+                self.prepend(lower, p);
+            }
+            self.records[r as usize].alive = false;
+        } else {
+            let moved = members(self, lower);
+            let end = self.records[lower as usize].end;
+            self.records[lower as usize].alive = false;
+            for (i, &y) in moved.iter().enumerate() {
+                let after = moved.get(i + 1).copied().unwrap_or(end);
+                self.push_last(r, y, after);
+            }
         }
     }
 }

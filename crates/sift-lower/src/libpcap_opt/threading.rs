@@ -1,11 +1,10 @@
 //! Edge facts and libpcap's `opt_j`: edges sent past the branches they already decide.
 
-use std::collections::HashMap;
-
 use sift_ir::verify::dominators;
 use sift_ir::{Block, Function, Target, Terminator};
 
 use super::branches::{libpcap_form, Code};
+use super::fast_hash::WordMap;
 use super::numbering::{Numbering, Vn};
 
 /// What an edge knows: the comparison it passed through and its outcome.
@@ -28,14 +27,14 @@ type FactKey = (Code, Vn);
 /// carries its position in the log, so the earliest of the two candidates wins as in a scan.
 #[derive(Default)]
 struct Facts {
-    exact: HashMap<(FactKey, Vn), Vec<(usize, bool)>>,
-    const_equalities: HashMap<FactKey, Vec<(usize, Vn)>>,
+    exact: WordMap<(FactKey, Vn), Vec<(usize, bool)>>,
+    const_equalities: WordMap<FactKey, Vec<(usize, Vn)>>,
     log: Vec<(FactKey, Fact)>,
     /// A number for the stack up to each position, the same for the same facts in the same
     /// order (hash-consed): a block deeper in the tree re-establishes the fact of the edge its
     /// dominator was threading, and shortcuts made there must hold for it.
     ids: Vec<u32>,
-    interned: HashMap<(u32, FactKey, Fact), u32>,
+    interned: WordMap<(u32, FactKey, Fact), u32>,
 }
 
 impl Facts {
@@ -130,7 +129,14 @@ fn edge_fact(
 /// Sends edges past branches their facts decide (libpcap's `opt_j`), walking the dominator
 /// tree: the facts in force in a block are those of the single incoming edges of its
 /// dominators, the only edges that dominate it in an acyclic graph.
-pub(super) fn thread_edges(f: &mut Function, numbers: &Numbering) -> bool {
+///
+/// `used_elsewhere` is [`used_outside_own_block`] for `f`. Returns whether an edge moved, and
+/// the dominator tree of `f` as it was on entry (still exact when nothing moved).
+pub(super) fn thread_edges(
+    f: &mut Function,
+    numbers: &Numbering,
+    used_elsewhere: &[bool],
+) -> (bool, Vec<Option<Block>>) {
     let (idom, rpo) = dominators(f);
     let mut children: Vec<Vec<Block>> = vec![Vec::new(); f.blocks.len()];
     let mut incoming: Vec<Vec<(Block, bool)>> = vec![Vec::new(); f.blocks.len()];
@@ -145,7 +151,7 @@ pub(super) fn thread_edges(f: &mut Function, numbers: &Numbering) -> bool {
         }
     }
     let mut walk = Walk {
-        used_elsewhere: used_outside_own_block(f),
+        used_elsewhere,
         visit_time: preorder(&children, f.blocks.len()),
         now: 0,
         shortcuts: vec![None; f.blocks.len()],
@@ -182,7 +188,7 @@ pub(super) fn thread_edges(f: &mut Function, numbers: &Numbering) -> bool {
             stack.push((c, false, 0));
         }
     }
-    changed
+    (changed, idom)
 }
 
 /// The order [`thread_edges`] visits the dominator tree in (children in order, depth first):
@@ -218,14 +224,14 @@ struct Shortcut {
     expires: u32,
 }
 
-struct Walk {
-    used_elsewhere: Vec<bool>,
+struct Walk<'a> {
+    used_elsewhere: &'a [bool],
     visit_time: Vec<u32>,
     now: u32,
     shortcuts: Vec<Option<Shortcut>>,
 }
 
-impl Walk {
+impl Walk<'_> {
     /// The visit time of `b` if it lies in the future (its edges may still move).
     fn future_visit(&self, b: Block) -> u32 {
         let t = self.visit_time[b.index()];
@@ -327,8 +333,10 @@ impl Walk {
     }
 }
 
-/// For each block, whether a value it defines is used by another block.
-fn used_outside_own_block(f: &Function) -> Vec<bool> {
+/// For each block, whether a value it defines is used by another block (reachable or not, as
+/// libpcap's `use_conflict` sees every block). Only instructions and branch operands count, so
+/// this changes only when dead code goes.
+pub(super) fn used_outside_own_block(f: &Function) -> Vec<bool> {
     let mut home = vec![None; f.values.len()];
     for (i, data) in f.blocks.iter().enumerate() {
         for &v in data.params.iter().chain(&data.insts) {
