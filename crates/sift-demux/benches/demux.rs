@@ -2,7 +2,9 @@
 //! ns/packet of the demultiplexer, of the N filters run one after another (verified bytecode,
 //! stopping at the first match, as CSPF/BPF do), and of a hand-written 4-tuple hash-table
 //! demultiplexer with the same semantics and the same hasher; insert and delete latency; memory
-//! per filter. Run with `cargo bench -p sift-demux` (`DEMUX_MAX_N=100000` to stop earlier).
+//! per filter; the same with interpreted extractors (`interp`, up to 100,000); the latency of an
+//! insert that creates a shape (compiling its extractor). Run with
+//! `cargo bench -p sift-demux --bench demux` (`DEMUX_MAX_N=100000` to stop earlier).
 
 use std::collections::HashMap;
 use std::hint::black_box;
@@ -139,15 +141,45 @@ fn main() {
             "template patching"
         );
     }
+    new_shape_latency(&template);
     println!(
-        "{:>8} | {:>7} {:>7} {:>7} {:>7} {:>8} | {:>7} {:>7} {:>7} {:>7} | {:>8} {:>8} | {:>8} {:>6} {:>7}",
-        "N", "reader", "local", "batch", "hand", "seq", "r/hand", "l/hand", "b/hand", "seq/l", "ins us", "del us", "B/filter", "tbl B", "bulk s"
+        "{:>8} | {:>7} {:>7} {:>7} {:>7} {:>7} {:>8} | {:>7} {:>7} {:>7} {:>7} | {:>8} {:>8} | {:>8} {:>6} {:>7}",
+        "N", "reader", "local", "batch", "interp", "hand", "seq", "r/hand", "l/hand", "b/hand", "seq/l", "ins us", "del us", "B/filter", "tbl B", "bulk s"
     );
     let mut n = 1usize;
     while n <= max_n {
         run(n, &template);
         n *= 10;
     }
+}
+
+/// An insert that creates a shape compiles its extractor (native code where there is a JIT):
+/// the first filter into an empty demultiplexer, native and interpreted.
+fn new_shape_latency(template: &Function) {
+    let f = filter_for(template, conn(1));
+    let rounds = 50;
+    let time = |make: fn() -> Demux| {
+        let mut total = 0.0;
+        for _ in 0..rounds {
+            let mut d = make();
+            total += ns_per(1, || {
+                d.insert(&f, 0, Delivery::Exclusive).unwrap();
+            });
+            black_box(d.stats());
+        }
+        total / rounds as f64 / 1000.0
+    };
+    let native = time(Demux::new);
+    let interpreted = time(Demux::interpreted);
+    println!(
+        "insert creating a shape: {native:.0} us with native code ({} native shapes), \
+         {interpreted:.0} us interpreted",
+        {
+            let mut d = Demux::new();
+            d.insert(&f, 0, Delivery::Exclusive).unwrap();
+            d.stats().native_shapes
+        }
+    );
 }
 
 fn run(n: usize, template: &Function) {
@@ -226,6 +258,27 @@ fn run(n: usize, template: &Function) {
             );
         }
     });
+    // The same filters with interpreted extractors (not at 10^6: memory and time).
+    let interp_ns = (n <= 100_000).then(|| {
+        let mut interpreted = Demux::interpreted();
+        {
+            let mut batch = interpreted.batch();
+            for i in 0..n as u64 {
+                batch
+                    .insert(&filter_for(template, conn(i)), 0, Delivery::Exclusive)
+                    .unwrap();
+            }
+        }
+        let mut local = interpreted.reader().local();
+        ns_per(total, || {
+            for _ in 0..rounds {
+                for p in &packets {
+                    local.match_packet(black_box(p), p.len() as u32, &mut m);
+                    black_box(m.exclusive());
+                }
+            }
+        })
+    });
     let hand_ns = ns_per(total, || {
         for _ in 0..rounds {
             for p in &packets {
@@ -271,13 +324,15 @@ fn run(n: usize, template: &Function) {
     }) / 1000.0;
 
     let seq_text = seq_ns.map_or("-".to_string(), |s| format!("{s:.0}"));
+    let interp_text = interp_ns.map_or("-".to_string(), |s| format!("{s:.1}"));
     let seq_ratio = seq_ns.map_or("-".to_string(), |s| format!("{:.0}x", s / local_ns));
     println!(
-        "{:>8} | {:>7.1} {:>7.1} {:>7.1} {:>7.1} {:>8} | {:>7.2} {:>7.2} {:>7.2} {:>7} | {:>8.2} {:>8.2} | {:>8.0} {:>6.0} {:>7.2}",
+        "{:>8} | {:>7.1} {:>7.1} {:>7.1} {:>7} {:>7.1} {:>8} | {:>7.2} {:>7.2} {:>7.2} {:>7} | {:>8.2} {:>8.2} | {:>8.0} {:>6.0} {:>7.2}",
         n,
         demux_ns,
         local_ns,
         batch_ns,
+        interp_text,
         hand_ns,
         seq_text,
         demux_ns / hand_ns,

@@ -359,8 +359,9 @@ impl Extractor {
     }
 
     /// [`Extractor::extract`] by interpreting the steps (on success `key` is written; on
-    /// failure it is left as it was).
-    #[inline]
+    /// failure it is left as it was). Not inlined: it is the fallback, and keeping it out
+    /// lets the native call inline into the matching loop.
+    #[inline(never)]
     pub(crate) fn interpret(&self, pkt: &[u8], wire_len: u32, r: &mut Regs, key: &mut Key) -> bool {
         if pkt.len() < self.min_caplen {
             return false;

@@ -26,8 +26,8 @@
 //!    bytecode — only those ranked before the best keyed exclusive match.
 //! 4. [`Demux`] (the writer) publishes immutable snapshots (`snapshot`) through an atomic
 //!    pointer swap (`arc-swap`); [`Reader`]s and [`LocalReader`]s never block and each match
-//!    sees one whole snapshot. Tables are persistent (a shallow trie of small hash tables), so an
-//!    update copies one small leaf, not the table.
+//!    sees one whole snapshot. Tables are persistent (a shallow trie of small open-addressing
+//!    arrays), so an update copies one small leaf, not the table.
 //!
 //! [`Demux::overlaps`] is the exclusivity check (which installed filters may accept a packet a
 //! new filter accepts); see `overlap` for when it is exact.

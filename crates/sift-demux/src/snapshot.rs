@@ -53,7 +53,10 @@ pub(crate) struct Snapshot {
 #[derive(Debug)]
 pub struct Matches {
     delivered: Vec<FilterId>,
-    exclusive: Option<FilterId>,
+    /// The exclusive winner's id, 0 for none (ids are never 0): one word, so that a caller
+    /// reading it right after the match gets it forwarded from the store (an `Option` of two
+    /// words written separately and read as one 16-byte value stalled every match).
+    exclusive: u64,
     regs: Box<Regs>,
     candidates: Vec<Entry>,
     bytecode: Option<sift_bytecode::Cache>,
@@ -64,7 +67,7 @@ impl Default for Matches {
     fn default() -> Matches {
         Matches {
             delivered: Vec::new(),
-            exclusive: None,
+            exclusive: 0,
             regs: Box::new([0; MAX_REGS]),
             candidates: Vec::new(),
             bytecode: None,
@@ -80,8 +83,9 @@ impl Matches {
 
     /// The exclusive filter that receives the packet: the first exclusive filter in matching
     /// order that accepts it.
+    #[inline]
     pub fn exclusive(&self) -> Option<FilterId> {
-        self.exclusive
+        (self.exclusive != 0).then_some(FilterId(self.exclusive))
     }
 
     /// Every filter that receives the packet, in matching order (priority descending, then
@@ -94,7 +98,7 @@ impl Matches {
 
     /// The accepting copy filters among [`Matches::delivered`].
     pub fn copies(&self) -> impl Iterator<Item = FilterId> + '_ {
-        let winner = self.exclusive;
+        let winner = self.exclusive();
         self.delivered
             .iter()
             .copied()
@@ -109,7 +113,7 @@ impl Matches {
     pub(crate) fn set_delivery(&mut self, delivered: &[FilterId], exclusive: Option<FilterId>) {
         self.delivered.clear();
         self.delivered.extend_from_slice(delivered);
-        self.exclusive = exclusive;
+        self.exclusive = exclusive.map_or(0, |id| id.0);
     }
 }
 
@@ -132,9 +136,12 @@ impl Snapshot {
     /// Fills `m` for one packet. `all`: every accepting filter instead of CSPF delivery.
     #[inline]
     pub(crate) fn run(&self, pkt: &[u8], wire_len: u32, m: &mut Matches, all: bool) {
+        if let ([shape], [], false) = (&self.shapes[..], &self.residuals[..], all) {
+            return self.run_one_shape(shape, pkt, wire_len, m);
+        }
         m.delivered.clear();
         m.candidates.clear();
-        m.exclusive = None;
+        m.exclusive = 0;
         let mut best: Option<Entry> = None;
         let mut key = Key::default();
         for shape in &self.shapes {
@@ -177,7 +184,7 @@ impl Snapshot {
             }
             m.candidates.push(r.entry);
         }
-        m.exclusive = best.map(|b| b.id);
+        m.exclusive = best.map_or(0, |b| b.id.0);
         if !all {
             if let Some(b) = best {
                 m.candidates.retain(|c| c.rank() < b.rank());
@@ -188,6 +195,35 @@ impl Snapshot {
             m.candidates.sort_unstable_by_key(Entry::rank);
         }
         m.delivered.extend(m.candidates.iter().map(|e| e.id));
+    }
+}
+
+impl Snapshot {
+    /// [`Snapshot::run`] for CSPF delivery when every filter is in one shape (a server's
+    /// connection filters): the entries under the packet's key are already in matching order,
+    /// so the delivery is their prefix up to the first exclusive one; no candidate list, no
+    /// sort.
+    #[inline]
+    fn run_one_shape(&self, shape: &ShapeView, pkt: &[u8], wire_len: u32, m: &mut Matches) {
+        m.delivered.clear();
+        m.exclusive = 0;
+        let mut key = Key::default();
+        if !shape
+            .extractor
+            .extract(pkt, wire_len, &mut m.regs, &mut key)
+        {
+            return;
+        }
+        let Some(entries) = shape.table.get(&key, &self.hasher) else {
+            return;
+        };
+        for e in entries.as_slice() {
+            m.delivered.push(e.id);
+            if e.delivery == Delivery::Exclusive {
+                m.exclusive = e.id.0;
+                return;
+            }
+        }
     }
 }
 

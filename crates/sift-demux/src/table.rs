@@ -4,29 +4,33 @@
 //! update must leave the old table intact (read-copy-update). Copying a table of 10^6 keys per
 //! update is far too slow, and a fine-grained persistent map (a HAMT with small nodes) costs
 //! several dependent cache misses per lookup. This table sits between the two: a shallow
-//! 64-way trie over the hash whose leaves are ordinary SwissTable hash tables of at most
+//! 64-way trie over the hash whose leaves are small open-addressing arrays of at most
 //! [`LEAF_MAX`] keys. An update copies one leaf and the trie nodes above it (`Arc::make_mut`
 //! copies only what a published snapshot still shares; unshared nodes are updated in place,
-//! which makes batched updates cheap); a lookup is one or two pointer hops plus one hash probe.
-//! A table of at most [`SMALL_MAX`] keys is a plain array compared key by key, without hashing
-//! (DPF's "few keys: compare directly").
+//! which makes batched updates cheap). A lookup is what the matching path pays for, so it is
+//! short: each trie level is one load, and a leaf is a slice whose length (the probe mask) sits
+//! in the pointer to it, so the next load is already the slot (linear probing, at most half
+//! full). A table of at most [`SMALL_MAX`] keys is a plain array compared key by key, without
+//! hashing (DPF's "few keys: compare directly").
+//!
+//! Slots hold only the words a shape's keys use (two for an IPv4 4-tuple, up to six for IPv6):
+//! [`Table`] picks the narrowest [`Trie`] that fits, which keeps more of a large table in cache.
 
 use std::hash::{BuildHasher, Hasher};
 use std::sync::Arc;
 
-use hashbrown::HashTable;
-
-use crate::shape::Key;
+use crate::shape::{Key, KEY_WORDS};
 use crate::{Delivery, FilterId};
 
 /// Keys up to which a table is a plain array.
 const SMALL_MAX: usize = 8;
 /// Keys above which a leaf splits into 64 leaves.
 const LEAF_MAX: usize = 64;
+/// Smallest leaf (a power of two).
+const LEAF_MIN_SLOTS: usize = 4;
 const FANOUT_BITS: u32 = 6;
 const FANOUT: usize = 1 << FANOUT_BITS;
-/// Hash bits the trie uses start here: hashbrown uses the lowest bits for the bucket and the top
-/// seven for its control bytes, so the trie takes the middle.
+/// Hash bits the trie uses start here; a leaf probes from the lowest bits.
 const TRIE_SHIFT: u32 = 20;
 const MAX_LEVEL: u32 = 6;
 
@@ -45,26 +49,41 @@ impl Entry {
     }
 }
 
-/// The filters under one key, in matching order. Almost always one.
+/// The filters under one key, in matching order. Almost always one; `Vacant` marks a free
+/// slot of a leaf. 16 bytes, like an [`Entry`]: the tag lives in the niche of its
+/// [`Delivery`] and `Many` is a thin pointer, so a slot of a two-word key is 32 bytes (two
+/// per cache line, none straddling two).
 #[derive(Clone, Debug)]
 pub(crate) enum Entries {
+    Vacant,
     One(Entry),
-    Many(Arc<[Entry]>),
+    #[allow(clippy::rc_buffer)] // a thin pointer keeps the enum at 16 bytes
+    Many(Arc<Vec<Entry>>),
 }
+
+const _: () = assert!(std::mem::size_of::<Entries>() == 16);
 
 impl Entries {
     pub(crate) fn as_slice(&self) -> &[Entry] {
         match self {
+            Entries::Vacant => &[],
             Entries::One(e) => std::slice::from_ref(e),
             Entries::Many(v) => v,
         }
+    }
+
+    fn is_vacant(&self) -> bool {
+        matches!(self, Entries::Vacant)
     }
 
     fn with(&self, entry: Entry) -> Entries {
         let mut v = self.as_slice().to_vec();
         let at = v.partition_point(|e| e.rank() < entry.rank());
         v.insert(at, entry);
-        Entries::Many(v.into())
+        match v.len() {
+            1 => Entries::One(v[0]),
+            _ => Entries::Many(Arc::new(v)),
+        }
     }
 
     /// Without `id`; `None` when nothing is left.
@@ -78,22 +97,9 @@ impl Entries {
         match v.len() {
             0 => None,
             1 => Some(Entries::One(v[0])),
-            _ => Some(Entries::Many(v.into())),
+            _ => Some(Entries::Many(Arc::new(v))),
         }
     }
-}
-
-#[derive(Clone, Debug)]
-struct Slot {
-    key: Key,
-    entries: Entries,
-}
-
-#[derive(Clone, Debug)]
-enum Node {
-    Small(Arc<Vec<Slot>>),
-    Leaf(Arc<HashTable<Slot>>),
-    Branch(Arc<[Node; FANOUT]>),
 }
 
 /// The hash function of a demultiplexer's tables (seeded per demultiplexer, so that remote
@@ -103,54 +109,114 @@ pub(crate) struct KeyHasher(foldhash::fast::RandomState);
 
 impl KeyHasher {
     #[inline]
-    pub(crate) fn hash(&self, key: &Key, words: usize) -> u64 {
+    fn hash(&self, words: &[u64]) -> u64 {
         let mut h = self.0.build_hasher();
-        for w in &key.0[..words] {
+        for w in words {
             h.write_u64(*w);
         }
         h.finish()
     }
 }
 
-/// A persistent map from keys to entries.
 #[derive(Clone, Debug)]
-pub(crate) struct Table {
-    root: Node,
-    words: usize,
-    len: usize,
+struct Slot<const W: usize> {
+    key: [u64; W],
+    entries: Entries,
+}
+
+impl<const W: usize> Slot<W> {
+    const VACANT: Slot<W> = Slot {
+        key: [0; W],
+        entries: Entries::Vacant,
+    };
+
+    /// Branch-free key comparison (a derived one may call `memcmp`).
+    #[inline]
+    fn holds(&self, key: &[u64; W]) -> bool {
+        self.key
+            .iter()
+            .zip(key)
+            .fold(0, |diff, (a, b)| diff | (a ^ b))
+            == 0
+    }
+}
+
+#[derive(Clone, Debug)]
+enum Node<const W: usize> {
+    /// At most [`SMALL_MAX`] occupied slots, compared in order (only at the root).
+    Small(Arc<[Slot<W>]>),
+    /// Open addressing: a power-of-two number of slots (or none), at most half occupied.
+    Leaf(Arc<[Slot<W>]>),
+    Branch(Arc<[Node<W>; FANOUT]>),
 }
 
 fn child_index(hash: u64, level: u32) -> usize {
     ((hash >> (TRIE_SHIFT + FANOUT_BITS * level)) as usize) & (FANOUT - 1)
 }
 
-impl Table {
-    /// An empty table whose keys use `words` words.
-    pub(crate) fn new(words: usize) -> Table {
-        Table {
-            root: Node::Small(Arc::new(Vec::new())),
-            words,
+/// The slot holding `key` in a leaf, or the vacant one where it would go.
+#[inline]
+fn probe<const W: usize>(slots: &[Slot<W>], hash: u64, key: &[u64; W]) -> Option<usize> {
+    let mask = slots.len().checked_sub(1)?;
+    let mut i = hash as usize & mask;
+    loop {
+        let s = &slots[i];
+        // The key first: on a hit (the common case) that decides, and both lie in one slot.
+        if s.holds(key) || s.entries.is_vacant() {
+            return Some(i);
+        }
+        i = (i + 1) & mask;
+    }
+}
+
+/// A leaf holding `slots` (occupied ones), with room to spare.
+fn leaf_of<const W: usize>(
+    slots: impl ExactSizeIterator<Item = Slot<W>>,
+    hasher: &KeyHasher,
+) -> Arc<[Slot<W>]> {
+    let n = (slots.len() * 2).next_power_of_two().max(LEAF_MIN_SLOTS);
+    let mut leaf = vec![Slot::<W>::VACANT; n];
+    for s in slots {
+        let i = probe(&leaf, hasher.hash(&s.key), &s.key).expect("leaf has room");
+        leaf[i] = s;
+    }
+    leaf.into()
+}
+
+fn occupied<const W: usize>(slots: &[Slot<W>]) -> impl Iterator<Item = &Slot<W>> {
+    slots.iter().filter(|s| !s.entries.is_vacant())
+}
+
+/// A persistent map from keys of `W` words to entries.
+#[derive(Clone, Debug)]
+pub(crate) struct Trie<const W: usize> {
+    root: Node<W>,
+    len: usize,
+}
+
+impl<const W: usize> Trie<W> {
+    fn new() -> Trie<W> {
+        Trie {
+            root: Node::Small(Arc::new([])),
             len: 0,
         }
     }
 
-    /// Number of keys.
-    pub(crate) fn len(&self) -> usize {
-        self.len
-    }
-
     #[inline]
-    pub(crate) fn get(&self, key: &Key, hasher: &KeyHasher) -> Option<&Entries> {
+    fn get(&self, key: &[u64; W], hasher: &KeyHasher) -> Option<&Entries> {
         let hash = match &self.root {
-            Node::Small(v) => return v.iter().find(|s| s.key == *key).map(|s| &s.entries),
-            _ => hasher.hash(key, self.words),
+            Node::Small(v) => return v.iter().find(|s| s.holds(key)).map(|s| &s.entries),
+            _ => hasher.hash(key),
         };
         let mut node = &self.root;
         let mut level = 0;
         loop {
             match node {
-                Node::Small(v) => return v.iter().find(|s| s.key == *key).map(|s| &s.entries),
-                Node::Leaf(t) => return t.find(hash, |s| s.key == *key).map(|s| &s.entries),
+                Node::Small(v) => return v.iter().find(|s| s.holds(key)).map(|s| &s.entries),
+                Node::Leaf(slots) => {
+                    let s = &slots[probe(slots, hash, key)?];
+                    return (!s.entries.is_vacant()).then_some(&s.entries);
+                }
                 Node::Branch(children) => {
                     node = &children[child_index(hash, level)];
                     level += 1;
@@ -159,61 +225,66 @@ impl Table {
         }
     }
 
-    /// Adds `entry` under `key`.
-    pub(crate) fn insert(&mut self, key: Key, entry: Entry, hasher: &KeyHasher) {
-        let words = self.words;
-        let hash = hasher.hash(&key, words);
-        let rehash = |s: &Slot| hasher.hash(&s.key, words);
+    fn insert(&mut self, key: [u64; W], entry: Entry, hasher: &KeyHasher) {
+        let hash = hasher.hash(&key);
         let mut node = &mut self.root;
         let mut level = 0;
         loop {
             match node {
                 Node::Small(v) => {
-                    let v = Arc::make_mut(v);
-                    if let Some(s) = v.iter_mut().find(|s| s.key == key) {
-                        s.entries = s.entries.with(entry);
+                    if let Some(i) = v.iter().position(|s| s.holds(&key)) {
+                        let v = Arc::make_mut(v);
+                        v[i].entries = v[i].entries.with(entry);
                         return;
                     }
-                    v.push(Slot {
+                    let added = Slot {
                         key,
                         entries: Entries::One(entry),
-                    });
+                    };
+                    let slots = v.iter().cloned().chain(std::iter::once(added));
+                    *node = if v.len() < SMALL_MAX {
+                        Node::Small(slots.collect())
+                    } else {
+                        Node::Leaf(leaf_of(slots.collect::<Vec<_>>().into_iter(), hasher))
+                    };
                     self.len += 1;
-                    if v.len() > SMALL_MAX {
-                        let mut t = HashTable::with_capacity(v.len());
-                        for s in v.drain(..) {
-                            t.insert_unique(rehash(&s), s, rehash);
-                        }
-                        *node = Node::Leaf(Arc::new(t));
-                    }
                     return;
                 }
-                Node::Leaf(t) => {
-                    let t = Arc::make_mut(t);
-                    if let Some(s) = t.find_mut(hash, |s| s.key == key) {
-                        s.entries = s.entries.with(entry);
+                Node::Leaf(slots) => {
+                    let at = probe(slots, hash, &key);
+                    if let Some(i) = at.filter(|&i| !slots[i].entries.is_vacant()) {
+                        let slots = Arc::make_mut(slots);
+                        slots[i].entries = slots[i].entries.with(entry);
                         return;
                     }
-                    t.insert_unique(
-                        hash,
-                        Slot {
-                            key,
-                            entries: Entries::One(entry),
-                        },
-                        rehash,
-                    );
                     self.len += 1;
-                    if t.len() > LEAF_MAX && level < MAX_LEVEL {
-                        let mut children: [Node; FANOUT] =
-                            std::array::from_fn(|_| Node::Leaf(Arc::new(HashTable::new())));
-                        for s in t.drain() {
-                            let h = rehash(&s);
-                            if let Node::Leaf(c) = &mut children[child_index(h, level)] {
-                                Arc::make_mut(c).insert_unique(h, s, rehash);
-                            }
-                        }
-                        *node = Node::Branch(Arc::new(children));
+                    let added = Slot {
+                        key,
+                        entries: Entries::One(entry),
+                    };
+                    let count = occupied(slots).count() + 1;
+                    if count * 2 <= slots.len() {
+                        let i = at.expect("a leaf with room has slots");
+                        Arc::make_mut(slots)[i] = added;
+                        return;
                     }
+                    let all: Vec<Slot<W>> = occupied(slots)
+                        .cloned()
+                        .chain(std::iter::once(added))
+                        .collect();
+                    if count <= LEAF_MAX || level >= MAX_LEVEL {
+                        *node = Node::Leaf(leaf_of(all.into_iter(), hasher));
+                        return;
+                    }
+                    let mut parts: [Vec<Slot<W>>; FANOUT] = std::array::from_fn(|_| Vec::new());
+                    for s in all {
+                        parts[child_index(hasher.hash(&s.key), level)].push(s);
+                    }
+                    let children = parts.map(|p| match p.len() {
+                        0 => Node::Leaf(Arc::new([])),
+                        _ => Node::Leaf(leaf_of(p.into_iter(), hasher)),
+                    });
+                    *node = Node::Branch(Arc::new(children));
                     return;
                 }
                 Node::Branch(children) => {
@@ -224,60 +295,50 @@ impl Table {
         }
     }
 
-    /// Removes filter `id` from under `key`; whether it was there.
-    pub(crate) fn remove(&mut self, key: &Key, id: FilterId, hasher: &KeyHasher) -> bool {
-        let words = self.words;
-        let hash = hasher.hash(key, words);
+    fn remove(&mut self, key: &[u64; W], id: FilterId, hasher: &KeyHasher) -> bool {
+        let hash = hasher.hash(key);
         let mut node = &mut self.root;
         let mut level = 0;
         let removed_key = loop {
-            match node {
-                Node::Small(v) => {
-                    let Some(i) = v.iter().position(|s| s.key == *key) else {
-                        return false;
-                    };
-                    if !v[i].entries.as_slice().iter().any(|e| e.id == id) {
-                        return false;
-                    }
-                    let v = Arc::make_mut(v);
-                    match v[i].entries.without(id) {
-                        Some(rest) => {
-                            v[i].entries = rest;
-                            break false;
-                        }
-                        None => {
-                            v.swap_remove(i);
-                            break true;
-                        }
-                    }
-                }
-                Node::Leaf(t) => {
-                    let present = t
-                        .find(hash, |s| s.key == *key)
-                        .is_some_and(|s| s.entries.as_slice().iter().any(|e| e.id == id));
-                    if !present {
-                        return false;
-                    }
-                    let t = Arc::make_mut(t);
-                    let Ok(slot) = t.find_entry(hash, |s| s.key == *key) else {
-                        return false;
-                    };
-                    match slot.get().entries.without(id) {
-                        Some(rest) => {
-                            slot.into_mut().entries = rest;
-                            break false;
-                        }
-                        None => {
-                            slot.remove();
-                            break true;
-                        }
-                    }
-                }
+            let small = matches!(node, Node::Small(_));
+            let slots = match node {
+                Node::Small(v) | Node::Leaf(v) => v,
                 Node::Branch(children) => {
                     node = &mut Arc::make_mut(children)[child_index(hash, level)];
                     level += 1;
+                    continue;
                 }
+            };
+            let found = if small {
+                slots.iter().position(|s| s.holds(key))
+            } else {
+                probe(slots, hash, key).filter(|&i| !slots[i].entries.is_vacant())
+            };
+            let Some(i) = found else {
+                return false;
+            };
+            if !slots[i].entries.as_slice().iter().any(|e| e.id == id) {
+                return false;
             }
+            if let Some(rest) = slots[i].entries.without(id) {
+                Arc::make_mut(slots)[i].entries = rest;
+                break false;
+            }
+            // The key goes: rebuild the array without it (linear probing cannot just vacate
+            // a slot, and the copy is made anyway).
+            let rest = slots
+                .iter()
+                .enumerate()
+                .filter(|&(j, s)| j != i && !s.entries.is_vacant());
+            let rest: Vec<Slot<W>> = rest.map(|(_, s)| s.clone()).collect();
+            *node = if small {
+                Node::Small(rest.into())
+            } else if rest.is_empty() {
+                Node::Leaf(Arc::new([]))
+            } else {
+                Node::Leaf(leaf_of(rest.into_iter(), hasher))
+            };
+            break true;
         };
         if removed_key {
             self.len -= 1;
@@ -294,38 +355,106 @@ impl Table {
         }
         let mut v = Vec::with_capacity(self.len);
         self.for_each_slot(&mut |s| v.push(s.clone()));
-        self.root = Node::Small(Arc::new(v));
+        self.root = Node::Small(v.into());
     }
 
-    fn for_each_slot(&self, f: &mut impl FnMut(&Slot)) {
-        fn walk(n: &Node, f: &mut impl FnMut(&Slot)) {
+    fn for_each_slot(&self, f: &mut impl FnMut(&Slot<W>)) {
+        fn walk<const W: usize>(n: &Node<W>, f: &mut impl FnMut(&Slot<W>)) {
             match n {
-                Node::Small(v) => v.iter().for_each(&mut *f),
-                Node::Leaf(t) => t.iter().for_each(&mut *f),
+                Node::Small(v) | Node::Leaf(v) => occupied(v).for_each(&mut *f),
                 Node::Branch(c) => c.iter().for_each(|n| walk(n, f)),
             }
         }
         walk(&self.root, f);
     }
 
-    /// Calls `f` on every key and its entries.
-    pub(crate) fn for_each(&self, f: &mut impl FnMut(&Key, &[Entry])) {
-        self.for_each_slot(&mut |s| f(&s.key, s.entries.as_slice()));
-    }
-
-    /// Approximate heap bytes (for the memory-per-filter estimate).
-    pub(crate) fn heap_bytes(&self) -> usize {
-        fn walk(n: &Node) -> usize {
-            let slot = std::mem::size_of::<Slot>();
+    fn heap_bytes(&self) -> usize {
+        fn walk<const W: usize>(n: &Node<W>) -> usize {
             match n {
-                Node::Small(v) => v.capacity() * slot,
-                Node::Leaf(t) => t.capacity() * (slot + 1),
+                Node::Small(v) | Node::Leaf(v) => std::mem::size_of_val::<[Slot<W>]>(v),
                 Node::Branch(c) => {
-                    FANOUT * std::mem::size_of::<Node>() + c.iter().map(walk).sum::<usize>()
+                    FANOUT * std::mem::size_of::<Node<W>>() + c.iter().map(walk).sum::<usize>()
                 }
             }
         }
         walk(&self.root)
+    }
+}
+
+/// A shape's table: a [`Trie`] as narrow as its keys.
+#[derive(Clone, Debug)]
+pub(crate) enum Table {
+    Narrow(Trie<2>),
+    Wide(Trie<KEY_WORDS>),
+}
+
+/// The first `W` words of a key (the others are zero in every key of a table this narrow).
+#[inline]
+fn narrow<const W: usize>(key: &Key) -> [u64; W] {
+    std::array::from_fn(|i| key.0[i])
+}
+
+impl Table {
+    /// An empty table whose keys use `words` words.
+    pub(crate) fn new(words: usize) -> Table {
+        if words <= 2 {
+            Table::Narrow(Trie::new())
+        } else {
+            Table::Wide(Trie::new())
+        }
+    }
+
+    /// Number of keys.
+    pub(crate) fn len(&self) -> usize {
+        match self {
+            Table::Narrow(t) => t.len,
+            Table::Wide(t) => t.len,
+        }
+    }
+
+    #[inline]
+    pub(crate) fn get(&self, key: &Key, hasher: &KeyHasher) -> Option<&Entries> {
+        match self {
+            Table::Narrow(t) => t.get(&narrow(key), hasher),
+            Table::Wide(t) => t.get(&key.0, hasher),
+        }
+    }
+
+    /// Adds `entry` under `key`.
+    pub(crate) fn insert(&mut self, key: Key, entry: Entry, hasher: &KeyHasher) {
+        match self {
+            Table::Narrow(t) => t.insert(narrow(&key), entry, hasher),
+            Table::Wide(t) => t.insert(key.0, entry, hasher),
+        }
+    }
+
+    /// Removes filter `id` from under `key`; whether it was there.
+    pub(crate) fn remove(&mut self, key: &Key, id: FilterId, hasher: &KeyHasher) -> bool {
+        match self {
+            Table::Narrow(t) => t.remove(&narrow(key), id, hasher),
+            Table::Wide(t) => t.remove(&key.0, id, hasher),
+        }
+    }
+
+    /// Calls `f` on every key and its entries.
+    pub(crate) fn for_each(&self, f: &mut impl FnMut(&Key, &[Entry])) {
+        fn widen(words: &[u64]) -> Key {
+            let mut k = Key::default();
+            k.0[..words.len()].copy_from_slice(words);
+            k
+        }
+        match self {
+            Table::Narrow(t) => t.for_each_slot(&mut |s| f(&widen(&s.key), s.entries.as_slice())),
+            Table::Wide(t) => t.for_each_slot(&mut |s| f(&widen(&s.key), s.entries.as_slice())),
+        }
+    }
+
+    /// Approximate heap bytes (for the memory-per-filter estimate).
+    pub(crate) fn heap_bytes(&self) -> usize {
+        match self {
+            Table::Narrow(t) => t.heap_bytes(),
+            Table::Wide(t) => t.heap_bytes(),
+        }
     }
 }
 
@@ -341,17 +470,31 @@ mod tests {
         }
     }
 
-    fn key(i: u64) -> Key {
+    fn key(i: u64, words: usize) -> Key {
         let mut k = Key::default();
         k.0[0] = i.wrapping_mul(0x9e37_79b9);
-        k.0[1] = i;
+        k.0[words - 1] ^= i;
         k
+    }
+
+    fn root_is_small(t: &Table) -> bool {
+        match t {
+            Table::Narrow(t) => matches!(t.root, Node::Small(_)),
+            Table::Wide(t) => matches!(t.root, Node::Small(_)),
+        }
     }
 
     #[test]
     fn grows_splits_and_shrinks() {
+        for words in [2, 6] {
+            grows_splits_and_shrinks_with(words);
+        }
+    }
+
+    fn grows_splits_and_shrinks_with(words: usize) {
+        let key = |i| key(i, words);
         let h = KeyHasher::default();
-        let mut t = Table::new(2);
+        let mut t = Table::new(words);
         let n = 5000u64;
         for i in 0..n {
             t.insert(key(i), entry(i + 1, 0), &h);
@@ -368,7 +511,10 @@ mod tests {
             assert!(!t.remove(&key(i), FilterId(i + 1), &h));
         }
         assert_eq!(t.len(), 3);
-        assert!(matches!(t.root, Node::Small(_)) || matches!(t.root, Node::Branch(_)));
+        assert!(root_is_small(&t));
+        for i in n - 3..n {
+            assert!(t.get(&key(i), &h).is_some());
+        }
         // The snapshot taken before the removals is untouched.
         assert_eq!(snapshot.len(), n as usize);
         for i in 0..n {
@@ -378,6 +524,7 @@ mod tests {
 
     #[test]
     fn entries_under_one_key_stay_in_rank_order() {
+        let key = |i| key(i, 1);
         let h = KeyHasher::default();
         let mut t = Table::new(1);
         t.insert(key(1), entry(5, 0), &h);

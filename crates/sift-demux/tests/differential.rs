@@ -61,7 +61,7 @@ fn run_seed(seed: u64, tally: &mut Tally) {
     let pool = pool(seed);
     let mut rng = Rng::new(seed ^ 0xdead_beef);
     // Odd seeds: native extractors where the host has a JIT; even seeds: interpreted.
-    let mut demux = if seed % 2 == 1 {
+    let mut demux = if !seed.is_multiple_of(2) {
         Demux::new()
     } else {
         Demux::interpreted()
@@ -102,7 +102,7 @@ fn run_seed(seed: u64, tally: &mut Tally) {
         let stats = demux.stats();
         tally.max_shapes = tally.max_shapes.max(stats.shapes);
         tally.native_shapes += stats.native_shapes;
-        if seed % 2 == 0 {
+        if seed.is_multiple_of(2) {
             assert_eq!(stats.native_shapes, 0);
         }
         if step % 12 != 11 {
