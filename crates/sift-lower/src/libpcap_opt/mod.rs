@@ -36,6 +36,7 @@
 
 mod branches;
 mod dead_code;
+mod edges;
 mod fast_hash;
 mod numbering;
 mod pullup;

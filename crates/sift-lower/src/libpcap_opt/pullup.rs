@@ -16,6 +16,7 @@
 use sift_ir::verify::dominators;
 use sift_ir::{Block, Function, Target, Terminator};
 
+use super::edges::{edge, successors};
 use super::numbering::{Numbering, Vn};
 use super::runs::{Chain, Runs};
 
@@ -71,8 +72,8 @@ fn levels(f: &Function) -> Vec<Vec<Block>> {
     let mut seen = vec![false; n];
     seen[0] = true;
     while let Some((b, i)) = stack.pop() {
-        let succs: Vec<Block> = f.block(b).term.targets().iter().map(|t| t.block).collect();
-        if let Some(&s) = succs.get(i) {
+        let term = &f.block(b).term;
+        if let Some(s) = edge(term, i).map(|t| t.block) {
             stack.push((b, i + 1));
             if !seen[s.index()] {
                 seen[s.index()] = true;
@@ -80,8 +81,7 @@ fn levels(f: &Function) -> Vec<Vec<Block>> {
             }
             continue;
         }
-        level[b.index()] = succs
-            .iter()
+        level[b.index()] = successors(term)
             .map(|s| level[s.index()] + 1)
             .max()
             .unwrap_or(0);
@@ -100,8 +100,8 @@ fn predecessors(f: &Function, levels: &[Vec<Block>]) -> Vec<Vec<Block>> {
     let mut preds = vec![Vec::new(); f.blocks.len()];
     for level in levels.iter().skip(1).rev() {
         for &b in level {
-            for t in f.block(b).term.targets() {
-                preds[t.block.index()].push(b);
+            for s in successors(&f.block(b).term) {
+                preds[s.index()].push(b);
             }
         }
     }

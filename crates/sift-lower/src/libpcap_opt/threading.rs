@@ -4,6 +4,7 @@ use sift_ir::verify::dominators;
 use sift_ir::{Block, Function, Target, Terminator};
 
 use super::branches::{libpcap_form, Code};
+use super::edges::{edge as edge_at, edge_count, edge_mut, successors};
 use super::fast_hash::WordMap;
 use super::numbering::{Numbering, Vn};
 
@@ -138,21 +139,24 @@ pub(super) fn thread_edges(
     used_elsewhere: &[bool],
 ) -> (bool, Vec<Option<Block>>) {
     let (idom, rpo) = dominators(f);
-    let mut children: Vec<Vec<Block>> = vec![Vec::new(); f.blocks.len()];
-    let mut incoming: Vec<Vec<(Block, bool)>> = vec![Vec::new(); f.blocks.len()];
+    let tree = DomTree::new(&idom, &rpo);
+    // The single edge entering each block, if there is exactly one (with whether it is the
+    // true edge of a two-way branch).
+    let mut incoming: Vec<Incoming> = vec![Incoming::None; f.blocks.len()];
     for &b in &rpo {
-        if let Some(d) = idom[b.index()] {
-            children[d.index()].push(b);
-        }
-        let targets = f.block(b).term.targets();
-        let is_branch = targets.len() == 2;
-        for (i, t) in targets.into_iter().enumerate() {
-            incoming[t.block.index()].push((b, is_branch && i == 0));
+        let term = &f.block(b).term;
+        let is_branch = edge_count(term) == 2;
+        for (i, s) in successors(term).enumerate() {
+            let slot = &mut incoming[s.index()];
+            *slot = match slot {
+                Incoming::None => Incoming::One(b, is_branch && i == 0),
+                _ => Incoming::Many,
+            };
         }
     }
     let mut walk = Walk {
         used_elsewhere,
-        visit_time: preorder(&children, f.blocks.len()),
+        visit_time: preorder(&tree, f.blocks.len()),
         now: 0,
         shortcuts: vec![None; f.blocks.len()],
     };
@@ -167,13 +171,13 @@ pub(super) fn thread_edges(
         }
         walk.now = walk.visit_time[b.index()];
         let mark = facts.log.len();
-        if let [(pred, then_edge)] = incoming[b.index()][..] {
+        if let Incoming::One(pred, then_edge) = incoming[b.index()] {
             if let Some((key, fact)) = edge_fact(f, numbers, pred, then_edge) {
                 facts.push(key, fact);
             }
         }
         let is_branch = matches!(f.block(b).term, Terminator::Branch { .. });
-        for edge in 0..f.block(b).term.targets().len() {
+        for edge in 0..edge_count(&f.block(b).term) {
             let inner = facts.log.len();
             if is_branch {
                 if let Some((key, fact)) = edge_fact(f, numbers, b, edge == 0) {
@@ -184,7 +188,7 @@ pub(super) fn thread_edges(
             facts.pop_to(inner);
         }
         stack.push((b, true, mark));
-        for &c in children[b.index()].iter().rev() {
+        for &c in tree.children(b).iter().rev() {
             stack.push((c, false, 0));
         }
     }
@@ -194,16 +198,56 @@ pub(super) fn thread_edges(
 /// The order [`thread_edges`] visits the dominator tree in (children in order, depth first):
 /// a block's edges change only while it is visited, so a walk's result stays true until the
 /// first block it read is visited.
-fn preorder(children: &[Vec<Block>], n: usize) -> Vec<u32> {
+fn preorder(tree: &DomTree, n: usize) -> Vec<u32> {
     let mut time = vec![u32::MAX; n];
     let mut clock = 0;
     let mut stack = vec![Function::ENTRY];
     while let Some(b) = stack.pop() {
         time[b.index()] = clock;
         clock += 1;
-        stack.extend(children[b.index()].iter().rev());
+        stack.extend(tree.children(b).iter().rev());
     }
     time
+}
+
+#[derive(Clone, Copy)]
+enum Incoming {
+    None,
+    One(Block, bool),
+    Many,
+}
+
+/// The dominator tree's children lists, in reverse postorder, in one array.
+struct DomTree {
+    start: Vec<u32>,
+    children: Vec<Block>,
+}
+
+impl DomTree {
+    fn new(idom: &[Option<Block>], rpo: &[Block]) -> DomTree {
+        let mut start = vec![0u32; idom.len() + 1];
+        for &b in rpo {
+            if let Some(d) = idom[b.index()] {
+                start[d.index() + 1] += 1;
+            }
+        }
+        for i in 1..start.len() {
+            start[i] += start[i - 1];
+        }
+        let mut fill = start.clone();
+        let mut children = vec![Function::ENTRY; start[idom.len()] as usize];
+        for &b in rpo {
+            if let Some(d) = idom[b.index()] {
+                children[fill[d.index()] as usize] = b;
+                fill[d.index()] += 1;
+            }
+        }
+        DomTree { start, children }
+    }
+
+    fn children(&self, b: Block) -> &[Block] {
+        &self.children[self.start[b.index()] as usize..self.start[b.index() + 1] as usize]
+    }
 }
 
 /// Where a walk that entered a block ended, and while that stays true.
@@ -289,7 +333,9 @@ impl Walk<'_> {
         b: Block,
         edge: usize,
     ) -> bool {
-        let start = f.block(b).term.targets()[edge].clone();
+        let start = edge_at(&f.block(b).term, edge)
+            .expect("edge exists")
+            .clone();
         let mut at = start.clone();
         // The blocks stepped through, each with the facts depth its step needed and the
         // expiry of what it read (a shortcut taken counts as one step).
@@ -328,7 +374,7 @@ impl Walk<'_> {
         if at == start {
             return false;
         }
-        *f.block_mut(b).term.targets_mut()[edge] = at;
+        *edge_mut(&mut f.block_mut(b).term, edge).expect("edge exists") = at;
         true
     }
 }
