@@ -840,6 +840,25 @@ mod tests {
     }
 
     #[test]
+    fn protochain_round_trips_through_binary_and_text() {
+        let text = "    ld.b r0, [20]\n    mov r1, 40\n    protochain.ip6 r2, r0, [r1+14], 6\n    ret r2\n";
+        let p = crate::assemble(text).unwrap();
+        assert!(matches!(
+            p.code[2],
+            Insn::Protochain {
+                chain: Chain::Ip6,
+                base: 14,
+                target: 6,
+                ..
+            }
+        ));
+        assert_eq!(p.to_string(), text);
+        let bytes = encode(&p);
+        assert_eq!(u16::from_le_bytes([bytes[4], bytes[5]]), VERSION_PLAIN);
+        assert_eq!(decode(&bytes).unwrap(), p);
+    }
+
+    #[test]
     fn every_prefix_is_an_error_inside_the_input_or_a_whole_program() {
         let bytes = encode(&sample());
         for n in 0..bytes.len() {

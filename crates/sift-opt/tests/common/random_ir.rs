@@ -23,7 +23,7 @@
 
 use std::collections::HashMap;
 
-use sift_ir::{BinOp, Block, CmpOp, Function, Inst, LoadSize, Target, Terminator, Value};
+use sift_ir::{BinOp, Block, Chain, CmpOp, Function, Inst, LoadSize, Target, Terminator, Value};
 
 /// A source of choices.
 pub trait Entropy {
@@ -277,6 +277,19 @@ pub fn duplicate_tail(e: &mut impl Entropy, f: &mut Function) {
                 },
                 Inst::Binary(op, a, c) => Inst::Binary(op, map(a), map(c)),
                 Inst::Neg(a) => Inst::Neg(map(a)),
+                Inst::Protochain {
+                    chain,
+                    base,
+                    proto,
+                    offset,
+                    target,
+                } => Inst::Protochain {
+                    chain,
+                    base,
+                    proto: map(proto),
+                    offset: map(offset),
+                    target,
+                },
                 other => other,
             };
             f.values[map(v).index()] = inst;
@@ -942,6 +955,32 @@ impl<'e, E: Entropy> Gen<'e, E> {
                 Some(v) => self.f.push(b, Inst::Neg(v)),
                 None => self.f.push(b, Inst::WireLen),
             },
+            19 if self.e.chance(40) => {
+                // A header-chain walk: protocols the walk steps over are likely.
+                let protocols = [0, 43, 44, 51, 59, 60, 6, 17];
+                let proto = match pick(self.e, avail) {
+                    Some(v) if self.e.chance(50) => v,
+                    _ => {
+                        let k = self.e.pick(&protocols);
+                        self.f.iconst(b, k)
+                    }
+                };
+                let offset = match pick(self.e, avail) {
+                    Some(v) if self.e.chance(30) => v,
+                    _ => {
+                        let k = self.e.below(48) as u32;
+                        self.f.iconst(b, k)
+                    }
+                };
+                let inst = Inst::Protochain {
+                    chain: self.e.pick(&[Chain::Ip, Chain::Ip6]),
+                    base: self.e.below(24) as u32,
+                    proto,
+                    offset,
+                    target: self.e.pick(&protocols),
+                };
+                self.f.push(b, inst)
+            }
             _ if !self.header_lengths.is_empty() => {
                 let h = self.e.below(self.header_lengths.len());
                 self.header_length(b, avail, h)
