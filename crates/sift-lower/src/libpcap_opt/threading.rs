@@ -28,43 +28,69 @@ type FactKey = (Code, Vn);
 /// carries its position in the log, so the earliest of the two candidates wins as in a scan.
 #[derive(Default)]
 struct Facts {
-    exact: WordMap<(FactKey, Vn), Vec<(usize, bool)>>,
-    const_equalities: WordMap<FactKey, Vec<(usize, Vn)>>,
-    log: Vec<(FactKey, Fact)>,
+    /// The earliest fact in force about each `(comparison, lhs, rhs)`: position and outcome.
+    /// Facts leave in the reverse order they came, so the earliest stays until it leaves.
+    exact: WordMap<(FactKey, Vn), (usize, bool)>,
+    /// The earliest equality with a constant that held, per `(comparison, lhs)`: position
+    /// and constant.
+    const_equalities: WordMap<FactKey, (usize, Vn)>,
+    log: Vec<Entry>,
     /// A number for the stack up to each position, the same for the same facts in the same
     /// order (hash-consed): a block deeper in the tree re-establishes the fact of the edge its
-    /// dominator was threading, and shortcuts made there must hold for it.
+    /// dominator was threading, and shortcuts made there must hold for it. Computed only as
+    /// far as shortcuts ask (rounds that move nothing make none).
     ids: Vec<u32>,
     interned: WordMap<(u32, FactKey, Fact), u32>,
 }
 
+struct Entry {
+    key: FactKey,
+    fact: Fact,
+    /// Whether this fact is the earliest of its kind in `exact` / `const_equalities`.
+    first_exact: bool,
+    first_equality: bool,
+}
+
+fn is_const_equality(key: FactKey, fact: Fact) -> bool {
+    fact.holds && key.0 == Code::Eq && fact.rhs_is_const
+}
+
 impl Facts {
     fn push(&mut self, key: FactKey, fact: Fact) {
+        use std::collections::hash_map::Entry::Vacant;
         let seq = self.log.len();
-        self.exact
-            .entry((key, fact.rhs))
-            .or_default()
-            .push((seq, fact.holds));
-        if fact.holds && key.0 == Code::Eq && fact.rhs_is_const {
-            self.const_equalities
-                .entry(key)
-                .or_default()
-                .push((seq, fact.rhs));
-        }
-        self.log.push((key, fact));
-        let parent = self.ids.last().copied().unwrap_or(0);
-        let next = self.interned.len() as u32 + 1;
-        let id = *self.interned.entry((parent, key, fact)).or_insert(next);
-        self.ids.push(id);
+        let first_exact = match self.exact.entry((key, fact.rhs)) {
+            Vacant(slot) => {
+                slot.insert((seq, fact.holds));
+                true
+            }
+            _ => false,
+        };
+        let first_equality = is_const_equality(key, fact)
+            && match self.const_equalities.entry(key) {
+                Vacant(slot) => {
+                    slot.insert((seq, fact.rhs));
+                    true
+                }
+                _ => false,
+            };
+        self.log.push(Entry {
+            key,
+            fact,
+            first_exact,
+            first_equality,
+        });
     }
 
     fn pop_to(&mut self, len: usize) {
+        self.ids.truncate(len);
         while self.log.len() > len {
-            let (key, fact) = self.log.pop().expect("log entry");
-            self.ids.pop();
-            self.exact.get_mut(&(key, fact.rhs)).and_then(Vec::pop);
-            if fact.holds && key.0 == Code::Eq && fact.rhs_is_const {
-                self.const_equalities.get_mut(&key).and_then(Vec::pop);
+            let entry = self.log.pop().expect("log entry");
+            if entry.first_exact {
+                self.exact.remove(&(entry.key, entry.fact.rhs));
+            }
+            if entry.first_equality {
+                self.const_equalities.remove(&entry.key);
             }
         }
     }
@@ -74,11 +100,13 @@ impl Facts {
     /// with a constant that held decides an equality with another constant as false.
     fn decide(&self, code: Code, lhs: Vn, rhs: Vn, rhs_is_const: bool) -> Option<(bool, usize)> {
         let key = (code, lhs);
-        let exact = self.exact.get(&(key, rhs)).and_then(|v| v.first()).copied();
+        let exact = self
+            .exact
+            .get(&(key, rhs))
+            .map(|&(seq, holds)| (seq, holds));
         let equality = if code == Code::Eq && rhs_is_const {
             self.const_equalities
                 .get(&key)
-                .and_then(|v| v.first())
                 .map(|&(seq, fact_rhs)| (seq, fact_rhs == rhs))
         } else {
             None
@@ -93,11 +121,18 @@ impl Facts {
 
     /// Whether the facts in the first `depth` positions are the ones that were there when
     /// `id` was the id at position `depth - 1`.
-    fn same_prefix(&self, depth: usize, id: u32) -> bool {
-        depth == 0 || self.ids.get(depth - 1) == Some(&id)
+    fn same_prefix(&mut self, depth: usize, id: u32) -> bool {
+        depth == 0 || (depth <= self.log.len() && self.id_at(depth) == id)
     }
 
-    fn id_at(&self, depth: usize) -> u32 {
+    fn id_at(&mut self, depth: usize) -> u32 {
+        while self.ids.len() < depth {
+            let Entry { key, fact, .. } = self.log[self.ids.len()];
+            let parent = self.ids.last().copied().unwrap_or(0);
+            let next = self.interned.len() as u32 + 1;
+            let id = *self.interned.entry((parent, key, fact)).or_insert(next);
+            self.ids.push(id);
+        }
         if depth == 0 {
             0
         } else {
@@ -184,7 +219,7 @@ pub(super) fn thread_edges(
                     facts.push(key, fact);
                 }
             }
-            changed |= walk.thread_one_edge(f, numbers, &facts, b, edge);
+            changed |= walk.thread_one_edge(f, numbers, &mut facts, b, edge);
             facts.pop_to(inner);
         }
         stack.push((b, true, mark));
@@ -329,7 +364,7 @@ impl Walk<'_> {
         &mut self,
         f: &mut Function,
         numbers: &Numbering,
-        facts: &Facts,
+        facts: &mut Facts,
         b: Block,
         edge: usize,
     ) -> bool {
