@@ -395,11 +395,9 @@ impl Translator<'_, '_, '_> {
                 offset,
                 target,
             } => {
-                let k =
-                    |b: &mut FunctionBuilder<'_>, k: u32| b.ins().iconst(types::I32, i64::from(k));
-                let ip6 = k(&mut self.b, u32::from(chain == Chain::Ip6));
-                let base = k(&mut self.b, base);
-                let target = k(&mut self.b, target);
+                let ip6 = u32::from(chain == Chain::Ip6);
+                let [ip6, base, target] =
+                    [ip6, base, target].map(|k| self.b.ins().iconst(types::I32, i64::from(k)));
                 let proto = self.b.use_var(self.var(proto));
                 let offset = self.b.use_var(self.var(offset));
                 let p = &self.packet;
