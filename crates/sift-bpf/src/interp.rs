@@ -12,11 +12,50 @@
 //! * `ld len` / `ldx len` read the wire length, not the captured length;
 //! * ancillary loads (`SKF_AD_OFF + n`) are ordinary out-of-bounds loads, as in user space.
 //!
-//! Validation guarantees that every jump is forward and in range, so a run takes at most one
-//! step per instruction and never indexes outside the program.
+//! Validation guarantees that every jump is in range and forward, except the backward `ja`s
+//! of `protochain` loops ([`crate::protochain`]), so a run never indexes outside the program.
+//!
+//! # Loops and the step budget
+//!
+//! libpcap's `protochain` loop can circle forever on a crafted chain of AH headers (`bpf_filter`
+//! then never returns). Here a run may take at most [`loop_budget`] backward jumps: the sum over
+//! the program's loops of [`sift_ir::protochain::step_limit`] for the captured length (5 per
+//! captured byte for an IPv6 walk, 1 for IPv4). A walk that ends takes at most its limit in
+//! steps (one backward jump each), and each loop runs at most once per packet (control only
+//! moves forward outside loops), so a run that exceeds the budget is one that would never end:
+//! [`try_run`] reports it as [`Endless`], [`run`] rejects the packet (0), which is the IR's
+//! verdict. Between two backward jumps control only moves forward, so a run executes at most
+//! `(budget + 1) * len` instructions.
+
+use std::fmt;
 
 use crate::insn::{AluOp, Op, Size, Src};
 use crate::validate::ValidProgram;
+
+/// A run that took more backward jumps than [`loop_budget`] allows: a `protochain` walk that
+/// would never end (libpcap's `bpf_filter` loops forever on it).
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct Endless {
+    /// The budget that was exceeded.
+    pub budget: u64,
+}
+
+impl fmt::Display for Endless {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        write!(
+            f,
+            "a protochain loop took more than {} steps: the header chain is a cycle",
+            self.budget
+        )
+    }
+}
+
+impl std::error::Error for Endless {}
+
+/// How many backward jumps a run over `captured` bytes may take (see the module docs).
+pub fn loop_budget(prog: &ValidProgram, captured: usize) -> u64 {
+    prog.loops().iter().map(|l| l.step_limit(captured)).sum()
+}
 
 /// Reads `size` bytes big-endian at `offset + index` (without wrapping), or `None` when any of
 /// them is outside `pkt`.
@@ -50,8 +89,15 @@ pub(crate) fn alu(op: AluOp, src: Src, a: u32, b: u32) -> Option<u32> {
 }
 
 /// Runs `prog` on a packet: `pkt` holds the captured bytes, `wire_len` the length on the wire.
-/// Returns the number of bytes to accept (0 rejects).
+/// Returns the number of bytes to accept (0 rejects, also when a loop would never end).
 pub fn run(prog: &ValidProgram, pkt: &[u8], wire_len: u32) -> u32 {
+    try_run(prog, pkt, wire_len).unwrap_or(0)
+}
+
+/// Like [`run`], but tells an endless `protochain` walk (where `bpf_filter` would never
+/// return) from a rejection.
+pub fn try_run(prog: &ValidProgram, pkt: &[u8], wire_len: u32) -> Result<u32, Endless> {
+    let mut budget = loop_budget(prog, pkt.len());
     let insns = prog.insns();
     let ops = prog.ops();
     let mut a: u32 = 0;
@@ -64,15 +110,15 @@ pub fn run(prog: &ValidProgram, pkt: &[u8], wire_len: u32) -> u32 {
         let k = insn.k;
         pc += 1;
         match op {
-            Op::RetK => return k,
-            Op::RetA => return a,
+            Op::RetK => return Ok(k),
+            Op::RetA => return Ok(a),
             Op::LdAbs(size) => match load(pkt, 0, k, size) {
                 Some(v) => a = v,
-                None => return 0,
+                None => return Ok(0),
             },
             Op::LdInd(size) => match load(pkt, x, k, size) {
                 Some(v) => a = v,
-                None => return 0,
+                None => return Ok(0),
             },
             Op::LdLen => a = wire_len,
             Op::LdxLen => x = wire_len,
@@ -84,7 +130,7 @@ pub fn run(prog: &ValidProgram, pkt: &[u8], wire_len: u32) -> u32 {
             Op::Stx => mem[(k & 15) as usize] = x,
             Op::LdxMsh => match load(pkt, 0, k, Size::Byte) {
                 Some(v) => x = (v & 0xf) << 2,
-                None => return 0,
+                None => return Ok(0),
             },
             Op::Alu(op, src) => {
                 let b = match src {
@@ -93,10 +139,21 @@ pub fn run(prog: &ValidProgram, pkt: &[u8], wire_len: u32) -> u32 {
                 };
                 match alu(op, src, a, b) {
                     Some(v) => a = v,
-                    None => return 0,
+                    None => return Ok(0),
                 }
             }
             Op::Neg => a = a.wrapping_neg(),
+            // `bpf_filter` takes the offset as signed; validation allows negative ones only in
+            // loops.
+            Op::Ja if (k as i32) < 0 => {
+                if budget == 0 {
+                    return Err(Endless {
+                        budget: loop_budget(prog, pkt.len()),
+                    });
+                }
+                budget -= 1;
+                pc = pc.wrapping_sub(k.wrapping_neg() as usize);
+            }
             Op::Ja => pc += k as usize,
             Op::Jmp(cond, src) => {
                 let b = match src {
@@ -109,7 +166,7 @@ pub fn run(prog: &ValidProgram, pkt: &[u8], wire_len: u32) -> u32 {
             Op::Txa => a = x,
         }
     }
-    0
+    Ok(0)
 }
 
 #[cfg(test)]
@@ -152,6 +209,33 @@ mod tests {
             run_text("ld #9\nst M[3]\nldx M[3]\ntxa\nret a\n", &[], 0),
             9
         );
+    }
+
+    #[test]
+    fn endless_protochain_walks_are_rejected() {
+        // IPv4 (raw IP) with AH at 20 whose length 3 sends the walk back to (3 + 2) * 4 = 20.
+        let mut code = vec![
+            crate::Op::LdAbs(Size::Byte).with_k(9),
+            crate::Op::LdxMsh.with_k(0),
+        ];
+        code.extend(crate::protochain::loop_code(sift_ir::Chain::Ip, 0, 6, 0));
+        code.push(crate::Op::RetA.with_k(0));
+        let p = validate(&crate::Program(code), Dialect::Libpcap).unwrap();
+        let mut pkt = vec![0u8; 40];
+        pkt[0] = 0x45;
+        pkt[9] = 51;
+        pkt[20] = 51;
+        pkt[21] = 3;
+        assert_eq!(loop_budget(&p, 40), 40);
+        assert_eq!(try_run(&p, &pkt, 40), Err(Endless { budget: 40 }));
+        assert_eq!(run(&p, &pkt, 40), 0);
+        // Length 4: to 24, where TCP is announced.
+        pkt[21] = 4;
+        pkt[24] = 6;
+        assert_eq!(try_run(&p, &pkt, 40), Ok(6));
+        pkt[24] = 17;
+        assert_eq!(run(&p, &pkt, 40), 17);
+        assert_eq!(run(&p, &pkt[..24], 40), 0);
     }
 
     #[test]

@@ -20,7 +20,10 @@
 //!   labels;
 //! * [`validate`]: libpcap's and the Linux kernel's rules ([`Dialect`]), every violation listed,
 //!   producing the [`ValidProgram`] type that everything downstream requires;
-//! * [`interp`]: the interpreter, identical to libpcap's `bpf_filter`;
+//! * [`protochain`]: libpcap's `protochain` loop, the one backward jump classic BPF programs
+//!   may contain (emitted for the libpcap dialect, recognised by the validator);
+//! * [`interp`]: the interpreter, identical to libpcap's `bpf_filter` (with a step budget where
+//!   `bpf_filter` would loop forever);
 //! * [`lift`]: cBPF to the SSA IR (machine state as SSA values, block parameters at merges);
 //! * [`codegen`]: the IR to cBPF (register and scratch allocation, layout, long jumps).
 //!
@@ -46,6 +49,7 @@ pub mod insn;
 pub mod interp;
 pub mod lift;
 pub mod numeric;
+pub mod protochain;
 pub mod validate;
 
 pub use codegen::{compile, compile_for, CodegenError};

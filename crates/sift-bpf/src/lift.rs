@@ -11,6 +11,13 @@
 //! `Binary`/`Neg` with the constant materialised, jumps become `Branch` (or `Jump` when both
 //! offsets agree), `ret #k` becomes `Return(k)` and `ret a` `ReturnValue`. The IR's semantics
 //! match `bpf_filter`'s: an out-of-bounds load or a division by zero rejects the packet.
+//!
+//! A `protochain` loop (the only backward jumps validation lets through, see
+//! [`crate::protochain`]) becomes one [`Inst::Protochain`] taking `A` and `X` and giving `A`;
+//! validation has checked that nothing reads the loop's `X` or scratch word afterwards and that
+//! control enters the loop only at its first instruction, so the loop is one block of the
+//! lifted program and the graph stays acyclic. The IR's walk rejects a packet whose chain is a
+//! cycle, where `bpf_filter` would loop forever.
 //! `lsh #k`/`rsh #k` with `k >= 32` (only in the libpcap dialect) shift by `k % 32`, as the
 //! interpreter does.
 
@@ -94,7 +101,16 @@ fn basic_blocks(prog: &ValidProgram) -> (Vec<BpfBlock>, Vec<Option<usize>>) {
     let n = prog.len();
     let mut leader = vec![false; n];
     leader[0] = true;
+    for l in prog.loops() {
+        leader[l.head] = true;
+        leader[l.end] = true;
+    }
+    let in_loop = |i: usize| prog.loops().iter().any(|l| l.contains(i));
     for (i, op) in prog.ops().iter().enumerate() {
+        // A loop is one block: its inner jumps start no block.
+        if in_loop(i) {
+            continue;
+        }
         if let Some((t, f)) = prog.jump_targets(i) {
             leader[t] = true;
             leader[f] = true;
@@ -115,6 +131,7 @@ fn basic_blocks(prog: &ValidProgram) -> (Vec<BpfBlock>, Vec<Option<usize>>) {
             let end = starts.get(b + 1).copied().unwrap_or(n);
             let last = end - 1;
             let succ_insns = match prog.jump_targets(last) {
+                _ if prog.loop_at(start).is_some() => vec![end],
                 Some((t, f)) if t == f => vec![t],
                 Some((t, f)) => vec![t, f],
                 None if matches!(prog.ops()[last], Op::RetK | Op::RetA) => vec![],
@@ -153,6 +170,10 @@ pub fn lift(prog: &ValidProgram) -> Function {
     let mut live_in = vec![0u32; nb];
     for b in (0..nb).rev() {
         let mut live: u32 = blocks[b].succs.iter().fold(0, |acc, &s| acc | live_in[s]);
+        if prog.loop_at(blocks[b].start).is_some() {
+            live_in[b] = live | 1 << A | 1 << X;
+            continue;
+        }
         for i in (blocks[b].start..blocks[b].end).rev() {
             let (uses, defs) = uses_defs(ops[i], insns[i].k);
             live = (live & !defs) | uses;
@@ -233,6 +254,23 @@ fn lift_block(
         let b = block_at[i].and_then(|b| ir_block[b]);
         Target::from(b.expect("successors of reachable blocks are lifted"))
     };
+    if let Some(l) = prog.loop_at(block.start) {
+        state[A] = f.push(
+            blk,
+            Inst::Protochain {
+                chain: l.chain,
+                base: l.base,
+                proto: state[A],
+                offset: state[X],
+                target: l.target,
+            },
+        );
+        // Validation checked that neither is read before being written again.
+        let garbage = f.iconst(blk, 0);
+        state[X] = garbage;
+        state[mem(l.scratch)] = garbage;
+        return Terminator::Jump(target_of(l.end));
+    }
     for i in block.start..block.end {
         let insn = prog.insns()[i];
         let k = insn.k;

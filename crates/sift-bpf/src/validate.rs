@@ -11,8 +11,25 @@
 //! * scratch indices (`ld M[k]`, `ldx M[k]`, `st`, `stx`) are below 16;
 //! * `div #0` and `mod #0` are refused;
 //! * every jump lands inside the program and goes forward (`ja` offsets are compared without
-//!   wrapping);
+//!   wrapping), except, in [`Dialect::Libpcap`], the backward `ja`s that close a `protochain`
+//!   loop (below);
 //! * the last instruction is a `ret`.
+//!
+//! # Loops
+//!
+//! libpcap compiles `protochain` into a loop closed by a backward `ja` (see
+//! [`crate::protochain`]). [`Dialect::Libpcap`] accepts a backward `ja` only when it closes a
+//! loop of that exact shape (libpcap's or sift's form), and then checks that:
+//!
+//! * the loops do not overlap, and no jump from outside a loop lands inside it except at its
+//!   first instruction ([`Violation::IntoLoop`]);
+//! * after the loop, `X` and the loop's scratch word are written before they are read
+//!   ([`Violation::LoopStateRead`]): the loop leaves only its result, the protocol in `A`.
+//!
+//! Everything else that jumps backward is refused ([`Violation::BackwardJump`]), whatever it
+//! would compute: a program of this crate therefore always terminates within a bound the
+//! interpreter knows (see [`crate::interp`]), and lifts to the IR
+//! (one [`sift_ir::Inst::Protochain`] per loop). Arbitrary loops from untrusted input never run.
 //!
 //! [`Dialect::Linux`] adds what the kernel's `bpf_check_classic` checks on top:
 //!
@@ -32,8 +49,9 @@
 //!    `neg` with the `x` bit, jumps with the `x` bit on `ja`. `bpf_filter` calls `abort()` on
 //!    all of them, so sift refuses them;
 //! 2. backward `ja`: its check `from + k >= len` wraps around in 32 bits, so a `ja` with a
-//!    "negative" offset passes (libpcap relies on it for `protochain`). sift's programs are
-//!    acyclic by construction, so it refuses them, like the kernel;
+//!    "negative" offset passes (libpcap relies on it for `protochain`), and any loop, endless or
+//!    not, is accepted. sift accepts only the `protochain` loop (above), like the kernel refuses
+//!    all;
 //! 3. more than 4096 instructions (userland `bpf_validate` has no limit).
 //!
 //! Everything the kernel refuses beyond [`Dialect::Libpcap`] is listed above under
@@ -44,6 +62,7 @@
 use std::fmt;
 
 use crate::insn::{code, Insn, Op, Program, Src};
+use crate::protochain::{recognize, ProtochainLoop};
 
 /// Which rule set to validate against.
 #[derive(Clone, Copy, Debug, PartialEq, Eq, Default)]
@@ -79,6 +98,14 @@ pub enum Violation {
     UnknownAncillary { k: u32 },
     /// Linux: a scratch word read before it is stored on some path.
     UninitializedScratch { k: u32 },
+    /// A backward `ja` to `target` that does not close a `protochain` loop (Linux: any
+    /// backward `ja`).
+    BackwardJump { target: usize },
+    /// A jump into the middle of the `protochain` loop starting at `head`.
+    IntoLoop { head: usize },
+    /// `X` or the scratch word of the `protochain` loop starting at `head` is read after the
+    /// loop before being written (the loop only leaves its result in `A`).
+    LoopStateRead { head: usize },
 }
 
 impl fmt::Display for Violation {
@@ -102,6 +129,20 @@ impl fmt::Display for Violation {
             Violation::UninitializedScratch { k } => {
                 write!(f, "M[{k}] may be read before it is stored")
             }
+            Violation::BackwardJump { target } => write!(
+                f,
+                "backward jump to {target}: only libpcap's protochain loop may jump backward"
+            ),
+            Violation::IntoLoop { head } => {
+                write!(
+                    f,
+                    "jump into the protochain loop at {head}, past its first instruction"
+                )
+            }
+            Violation::LoopStateRead { head } => write!(
+                f,
+                "X or the scratch word of the protochain loop at {head} is read after the loop"
+            ),
         }
     }
 }
@@ -128,13 +169,15 @@ impl fmt::Display for ValidationError {
 
 impl std::error::Error for ValidationError {}
 
-/// A program that passed [`validate`]: every instruction decodes, every jump is forward and in
-/// range, every path ends in a `ret`, every scratch index is in range.
+/// A program that passed [`validate`]: every instruction decodes, every jump is in range and
+/// forward except the backward `ja`s of its `protochain` loops, every path ends in a `ret`,
+/// every scratch index is in range.
 #[derive(Clone, Debug, PartialEq, Eq)]
 pub struct ValidProgram {
     insns: Vec<Insn>,
     ops: Vec<Op>,
     dialect: Dialect,
+    loops: Vec<ProtochainLoop>,
 }
 
 impl ValidProgram {
@@ -168,19 +211,35 @@ impl ValidProgram {
         Program(self.insns.clone())
     }
 
+    /// The `protochain` loops, in program order (empty for the Linux dialect).
+    pub fn loops(&self) -> &[ProtochainLoop] {
+        &self.loops
+    }
+
+    /// The loop starting at instruction `i`, if one does.
+    pub fn loop_at(&self, i: usize) -> Option<&ProtochainLoop> {
+        self.loops.iter().find(|l| l.head == i)
+    }
+
     /// The targets of the jump at `i` (`None` if `i` is not a jump): `(taken, not taken)`, equal
-    /// for `ja`.
+    /// for `ja` (behind `i` for the backward `ja` of a loop).
     pub fn jump_targets(&self, i: usize) -> Option<(usize, usize)> {
         let insn = self.insns[i];
         match self.ops[i] {
             Op::Ja => {
-                let t = i + 1 + insn.k as usize;
+                let t = ja_target(i, insn.k) as usize;
                 Some((t, t))
             }
             Op::Jmp(..) => Some((i + 1 + usize::from(insn.jt), i + 1 + usize::from(insn.jf))),
             _ => None,
         }
     }
+}
+
+/// Where the `ja` at `i` with offset `k` goes: `i + 1 + k`, with `k` taken as signed (as
+/// `bpf_filter` does); negative when it leaves the program backwards.
+fn ja_target(i: usize, k: u32) -> i64 {
+    i as i64 + 1 + i64::from(k as i32)
 }
 
 /// Known `SKF_AD_*` offsets: `SKF_AD_OFF + 4 * i` for `i` in `0..16`.
@@ -201,6 +260,8 @@ pub fn validate(prog: &Program, dialect: Dialect) -> Result<ValidProgram, Valida
         violations.push((None, Violation::TooLong { len }));
     }
     let mut ops = Vec::with_capacity(len);
+    // Backward `ja`s (libpcap dialect): (index, target).
+    let mut backward: Vec<(usize, usize)> = Vec::new();
     for (i, &insn) in insns.iter().enumerate() {
         let mut bad = |v| violations.push((Some(i), v));
         let Some(op) = insn.decode() else {
@@ -231,6 +292,14 @@ pub fn validate(prog: &Program, dialect: Dialect) -> Result<ValidProgram, Valida
             {
                 bad(Violation::UnknownAncillary { k: insn.k })
             }
+            Op::Ja if dialect == Dialect::Libpcap && (insn.k as i32) < 0 => {
+                match usize::try_from(ja_target(i, insn.k)) {
+                    Ok(target) => backward.push((i, target)),
+                    Err(_) => bad(Violation::JumpOutOfRange {
+                        target: i as u64 + 1 + u64::from(insn.k),
+                    }),
+                }
+            }
             Op::Ja => {
                 if let Err(target) = in_range(u64::from(insn.k)) {
                     bad(Violation::JumpOutOfRange { target });
@@ -252,18 +321,133 @@ pub fn validate(prog: &Program, dialect: Dialect) -> Result<ValidProgram, Valida
             violations.push((Some(len - 1), Violation::NoFinalReturn));
         }
     }
-    // The scratch flow check only makes sense on an otherwise valid program (targets in range).
+    let loops = find_loops(insns, &backward, &mut violations);
+    // The flow checks only make sense on an otherwise valid program (targets in range).
     if violations.is_empty() && dialect == Dialect::Linux {
         check_scratch_flow(insns, &ops, &mut violations);
     }
+    if violations.is_empty() && !loops.is_empty() {
+        check_loop_entries(insns, &ops, &loops, &mut violations);
+        if violations.is_empty() {
+            check_loop_results_only(insns, &ops, &loops, &mut violations);
+        }
+    }
+    violations.sort_by_key(|&(i, _)| i);
     if violations.is_empty() {
         Ok(ValidProgram {
             insns: insns.to_vec(),
             ops,
             dialect,
+            loops,
         })
     } else {
         Err(ValidationError { violations })
+    }
+}
+
+/// The loops that the backward jumps close, in program order; a backward jump that closes none
+/// is a violation.
+fn find_loops(
+    insns: &[Insn],
+    backward: &[(usize, usize)],
+    out: &mut Vec<(Option<usize>, Violation)>,
+) -> Vec<ProtochainLoop> {
+    let mut loops: Vec<ProtochainLoop> = Vec::new();
+    for &(j, target) in backward {
+        match recognize(insns, target) {
+            Some((found, closing)) if closing.contains(&j) => {
+                if !loops.contains(&found) {
+                    loops.push(found);
+                }
+            }
+            _ => out.push((Some(j), Violation::BackwardJump { target })),
+        }
+    }
+    loops.sort_by_key(|l| l.head);
+    loops
+}
+
+/// Loops do not overlap, and every jump (or fall-through) into a loop from outside lands on its
+/// first instruction.
+fn check_loop_entries(
+    insns: &[Insn],
+    ops: &[Op],
+    loops: &[ProtochainLoop],
+    out: &mut Vec<(Option<usize>, Violation)>,
+) {
+    for w in loops.windows(2) {
+        if w[1].head < w[0].end {
+            out.push((Some(w[1].head), Violation::IntoLoop { head: w[0].head }));
+        }
+    }
+    let inside = |i: usize| loops.iter().find(|l| l.contains(i) && l.head != i);
+    for (i, (&insn, &op)) in insns.iter().zip(ops).enumerate() {
+        if loops.iter().any(|l| l.contains(i)) {
+            continue;
+        }
+        let targets: Vec<usize> = match op {
+            Op::Ja => vec![ja_target(i, insn.k) as usize],
+            Op::Jmp(..) => vec![i + 1 + usize::from(insn.jt), i + 1 + usize::from(insn.jf)],
+            Op::RetK | Op::RetA => vec![],
+            _ => vec![i + 1],
+        };
+        if let Some(l) = targets.into_iter().find_map(inside) {
+            out.push((Some(i), Violation::IntoLoop { head: l.head }));
+        }
+    }
+}
+
+/// After every loop, `X` and the loop's scratch word are written before being read. One
+/// backward liveness pass: with each loop taken as one instruction that reads `A` and `X` and
+/// continues at its end, control only moves forward.
+fn check_loop_results_only(
+    insns: &[Insn],
+    ops: &[Op],
+    loops: &[ProtochainLoop],
+    out: &mut Vec<(Option<usize>, Violation)>,
+) {
+    // Bit 16: X; bits 0..16: scratch words.
+    const X: u32 = 1 << 16;
+    let n = insns.len();
+    let mut live = vec![0u32; n + 1];
+    let mut i = n;
+    while i > 0 {
+        i -= 1;
+        if let Some(l) = loops.iter().find(|l| l.contains(i)) {
+            if l.head == i {
+                let after = live[l.end];
+                if after & (X | 1 << l.scratch) != 0 {
+                    out.push((Some(l.end), Violation::LoopStateRead { head: l.head }));
+                }
+                // The walk reads X (and A); a step overwrites the scratch word, but a walk may
+                // take none, so the word stays as live as after the loop.
+                live[i] = after | X;
+            }
+            continue;
+        }
+        let (insn, op) = (insns[i], ops[i]);
+        let next = |t: usize| live.get(t).copied().unwrap_or(0);
+        let word = 1u32 << (insn.k & 15);
+        live[i] = match op {
+            Op::RetK | Op::RetA => 0,
+            Op::Ja => next(ja_target(i, insn.k) as usize),
+            Op::Jmp(_, src) => {
+                let l = next(i + 1 + usize::from(insn.jt)) | next(i + 1 + usize::from(insn.jf));
+                if src == Src::X {
+                    l | X
+                } else {
+                    l
+                }
+            }
+            Op::LdInd(_) | Op::Alu(_, Src::X) | Op::Txa => next(i + 1) | X,
+            Op::LdxImm | Op::LdxLen | Op::LdxMsh => next(i + 1) & !X,
+            Op::LdxMem => (next(i + 1) & !X) | word,
+            Op::LdMem => next(i + 1) | word,
+            Op::St => next(i + 1) & !word,
+            Op::Stx => (next(i + 1) & !word) | X,
+            Op::Tax => next(i + 1) & !X,
+            _ => next(i + 1),
+        };
     }
 }
 
@@ -362,6 +546,75 @@ mod tests {
             check(scratch, Dialect::Linux).unwrap_err().violations,
             vec![(Some(2), Violation::UninitializedScratch { k: 1 })]
         );
+    }
+
+    /// `ldb [23]; ldxb 4*([14]&0xf); <loop>; jeq #6; ret #1; ret #0` with `extra` before the
+    /// `jeq`.
+    fn with_loop(extra: &[Insn]) -> Vec<Insn> {
+        use crate::protochain::loop_code;
+        let mut p = vec![Insn::stmt(0x30, 23), Insn::stmt(0xb1, 14)];
+        p.extend(loop_code(sift_ir::Chain::Ip, 14, 6, 2));
+        p.extend_from_slice(extra);
+        p.extend([
+            Insn::jump(0x15, 6, 0, 1),
+            Insn::stmt(0x06, 1),
+            Insn::stmt(0x06, 0),
+        ]);
+        p
+    }
+
+    #[test]
+    fn protochain_loops_only() {
+        let p = check(with_loop(&[]), Dialect::Libpcap).unwrap();
+        assert_eq!(p.loops().len(), 1);
+        assert_eq!((p.loops()[0].head, p.loops()[0].end), (2, 13));
+        assert_eq!(p.jump_targets(12), Some((2, 2)));
+        let e = check(with_loop(&[]), Dialect::Linux).unwrap_err();
+        assert!(matches!(
+            e.violations[0],
+            (Some(12), Violation::JumpOutOfRange { .. })
+        ));
+        // X, then the loop's scratch word, read after the loop.
+        for read in [Insn::stmt(0x87, 0), Insn::stmt(0x60, 2)] {
+            let e = check(with_loop(&[read]), Dialect::Libpcap).unwrap_err();
+            assert_eq!(
+                e.violations,
+                vec![(Some(13), Violation::LoopStateRead { head: 2 })]
+            );
+        }
+        // Written first, then read: fine; another scratch word: fine.
+        let ok = [
+            Insn::stmt(0x01, 3),
+            Insn::stmt(0x87, 0),
+            Insn::stmt(0x60, 5),
+        ];
+        assert!(check(with_loop(&ok), Dialect::Libpcap).is_ok());
+        // A jump into the loop's AH step.
+        let mut into = with_loop(&[]);
+        into[1] = Insn::jump(0x15, 0, 3, 0);
+        let e = check(into, Dialect::Libpcap).unwrap_err();
+        assert_eq!(
+            e.violations,
+            vec![(Some(1), Violation::IntoLoop { head: 2 })]
+        );
+        // A loop that is not protochain's: `ld #1; ja -2` (endless).
+        let e = check(
+            vec![
+                Insn::stmt(0x00, 1),
+                Insn::stmt(0x05, u32::MAX - 1),
+                Insn::stmt(0x06, 0),
+            ],
+            Dialect::Libpcap,
+        )
+        .unwrap_err();
+        assert_eq!(
+            e.violations,
+            vec![(Some(1), Violation::BackwardJump { target: 0 })]
+        );
+        // A changed step (X += 2) is not the loop either.
+        let mut changed = with_loop(&[]);
+        changed[5 + 3] = Insn::stmt(0x04, 3);
+        assert!(check(changed, Dialect::Libpcap).is_err());
     }
 
     #[test]

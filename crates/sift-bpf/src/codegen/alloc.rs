@@ -3,6 +3,10 @@
 //! The item list is in a topological order of the control-flow graph, so a value is live only
 //! between its first and its last slot access in that order; intervals that do not overlap
 //! share a word (greedy colouring in order of start, lowest free word first).
+//!
+//! A `protochain` loop is an access of its result's slot, which is the loop's scratch word: the
+//! loop runs at one point of the order, so no value live across it gets that word, and the
+//! result (stored after the loop, when it is reloaded) may reuse it.
 
 use std::collections::{BTreeSet, HashMap};
 
@@ -11,6 +15,7 @@ use sift_ir::Value;
 use super::select::Item;
 use super::CodegenError;
 use crate::insn::{code, Op};
+use crate::protochain::loop_code;
 
 pub(super) fn allocate(items: Vec<Item>) -> Result<Vec<Item>, CodegenError> {
     // Stores nobody reloads (the value was always found in A) are dropped.
@@ -28,7 +33,12 @@ pub(super) fn allocate(items: Vec<Item>) -> Result<Vec<Item>, CodegenError> {
 
     let mut interval: HashMap<Value, (usize, usize)> = HashMap::new();
     for (pos, item) in items.iter().enumerate() {
-        if let Item::Store(v) | Item::StoreX(v) | Item::LoadA(v) | Item::LoadX(v) = item {
+        if let Item::Store(v)
+        | Item::StoreX(v)
+        | Item::LoadA(v)
+        | Item::LoadX(v)
+        | Item::Walk { value: v, .. } = item
+        {
             let e = interval.entry(*v).or_insert((pos, pos));
             e.1 = pos;
         }
@@ -53,14 +63,27 @@ pub(super) fn allocate(items: Vec<Item>) -> Result<Vec<Item>, CodegenError> {
         slot_of.insert(v, slot);
     }
 
-    Ok(items
-        .into_iter()
-        .map(|i| match i {
-            Item::Store(v) => Item::Insn(Op::St.with_k(slot_of[&v])),
-            Item::StoreX(v) => Item::Insn(Op::Stx.with_k(slot_of[&v])),
-            Item::LoadA(v) => Item::Insn(Op::LdMem.with_k(slot_of[&v])),
-            Item::LoadX(v) => Item::Insn(Op::LdxMem.with_k(slot_of[&v])),
-            other => other,
-        })
-        .collect())
+    let mut out = Vec::with_capacity(items.len());
+    for i in items {
+        match i {
+            Item::Store(v) => out.push(Item::Insn(Op::St.with_k(slot_of[&v]))),
+            Item::StoreX(v) => out.push(Item::Insn(Op::Stx.with_k(slot_of[&v]))),
+            Item::LoadA(v) => out.push(Item::Insn(Op::LdMem.with_k(slot_of[&v]))),
+            Item::LoadX(v) => out.push(Item::Insn(Op::LdxMem.with_k(slot_of[&v]))),
+            // The loop's jumps are relative and stay inside it (its exits go to the next
+            // instruction), so it travels on as plain instructions that nothing separates.
+            Item::Walk {
+                chain,
+                base,
+                target,
+                value,
+            } => out.extend(
+                loop_code(chain, base, target, slot_of[&value])
+                    .into_iter()
+                    .map(Item::Insn),
+            ),
+            other => out.push(other),
+        }
+    }
+    Ok(out)
 }

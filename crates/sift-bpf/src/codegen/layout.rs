@@ -193,7 +193,11 @@ pub(super) fn resolve(items: &[Item]) -> Vec<Insn> {
             }
             // The allocator rewrote every slot access; should one survive, a non-final `ja`
             // past the end makes validation fail instead of producing wrong code.
-            Item::Store(_) | Item::StoreX(_) | Item::LoadA(_) | Item::LoadX(_) => {
+            Item::Store(_)
+            | Item::StoreX(_)
+            | Item::LoadA(_)
+            | Item::LoadX(_)
+            | Item::Walk { .. } => {
                 debug_assert!(false, "unallocated slot access");
                 out.push(Op::Ja.with_k(u32::MAX));
             }

@@ -121,7 +121,11 @@ fn pieces(items: &[Item]) -> Vec<Piece> {
                 }
             }
             // Allocation replaced these; a leftover is a bug that validation will report.
-            Item::Store(_) | Item::StoreX(_) | Item::LoadA(_) | Item::LoadX(_) => {
+            Item::Store(_)
+            | Item::StoreX(_)
+            | Item::LoadA(_)
+            | Item::LoadX(_)
+            | Item::Walk { .. } => {
                 debug_assert!(false, "unallocated slot access");
             }
         }

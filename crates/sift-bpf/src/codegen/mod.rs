@@ -20,6 +20,16 @@
 //!
 //! The result is validated ([`crate::validate`], libpcap dialect) before it is returned, so a
 //! bug here is an error, never an invalid program.
+//!
+//! # `protochain`
+//!
+//! For [`Dialect::Libpcap`] (what `sift compile -d` prints) each [`sift_ir::Inst::Protochain`]
+//! becomes libpcap's loop ([`crate::protochain::loop_code`], 11 instructions for IPv4, 24 for
+//! IPv6), exact on every packet: the interpreter rejects a walk that would never end, as the
+//! IR does. The Linux kernel refuses backward jumps, so for [`Dialect::Linux`] every walk is
+//! first unrolled to [`UNROLLED_HEADERS`] headers (`sift_ir::protochain::without_loops`, about
+//! 21 instructions per header): exact on every chain of at most that many headers; a packet
+//! whose chain goes on is rejected.
 
 mod alloc;
 mod layout;
@@ -30,6 +40,9 @@ mod select;
 use std::fmt;
 
 use sift_ir::{Function, Value};
+
+/// How many headers the kernel form of a `protochain` walk follows ([`Dialect::Linux`]).
+pub const UNROLLED_HEADERS: usize = sift_ir::protochain::UNROLLED_HEADERS;
 
 use crate::insn::{Insn, Op, Program};
 use crate::validate::{validate, Dialect, ValidProgram, ValidationError};
@@ -52,6 +65,10 @@ pub enum CodegenError {
     /// The function calls a coprocessor (payload search or set lookup, sift extensions), which
     /// classic BPF has no instruction for.
     CoprocessorCall(Value),
+    /// [`Dialect::Linux`]: compiling the function with its `protochain` walks unrolled to
+    /// [`UNROLLED_HEADERS`] headers (the kernel refuses loops) failed, mostly because the
+    /// unrolled code exceeds 4096 instructions.
+    Unrolled(Box<CodegenError>),
 }
 
 impl fmt::Display for CodegenError {
@@ -67,6 +84,11 @@ impl fmt::Display for CodegenError {
                 f,
                 "{v} calls a coprocessor (payload matching or a set lookup), which classic BPF cannot express"
             ),
+            CodegenError::Unrolled(e) => write!(
+                f,
+                "for the Linux kernel, which refuses loops, protochain is unrolled to \
+                 {UNROLLED_HEADERS} headers (longer chains are rejected): {e}"
+            ),
         }
     }
 }
@@ -79,16 +101,30 @@ pub fn compile(func: &Function) -> Result<ValidProgram, CodegenError> {
     compile_for(func, Dialect::Libpcap)
 }
 
-/// Like [`compile`], for a given validator dialect. For [`Dialect::Linux`], when the kernel's
-/// conservative scratch-flow check (which does not forget the state after a `ret`) would refuse
-/// the program, every scratch word used is first stored with 0 (`A` is 0 on entry), which costs
-/// one instruction per word and changes no result.
+/// Like [`compile`], for a given validator dialect. For [`Dialect::Linux`], `protochain`
+/// walks are unrolled to [`UNROLLED_HEADERS`] headers (the kernel refuses the loop; a packet
+/// whose chain is longer is rejected), and when the kernel's conservative scratch-flow check
+/// (which does not forget the state after a `ret`) would refuse the program, every scratch word
+/// used is first stored with 0 (`A` is 0 on entry), which costs one instruction per word and
+/// changes no result.
 pub fn compile_for(func: &Function, dialect: Dialect) -> Result<ValidProgram, CodegenError> {
     sift_ir::verify(func).map_err(CodegenError::InvalidIr)?;
     if let Some(v) = func.first_call() {
         return Err(CodegenError::CoprocessorCall(v));
     }
-    let func = &*sift_ir::protochain::without_loops(func);
+    match dialect {
+        Dialect::Libpcap => generate(func, dialect),
+        Dialect::Linux => match sift_ir::protochain::without_loops(func) {
+            std::borrow::Cow::Borrowed(f) => generate(f, dialect),
+            std::borrow::Cow::Owned(f) => {
+                generate(&f, dialect).map_err(|e| CodegenError::Unrolled(Box::new(e)))
+            }
+        },
+    }
+}
+
+/// Selection, allocation, layout and validation of a verified function without calls.
+fn generate(func: &Function, dialect: Dialect) -> Result<ValidProgram, CodegenError> {
     let items = select::select(func);
     let items = alloc::allocate(items)?;
     let items = machine::optimize(&items);

@@ -17,12 +17,17 @@
 //! byte load and the mask it subsumes are not emitted when nothing else reads them (a load only
 //! when it sits in the same block, so that the packet is still rejected on the same paths).
 //!
+//! A `protochain` walk (libpcap dialect; the kernel's gets it unrolled before selection) is one
+//! [`Item::Walk`]: `A` and `X` are loaded with the protocol and offset, the loop leaves the
+//! result in `A` and garbage in `X`, and its scratch word is the slot of its own result, which
+//! the allocator keeps apart from every value live across the loop.
+//!
 //! Block parameters are virtual slots written by copies on the incoming edges (in stubs after
 //! the branching block when the edge is conditional). Comparisons become `jeq`/`jgt`/`jge`/
 //! `jset` with the constant folded into `#k` and the targets swapped for `ne`/`lt`/`le`; a
 //! `Switch` becomes a chain of `jeq` whose last test falls to the default.
 
-use sift_ir::{BinOp, Block, CmpOp, Function, Inst, LoadSize, Target, Terminator, Value};
+use sift_ir::{BinOp, Block, Chain, CmpOp, Function, Inst, LoadSize, Target, Terminator, Value};
 
 use super::regs::Regs;
 use crate::insn::{AluOp, Insn, JmpOp, Op, Size, Src};
@@ -54,6 +59,14 @@ pub(super) enum Item {
     LoadA(Value),
     /// `ldx M[slot of value]`.
     LoadX(Value),
+    /// A `protochain` loop ([`crate::protochain::loop_code`]) with `A` and `X` loaded; the slot
+    /// of `value` (the walk's result) is its scratch word, free of every value live across it.
+    Walk {
+        chain: Chain,
+        base: u32,
+        target: u32,
+        value: Value,
+    },
 }
 
 struct Selector<'f> {
@@ -368,7 +381,25 @@ impl Selector<'_> {
             Inst::Contains { .. } | Inst::Member { .. } => {
                 unreachable!("compile_for refuses coprocessor calls")
             }
-            Inst::Protochain { .. } => unreachable!("compile_for unrolls protochain walks"),
+            // The walk may reject the packet, so it stays even when nobody reads its result.
+            Inst::Protochain {
+                chain,
+                base,
+                proto,
+                offset,
+                target,
+            } => {
+                self.load_x(offset);
+                self.load_a(proto);
+                self.items.push(Item::Walk {
+                    chain,
+                    base,
+                    target,
+                    value: v,
+                });
+                // The loop leaves its result in A (set below) and the last offset in X.
+                self.regs.x.clear();
+            }
             Inst::Load {
                 index,
                 offset,

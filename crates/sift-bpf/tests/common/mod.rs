@@ -45,6 +45,29 @@ pub fn libpcap_filter(insns: &[Insn], pkt: &[u8], wire_len: u32) -> u32 {
         .expect("a valid, forward-only, decodable program")
 }
 
+/// libpcap's `bpf_filter` on a program that sift's validator accepted, `protochain` loops
+/// included (`sift_oracle::raw::run_insns` refuses backward jumps, not knowing whether they
+/// stop). Where the walk is a cycle (sift's interpreter reports it endless) `bpf_filter` would
+/// never return: it is not called, and the result is the IR's verdict, 0.
+pub fn libpcap_filter_valid(prog: &sift_bpf::ValidProgram, pkt: &[u8], wire_len: u32) -> u32 {
+    if prog.loops().is_empty() {
+        return libpcap_filter(prog.insns(), pkt, wire_len);
+    }
+    if sift_bpf::interp::try_run(prog, pkt, wire_len).is_err() {
+        return 0;
+    }
+    extern "C" {
+        fn bpf_filter(pc: *const BpfInsn, p: *const u8, wirelen: u32, buflen: u32) -> u32;
+    }
+    let insns = to_c(prog.insns());
+    let caplen = u32::try_from(pkt.len()).expect("packet shorter than 4 GiB");
+    // SAFETY: the program passed sift's validator (every opcode is one `bpf_filter` executes,
+    // every jump stays inside the program, the only backward jumps close protochain loops) and
+    // sift's interpreter, executing the same instructions, terminated on this packet, so
+    // bpf_filter does too; it reads `insns` and at most `caplen` bytes of `pkt`.
+    unsafe { bpf_filter(insns.as_ptr(), pkt.as_ptr(), wire_len, caplen) }
+}
+
 /// libpcap's `bpf_image` for instruction `insn` at index `n`.
 pub fn libpcap_image(insn: Insn, n: usize) -> String {
     sift_oracle::raw::image(&to_c(&[insn])[0], n)
