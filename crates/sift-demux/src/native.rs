@@ -11,8 +11,7 @@
 //! Only the shape's code is native: its table stays a Rust structure, so adding a key to an
 //! existing shape never compiles anything; a new shape compiles once when it is created.
 
-use sift_ir::BinOp;
-use sift_jit::key_extractor::{KeyOp, KeyProgram, KeyRel, KeyStep, NativeExtractor};
+use sift_jit::key_extractor::{KeyProgram, KeyRel, KeyStep, NativeExtractor};
 
 use crate::canon::Rel;
 use crate::extract::{Step, MAX_REGS};
@@ -80,12 +79,10 @@ pub(crate) fn program(min_caplen: usize, steps: &[Step]) -> Option<KeyProgram> {
             }
             Step::Bin { dst, op, a, b } => {
                 let (a, b) = (reg(a)?, reg(b)?);
-                let op = key_op(op);
                 (dst, define(&mut out, KeyStep::Bin { op, a, b }))
             }
             Step::BinK { dst, op, a, k } => {
                 let a = reg(a)?;
-                let op = key_op(op);
                 (dst, define(&mut out, KeyStep::BinK { op, a, k }))
             }
             Step::Neg { dst, a } => {
@@ -176,21 +173,6 @@ pub(crate) fn program(min_caplen: usize, steps: &[Step]) -> Option<KeyProgram> {
         *value_of.get_mut(usize::from(dst))? = Some(defined);
     }
     Some(out)
-}
-
-fn key_op(op: BinOp) -> KeyOp {
-    match op {
-        BinOp::Add => KeyOp::Add,
-        BinOp::Sub => KeyOp::Sub,
-        BinOp::Mul => KeyOp::Mul,
-        BinOp::Div => KeyOp::Div,
-        BinOp::Mod => KeyOp::Mod,
-        BinOp::And => KeyOp::And,
-        BinOp::Or => KeyOp::Or,
-        BinOp::Xor => KeyOp::Xor,
-        BinOp::Shl => KeyOp::Shl,
-        BinOp::Shr => KeyOp::Shr,
-    }
 }
 
 fn key_rel(rel: Rel) -> KeyRel {

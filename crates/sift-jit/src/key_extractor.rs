@@ -34,26 +34,13 @@ use cranelift_frontend::{FunctionBuilder, FunctionBuilderContext};
 use cranelift_jit::{JITBuilder, JITModule};
 use cranelift_module::{default_libcall_names, Linkage, Module};
 
+use sift_ir::BinOp;
+
 use crate::native::host_isa;
 use crate::JitError;
 
 /// Words in a key (enough for an IPv6 4-tuple with its ethertype and next header).
 pub const KEY_WORDS: usize = 6;
-
-/// A binary operation on 32-bit values.
-#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
-pub enum KeyOp {
-    Add,
-    Sub,
-    Mul,
-    Div,
-    Mod,
-    And,
-    Or,
-    Xor,
-    Shl,
-    Shr,
-}
 
 /// A comparison a check makes (unsigned; `Set`: `a & b != 0`, `Clear`: `a & b == 0`).
 #[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
@@ -82,12 +69,12 @@ pub enum KeyStep {
         bytes: u8,
     },
     Bin {
-        op: KeyOp,
+        op: BinOp,
         a: u32,
         b: u32,
     },
     BinK {
-        op: KeyOp,
+        op: BinOp,
         a: u32,
         k: u32,
     },
@@ -349,26 +336,26 @@ impl Emitter<'_, '_> {
         }
     }
 
-    fn binary(&mut self, op: KeyOp, a: ClifValue, b: ClifValue) -> ClifValue {
+    fn binary(&mut self, op: BinOp, a: ClifValue, b: ClifValue) -> ClifValue {
         match op {
-            KeyOp::Add => self.b.ins().iadd(a, b),
-            KeyOp::Sub => self.b.ins().isub(a, b),
-            KeyOp::Mul => self.b.ins().imul(a, b),
-            KeyOp::Div | KeyOp::Mod => {
+            BinOp::Add => self.b.ins().iadd(a, b),
+            BinOp::Sub => self.b.ins().isub(a, b),
+            BinOp::Mul => self.b.ins().imul(a, b),
+            BinOp::Div | BinOp::Mod => {
                 let nonzero = self.b.ins().icmp_imm_u(IntCC::NotEqual, b, 0);
                 self.require(nonzero);
                 match op {
-                    KeyOp::Div => self.b.ins().udiv(a, b),
+                    BinOp::Div => self.b.ins().udiv(a, b),
                     _ => self.b.ins().urem(a, b),
                 }
             }
-            KeyOp::And => self.b.ins().band(a, b),
-            KeyOp::Or => self.b.ins().bor(a, b),
-            KeyOp::Xor => self.b.ins().bxor(a, b),
-            KeyOp::Shl | KeyOp::Shr => {
+            BinOp::And => self.b.ins().band(a, b),
+            BinOp::Or => self.b.ins().bor(a, b),
+            BinOp::Xor => self.b.ins().bxor(a, b),
+            BinOp::Shl | BinOp::Shr => {
                 // Cranelift masks the shift amount; the semantics give 0 from 32 on.
                 let shifted = match op {
-                    KeyOp::Shl => self.b.ins().ishl(a, b),
+                    BinOp::Shl => self.b.ins().ishl(a, b),
                     _ => self.b.ins().ushr(a, b),
                 };
                 let big = self
@@ -381,27 +368,27 @@ impl Emitter<'_, '_> {
         }
     }
 
-    fn binary_const(&mut self, op: KeyOp, a: ClifValue, k: u32) -> ClifValue {
+    fn binary_const(&mut self, op: BinOp, a: ClifValue, k: u32) -> ClifValue {
         let k64 = i64::from(k);
         match op {
-            KeyOp::Add => self.b.ins().iadd_imm_u(a, k64),
-            KeyOp::Sub => self.b.ins().iadd_imm_u(a, i64::from(k.wrapping_neg())),
-            KeyOp::Mul => self.b.ins().imul_imm_u(a, k64),
-            KeyOp::Div | KeyOp::Mod if k == 0 => {
+            BinOp::Add => self.b.ins().iadd_imm_u(a, k64),
+            BinOp::Sub => self.b.ins().iadd_imm_u(a, i64::from(k.wrapping_neg())),
+            BinOp::Mul => self.b.ins().imul_imm_u(a, k64),
+            BinOp::Div | BinOp::Mod if k == 0 => {
                 self.b.ins().jump(self.reject, &[]);
                 // Unreachable code still needs a block to continue in.
                 let dead = self.b.create_block();
                 self.b.switch_to_block(dead);
                 self.b.ins().iconst(types::I32, 0)
             }
-            KeyOp::Div => self.b.ins().udiv_imm_u(a, k64),
-            KeyOp::Mod => self.b.ins().urem_imm_u(a, k64),
-            KeyOp::And => self.b.ins().band_imm_u(a, k64),
-            KeyOp::Or => self.b.ins().bor_imm_u(a, k64),
-            KeyOp::Xor => self.b.ins().bxor_imm_u(a, k64),
-            KeyOp::Shl | KeyOp::Shr if k >= 32 => self.b.ins().iconst(types::I32, 0),
-            KeyOp::Shl => self.b.ins().ishl_imm_u(a, k64),
-            KeyOp::Shr => self.b.ins().ushr_imm_u(a, k64),
+            BinOp::Div => self.b.ins().udiv_imm_u(a, k64),
+            BinOp::Mod => self.b.ins().urem_imm_u(a, k64),
+            BinOp::And => self.b.ins().band_imm_u(a, k64),
+            BinOp::Or => self.b.ins().bor_imm_u(a, k64),
+            BinOp::Xor => self.b.ins().bxor_imm_u(a, k64),
+            BinOp::Shl | BinOp::Shr if k >= 32 => self.b.ins().iconst(types::I32, 0),
+            BinOp::Shl => self.b.ins().ishl_imm_u(a, k64),
+            BinOp::Shr => self.b.ins().ushr_imm_u(a, k64),
         }
     }
 
@@ -555,12 +542,12 @@ mod tests {
                     bytes: 1,
                 },
                 KeyStep::BinK {
-                    op: KeyOp::And,
+                    op: BinOp::And,
                     a: 2,
                     k: 15,
                 },
                 KeyStep::BinK {
-                    op: KeyOp::Shl,
+                    op: BinOp::Shl,
                     a: 3,
                     k: 2,
                 },
@@ -616,7 +603,7 @@ mod tests {
                 KeyStep::WireLen,
                 KeyStep::Const(40),
                 KeyStep::Bin {
-                    op: KeyOp::Shl,
+                    op: BinOp::Shl,
                     a: 0,
                     b: 1,
                 },
@@ -627,7 +614,7 @@ mod tests {
                 },
                 KeyStep::Const(7),
                 KeyStep::Bin {
-                    op: KeyOp::Div,
+                    op: BinOp::Div,
                     a: 3,
                     b: 0,
                 },
