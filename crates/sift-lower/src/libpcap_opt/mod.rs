@@ -43,14 +43,17 @@ mod pullup;
 #[cfg(test)]
 mod pullup_equivalence;
 mod runs;
+mod thread_check;
 mod threading;
 
+use sift_ir::verify::dominators;
 use sift_ir::{Function, Terminator};
 
 use branches::{decide_branches, jset_peephole};
 use dead_code::remove_dead_code;
 use numbering::Numbering;
-use pullup::pullups;
+use pullup::{pullups, DomIntervals};
+use thread_check::nothing_to_thread;
 use threading::{thread_edges, used_outside_own_block};
 
 /// Rounds of the whole pipeline; libpcap iterates to a fixed point too. Each round that changes
@@ -74,6 +77,7 @@ pub(crate) fn apply(f: &mut Function) -> Result<(), String> {
     let mut cross_block_uses: Option<Vec<bool>> = None;
     for _ in 0..MAX_ROUNDS {
         let mut changed = false;
+        let kept = kept_numbers.is_some();
         let numbers = match kept_numbers.take() {
             Some(numbers) => {
                 #[cfg(test)]
@@ -92,9 +96,22 @@ pub(crate) fn apply(f: &mut Function) -> Result<(), String> {
             }
         };
         let used = cross_block_uses.get_or_insert_with(|| used_outside_own_block(f));
-        let (threaded, idom) = thread_edges(f, &numbers, used);
-        let idom = (shortcuts && !threaded).then_some(idom);
-        let pulled = pullups(f, &numbers, idom);
+        let (idom, rpo) = dominators(f);
+        let dom = DomIntervals::new(&idom);
+        // After a round that only pulled tests up, the threading usually finds nothing; when
+        // that is certain it is skipped (and the dominator tree stays the one just computed).
+        let skip_threading = shortcuts && kept && nothing_to_thread(f, &numbers, used, &rpo, &dom);
+        #[cfg(test)]
+        if skip_threading {
+            assert_threading_moves_nothing(f, &numbers, used, (idom.clone(), rpo.clone()));
+        }
+        let threaded = !skip_threading && thread_edges(f, &numbers, used, (idom, rpo)).0;
+        let dom = if shortcuts && !threaded {
+            dom
+        } else {
+            DomIntervals::new(&dominators(f).0)
+        };
+        let pulled = pullups(f, &numbers, &dom);
         if !(changed || threaded || pulled) {
             break;
         }
@@ -127,6 +144,19 @@ fn assert_round_would_change_nothing(f: &mut Function) -> Result<(), String> {
     );
     assert!(!remove_dead_code(f), "a kept round removes dead code");
     Ok(())
+}
+
+/// Tests check every skipped threading against the threading itself.
+#[cfg(test)]
+fn assert_threading_moves_nothing(
+    f: &Function,
+    numbers: &Numbering,
+    used: &[bool],
+    dominators: (Vec<Option<sift_ir::Block>>, Vec<sift_ir::Block>),
+) {
+    let mut copy = f.clone();
+    let (moved, _) = thread_edges(&mut copy, numbers, used, dominators);
+    assert!(!moved, "threading was skipped but moves an edge");
 }
 
 #[cfg(test)]

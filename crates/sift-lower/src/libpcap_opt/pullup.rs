@@ -13,7 +13,6 @@
 //! near-linear in the chain; the block-by-block walk is kept as the reference tests compare
 //! with (`super::reference_mode`).
 
-use sift_ir::verify::dominators;
 use sift_ir::{Block, Function, Target, Terminator};
 
 use super::edges::{edge, successors};
@@ -22,18 +21,13 @@ use super::runs::{Chain, Runs};
 
 /// One sweep of pullups over the whole function; returns whether anything moved.
 ///
-/// `idom` is `f`'s dominator tree when the caller has it, else it is computed here.
-pub(super) fn pullups(
-    f: &mut Function,
-    numbers: &Numbering,
-    idom: Option<Vec<Option<Block>>>,
-) -> bool {
+/// `dom` is the dominator tree of `f` as it is (libpcap computes it once before the sweep).
+pub(super) fn pullups(f: &mut Function, numbers: &Numbering, dom: &DomIntervals) -> bool {
     if f.blocks.iter().any(|b| !b.params.is_empty()) {
         return false;
     }
-    let idom = idom.unwrap_or_else(|| dominators(f).0);
     let levels = levels(f);
-    let preds = predecessors(f, &levels);
+    let preds = Predecessors::new(f, &levels);
     let compared: Vec<Option<Vn>> = f
         .blocks
         .iter()
@@ -42,10 +36,9 @@ pub(super) fn pullups(
             _ => None,
         })
         .collect();
-    let dom = DomIntervals::new(&idom);
     let mut sweep = Sweep {
         compared: &compared,
-        dom: &dom,
+        dom,
         preds: &preds,
         or_runs: Runs::new(Chain::Or, &compared, &dom.enter),
         and_runs: Runs::new(Chain::And, &compared, &dom.enter),
@@ -95,33 +88,59 @@ fn levels(f: &Function) -> Vec<Vec<Block>> {
     out
 }
 
-/// Predecessors of each block, as libpcap's `find_inedges` lists them.
-fn predecessors(f: &Function, levels: &[Vec<Block>]) -> Vec<Vec<Block>> {
-    let mut preds = vec![Vec::new(); f.blocks.len()];
-    for level in levels.iter().skip(1).rev() {
-        for &b in level {
-            for s in successors(&f.block(b).term) {
-                preds[s.index()].push(b);
-            }
+/// Predecessors of each block, as libpcap's `find_inedges` lists them, in one array.
+struct Predecessors {
+    start: Vec<u32>,
+    list: Vec<Block>,
+}
+
+impl Predecessors {
+    fn new(f: &Function, levels: &[Vec<Block>]) -> Predecessors {
+        let edges = || {
+            levels
+                .iter()
+                .skip(1)
+                .rev()
+                .flatten()
+                .flat_map(|&b| successors(&f.block(b).term).map(move |s| (b, s)))
+        };
+        let mut start = vec![0u32; f.blocks.len() + 1];
+        for (_, s) in edges() {
+            start[s.index() + 1] += 1;
         }
+        for i in 1..start.len() {
+            start[i] += start[i - 1];
+        }
+        let mut fill = start.clone();
+        let mut list = vec![Function::ENTRY; start[f.blocks.len()] as usize];
+        for (b, s) in edges() {
+            list[fill[s.index()] as usize] = b;
+            fill[s.index()] += 1;
+        }
+        let mut preds = Predecessors { start, list };
+        // libpcap prepends each edge to its successor's list.
+        for i in 0..f.blocks.len() {
+            let (lo, hi) = (preds.start[i] as usize, preds.start[i + 1] as usize);
+            preds.list[lo..hi].reverse();
+        }
+        preds
     }
-    // libpcap prepends each edge to its successor's list.
-    for list in &mut preds {
-        list.reverse();
+
+    fn of(&self, b: Block) -> &[Block] {
+        &self.list[self.start[b.index()] as usize..self.start[b.index() + 1] as usize]
     }
-    preds
 }
 
 /// The dominator tree numbered in depth-first order, so that "a dominates b" is an interval
 /// test (`a`'s subtree spans `b`'s entry time) instead of a walk up the tree: long `or`
 /// chains have dominator trees as deep as the chain.
-struct DomIntervals {
-    enter: Vec<u32>,
-    exit: Vec<u32>,
+pub(super) struct DomIntervals {
+    pub(super) enter: Vec<u32>,
+    pub(super) exit: Vec<u32>,
 }
 
 impl DomIntervals {
-    fn new(idom: &[Option<Block>]) -> DomIntervals {
+    pub(super) fn new(idom: &[Option<Block>]) -> DomIntervals {
         let n = idom.len();
         let mut children = vec![Vec::new(); n];
         let mut roots = Vec::new();
@@ -165,7 +184,7 @@ struct Sweep<'a> {
     /// pullups move edges only, so this holds for the whole sweep.
     compared: &'a [Option<Vn>],
     dom: &'a DomIntervals,
-    preds: &'a [Vec<Block>],
+    preds: &'a Predecessors,
     or_runs: Runs<'a>,
     and_runs: Runs<'a>,
     skip_runs: bool,
@@ -211,7 +230,7 @@ impl<'a> Sweep<'a> {
 
     /// One `or_pullup` / `and_pullup` at `b`.
     fn pullup(&mut self, f: &mut Function, b: Block, chain: Chain) -> bool {
-        let preds: &'a [Block] = &self.preds[b.index()];
+        let preds: &'a [Block] = self.preds.of(b);
         let Some(&first) = preds.first() else {
             return false;
         };
@@ -313,7 +332,7 @@ impl<'a> Sweep<'a> {
             None => {
                 // b's predecessors now lead to `pull`: along the chain edge, it joins the end
                 // of their run; along the shared edge, their shared successor changed.
-                for &p in &self.preds[b.index()] {
+                for &p in self.preds.of(b) {
                     let runs = self.runs(chain);
                     if chain.edges(f, p).map(|(_, next)| next) == Some(pull) {
                         runs.append(f, p, pull);

@@ -1,6 +1,5 @@
 //! Edge facts and libpcap's `opt_j`: edges sent past the branches they already decide.
 
-use sift_ir::verify::dominators;
 use sift_ir::{Block, Function, Target, Terminator};
 
 use super::branches::{libpcap_form, Code};
@@ -10,13 +9,13 @@ use super::numbering::{Numbering, Vn};
 
 /// What an edge knows: the comparison it passed through and its outcome.
 #[derive(Clone, Copy, PartialEq, Eq, Hash)]
-struct Fact {
-    rhs: Vn,
-    rhs_is_const: bool,
-    holds: bool,
+pub(super) struct Fact {
+    pub(super) rhs: Vn,
+    pub(super) rhs_is_const: bool,
+    pub(super) holds: bool,
 }
 
-type FactKey = (Code, Vn);
+pub(super) type FactKey = (Code, Vn);
 
 /// Facts in force along a walk of the dominator tree, with an undo log.
 ///
@@ -51,7 +50,7 @@ struct Entry {
     first_equality: bool,
 }
 
-fn is_const_equality(key: FactKey, fact: Fact) -> bool {
+pub(super) fn is_const_equality(key: FactKey, fact: Fact) -> bool {
     fact.holds && key.0 == Code::Eq && fact.rhs_is_const
 }
 
@@ -142,7 +141,7 @@ impl Facts {
 }
 
 /// The fact an edge of `block`'s branch establishes (`then_edge` selects the edge).
-fn edge_fact(
+pub(super) fn edge_fact(
     f: &Function,
     numbers: &Numbering,
     block: Block,
@@ -172,23 +171,10 @@ pub(super) fn thread_edges(
     f: &mut Function,
     numbers: &Numbering,
     used_elsewhere: &[bool],
+    (idom, rpo): (Vec<Option<Block>>, Vec<Block>),
 ) -> (bool, Vec<Option<Block>>) {
-    let (idom, rpo) = dominators(f);
     let tree = DomTree::new(&idom, &rpo);
-    // The single edge entering each block, if there is exactly one (with whether it is the
-    // true edge of a two-way branch).
-    let mut incoming: Vec<Incoming> = vec![Incoming::None; f.blocks.len()];
-    for &b in &rpo {
-        let term = &f.block(b).term;
-        let is_branch = edge_count(term) == 2;
-        for (i, s) in successors(term).enumerate() {
-            let slot = &mut incoming[s.index()];
-            *slot = match slot {
-                Incoming::None => Incoming::One(b, is_branch && i == 0),
-                _ => Incoming::Many,
-            };
-        }
-    }
+    let incoming = single_incoming(f, &rpo);
     let mut walk = Walk {
         used_elsewhere,
         visit_time: preorder(&tree, f.blocks.len()),
@@ -230,6 +216,24 @@ pub(super) fn thread_edges(
     (changed, idom)
 }
 
+/// The single edge entering each reachable block, if there is exactly one (with whether it is
+/// the true edge of a two-way branch): the edges whose facts hold in the block's subtree.
+pub(super) fn single_incoming(f: &Function, rpo: &[Block]) -> Vec<Incoming> {
+    let mut incoming: Vec<Incoming> = vec![Incoming::None; f.blocks.len()];
+    for &b in rpo {
+        let term = &f.block(b).term;
+        let is_branch = edge_count(term) == 2;
+        for (i, s) in successors(term).enumerate() {
+            let slot = &mut incoming[s.index()];
+            *slot = match slot {
+                Incoming::None => Incoming::One(b, is_branch && i == 0),
+                _ => Incoming::Many,
+            };
+        }
+    }
+    incoming
+}
+
 /// The order [`thread_edges`] visits the dominator tree in (children in order, depth first):
 /// a block's edges change only while it is visited, so a walk's result stays true until the
 /// first block it read is visited.
@@ -246,7 +250,7 @@ fn preorder(tree: &DomTree, n: usize) -> Vec<u32> {
 }
 
 #[derive(Clone, Copy)]
-enum Incoming {
+pub(super) enum Incoming {
     None,
     One(Block, bool),
     Many,
