@@ -8,7 +8,10 @@
 //!
 //! Prints the expressions where sift is larger (or, with `--all`, every expression), then per
 //! suite: the number of expressions both compile, the totals, the saving, how many are larger,
-//! and how many exceed the Linux (4096) and BSD (512) instruction limits.
+//! and how many exceed the Linux (4096) and BSD (512) instruction limits. sift's size is that of
+//! its libpcap dialect (`sift compile -d`), where `protochain` is libpcap's loop like in
+//! libpcap's output; the last line gives the protochain expressions' size in the kernel
+//! dialect too, where the loop is unrolled to 32 headers.
 
 use sift_oracle::{Oracle, OracleError, DEFAULT_SNAPLEN};
 
@@ -73,11 +76,12 @@ fn libpcap_size(o: &Oracle, e: &str) -> Option<usize> {
     }
 }
 
-/// Totals over every expression, and over those without `protochain` (libpcap compiles it
-/// to a loop; classic BPF for the kernel may not jump backward, so sift unrolls it 32 times).
-fn measure(list: &[(u32, String)], all: bool) -> (Totals, Totals) {
+/// Totals over every expression, over those without `protochain`, and (sift's column in the
+/// Linux dialect, where the kernel refuses loops and sift unrolls them) over those with it.
+fn measure(list: &[(u32, String)], all: bool) -> (Totals, Totals, Totals) {
     let mut t = Totals::default();
     let mut no_loop = Totals::default();
+    let mut unrolled = Totals::default();
     let mut oracles = std::collections::HashMap::new();
     for (lt, e) in list {
         let Ok(filter) = sift::Filter::compile(e, *lt, DEFAULT_SNAPLEN) else {
@@ -112,13 +116,23 @@ fn measure(list: &[(u32, String)], all: bool) -> (Totals, Totals) {
         t_all.add(t);
         if !e.contains("protochain") {
             no_loop.add(t);
+        } else if let Ok(p) = sift_bpf::compile_for(filter.optimized_ir(), sift_bpf::Dialect::Linux)
+        {
+            let mut u = Totals::default();
+            u.add(t);
+            u.sift = p.len();
+            u.larger = usize::from(p.len() > theirs);
+            u.smaller = usize::from(p.len() < theirs);
+            u.sift_over_linux = usize::from(p.len() > LINUX_LIMIT);
+            u.sift_over_bsd = usize::from(p.len() > BSD_LIMIT);
+            unrolled.add(&u);
         }
         if all || ours > theirs {
             let mark = if ours > theirs { "LARGER " } else { "" };
             println!("{mark}{lt:>3} {ours:>5} {theirs:>5}  {e:?}");
         }
     }
-    (t, no_loop)
+    (t, no_loop, unrolled)
 }
 
 fn main() {
@@ -154,8 +168,8 @@ fn main() {
     }
 
     println!("lt   sift libpcap  expression");
-    let (a, a_no_loop) = measure(&shared, all);
-    let (b, b_no_loop) = measure(&generated, all);
+    let (a, a_no_loop, a_unrolled) = measure(&shared, all);
+    let (b, b_no_loop, b_unrolled) = measure(&generated, all);
     a.print("shared suite");
     b.print(&format!("sift-testgen random ({random_n} per link type)"));
     let mut total = Totals::default();
@@ -166,4 +180,8 @@ fn main() {
     total_no_loop.add(&a_no_loop);
     total_no_loop.add(&b_no_loop);
     total_no_loop.print("all without protochain");
+    let mut total_unrolled = Totals::default();
+    total_unrolled.add(&a_unrolled);
+    total_unrolled.add(&b_unrolled);
+    total_unrolled.print("protochain only, sift's Linux dialect (unrolled to 32 headers)");
 }
