@@ -242,4 +242,3 @@ impl Gen {
         Ok(self.and(b0, b))
     }
 }
-
