@@ -123,7 +123,7 @@ fn chain(rng: &mut Rng, len: usize, rich: bool) -> String {
 fn long_single_kind_chains_match_the_reference() {
     for linktype in LINKTYPES {
         for kind in 0..3 {
-            for len in [1, 2, 3, 7, 40, 150] {
+            for len in [1, 2, 3, 7, 40, 150, 1000] {
                 let text = (0..len)
                     .map(|i| match kind {
                         0 => format!("host 10.0.{}.{}", i / 250, i % 250 + 1),
@@ -134,6 +134,15 @@ fn long_single_kind_chains_match_the_reference() {
                 for op in [" or ", " and "] {
                     assert_same(&text.join(op), linktype);
                 }
+                if len > 150 {
+                    continue;
+                }
+                // Repeated values: each term twice, far apart and side by side.
+                let twice: Vec<String> = text.iter().chain(&text).cloned().collect();
+                assert_same(&twice.join(" or "), linktype);
+                let doubled: Vec<String> =
+                    text.iter().flat_map(|t| [t.clone(), t.clone()]).collect();
+                assert_same(&doubled.join(" or "), linktype);
             }
         }
     }
