@@ -59,6 +59,7 @@
 
 #![forbid(unsafe_code)]
 
+mod batch;
 mod canon;
 mod demux;
 mod extract;

@@ -35,21 +35,25 @@ impl Reader {
         self.shared.load().run(packet, wire_len, out, true);
     }
 
-    /// Matches a batch of packets against one snapshot, calling `deliver(i, matches)` for the
-    /// `i`-th packet (CSPF delivery, as [`Reader::match_packet`]).
+    /// Matches a batch of packets, calling `deliver(i, matches)` for the `i`-th packet, in
+    /// order, with exactly the delivery [`Reader::match_packet`] gives it (CSPF delivery).
+    ///
+    /// Faster per packet than single matches on large tables: packets are taken in chunks,
+    /// and the table lookups of a chunk overlap (all keys are extracted and the probes' first
+    /// slots read before any delivery is resolved). No allocation per packet.
+    ///
+    /// The whole batch sees one snapshot, loaded when the call starts: a filter inserted or
+    /// removed by another thread during the batch takes effect from the next call on, never
+    /// in the middle of one (so a long batch delays when its packets see updates).
     pub fn match_batch<'p, I>(
         &self,
         packets: I,
         scratch: &mut Matches,
-        mut deliver: impl FnMut(usize, &Matches),
+        deliver: impl FnMut(usize, &Matches),
     ) where
         I: IntoIterator<Item = (&'p [u8], u32)>,
     {
-        let snapshot = self.shared.load();
-        for (i, (packet, wire_len)) in packets.into_iter().enumerate() {
-            snapshot.run(packet, wire_len, scratch, false);
-            deliver(i, scratch);
-        }
+        self.shared.load().run_batch(packets, scratch, deliver);
     }
 
     /// The exclusive winner for one packet, for callers that only dispatch.
@@ -92,6 +96,19 @@ impl LocalReader {
     #[inline]
     pub fn match_packet(&mut self, packet: &[u8], wire_len: u32, out: &mut Matches) {
         self.cache.load().run(packet, wire_len, out, false);
+    }
+
+    /// As [`Reader::match_batch`] (one snapshot for the whole batch: the newest published
+    /// when the call starts).
+    pub fn match_batch<'p, I>(
+        &mut self,
+        packets: I,
+        scratch: &mut Matches,
+        deliver: impl FnMut(usize, &Matches),
+    ) where
+        I: IntoIterator<Item = (&'p [u8], u32)>,
+    {
+        self.cache.load().run_batch(packets, scratch, deliver);
     }
 
     /// As [`Reader::match_all`].

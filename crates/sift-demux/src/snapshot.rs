@@ -14,7 +14,7 @@ use sift_ir::Interpreter;
 
 use crate::extract::{Extractor, Regs, MAX_REGS};
 use crate::shape::Key;
-use crate::table::{Entry, KeyHasher, Table};
+use crate::table::{Entries, Entry, KeyHasher, Table};
 use crate::{Delivery, FilterId};
 
 /// A shape as readers see it.
@@ -57,7 +57,7 @@ pub struct Matches {
     /// reading it right after the match gets it forwarded from the store (an `Option` of two
     /// words written separately and read as one 16-byte value stalled every match).
     exclusive: u64,
-    regs: Box<Regs>,
+    pub(crate) regs: Box<Regs>,
     candidates: Vec<Entry>,
     bytecode: Option<sift_bytecode::Cache>,
     reference: Option<sift_ir::Cache>,
@@ -136,22 +136,55 @@ impl Snapshot {
     /// Fills `m` for one packet. `all`: every accepting filter instead of CSPF delivery.
     #[inline]
     pub(crate) fn run(&self, pkt: &[u8], wire_len: u32, m: &mut Matches, all: bool) {
-        if let ([shape], [], false) = (&self.shapes[..], &self.residuals[..], all) {
-            return self.run_one_shape(shape, pkt, wire_len, m);
+        if let Some(shape) = self.one_shape(all) {
+            let mut key = Key::default();
+            let entries = if shape
+                .extractor
+                .extract(pkt, wire_len, &mut m.regs, &mut key)
+            {
+                shape.table.get(&key, &self.hasher)
+            } else {
+                None
+            };
+            return deliver_in_order(entries, m);
         }
+        self.resolve(pkt, wire_len, m, all, |_, shape, regs| {
+            let mut key = Key::default();
+            if !shape.extractor.extract(pkt, wire_len, regs, &mut key) {
+                return None;
+            }
+            shape.table.get(&key, &self.hasher)
+        });
+    }
+
+    /// The only shape, when CSPF delivery can take the one-shape fast path
+    /// ([`deliver_in_order`]): every filter is in it (a server's connection filters).
+    #[inline]
+    pub(crate) fn one_shape(&self, all: bool) -> Option<&ShapeView> {
+        match (&self.shapes[..], &self.residuals[..], all) {
+            ([shape], [], false) => Some(shape),
+            _ => None,
+        }
+    }
+
+    /// Fills `m` for one packet given `lookup(i, shape, regs)`: the entries under the
+    /// packet's key in shape `i` (`None` when the shape's checks reject the packet or the key
+    /// is absent). The per-packet and the batch paths differ only in how they look up.
+    #[inline]
+    pub(crate) fn resolve<'s>(
+        &'s self,
+        pkt: &[u8],
+        wire_len: u32,
+        m: &mut Matches,
+        all: bool,
+        mut lookup: impl FnMut(usize, &'s ShapeView, &mut Regs) -> Option<&'s Entries>,
+    ) {
         m.delivered.clear();
         m.candidates.clear();
         m.exclusive = 0;
         let mut best: Option<Entry> = None;
-        let mut key = Key::default();
-        for shape in &self.shapes {
-            if !shape
-                .extractor
-                .extract(pkt, wire_len, &mut m.regs, &mut key)
-            {
-                continue;
-            }
-            let Some(entries) = shape.table.get(&key, &self.hasher) else {
+        for (i, shape) in self.shapes.iter().enumerate() {
+            let Some(entries) = lookup(i, shape, &mut m.regs) else {
                 continue;
             };
             for e in entries.as_slice() {
@@ -198,31 +231,21 @@ impl Snapshot {
     }
 }
 
-impl Snapshot {
-    /// [`Snapshot::run`] for CSPF delivery when every filter is in one shape (a server's
-    /// connection filters): the entries under the packet's key are already in matching order,
-    /// so the delivery is their prefix up to the first exclusive one; no candidate list, no
-    /// sort.
-    #[inline]
-    fn run_one_shape(&self, shape: &ShapeView, pkt: &[u8], wire_len: u32, m: &mut Matches) {
-        m.delivered.clear();
-        m.exclusive = 0;
-        let mut key = Key::default();
-        if !shape
-            .extractor
-            .extract(pkt, wire_len, &mut m.regs, &mut key)
-        {
+/// CSPF delivery when every filter is in one shape: the entries under the packet's key are
+/// already in matching order, so the delivery is their prefix up to the first exclusive one;
+/// no candidate list, no sort.
+#[inline]
+pub(crate) fn deliver_in_order(entries: Option<&Entries>, m: &mut Matches) {
+    m.delivered.clear();
+    m.exclusive = 0;
+    let Some(entries) = entries else {
+        return;
+    };
+    for e in entries.as_slice() {
+        m.delivered.push(e.id);
+        if e.delivery == Delivery::Exclusive {
+            m.exclusive = e.id.0;
             return;
-        }
-        let Some(entries) = shape.table.get(&key, &self.hasher) else {
-            return;
-        };
-        for e in entries.as_slice() {
-            m.delivered.push(e.id);
-            if e.delivery == Delivery::Exclusive {
-                m.exclusive = e.id.0;
-                return;
-            }
         }
     }
 }

@@ -202,12 +202,36 @@ impl<const W: usize> Trie<W> {
         }
     }
 
+    /// The hash lookups of `key` use: 0 while the table is a plain array (never hashed).
     #[inline]
-    fn get(&self, key: &[u64; W], hasher: &KeyHasher) -> Option<&Entries> {
-        let hash = match &self.root {
-            Node::Small(v) => return v.iter().find(|s| s.holds(key)).map(|s| &s.entries),
+    fn hash_of(&self, key: &[u64; W], hasher: &KeyHasher) -> u64 {
+        match &self.root {
+            Node::Small(_) => 0,
             _ => hasher.hash(key),
-        };
+        }
+    }
+
+    /// The leaf slot where a probe for `hash` starts (`None` in a plain array or an empty
+    /// leaf): the one memory access of a lookup that misses the cache in a large table.
+    #[inline]
+    fn first_slot(&self, hash: u64) -> Option<&Slot<W>> {
+        let mut node = &self.root;
+        let mut level = 0;
+        loop {
+            match node {
+                Node::Small(_) => return None,
+                Node::Leaf(slots) => return slots.get(hash as usize & slots.len().checked_sub(1)?),
+                Node::Branch(children) => {
+                    node = &children[child_index(hash, level)];
+                    level += 1;
+                }
+            }
+        }
+    }
+
+    /// A lookup with the hash already computed by [`Trie::hash_of`].
+    #[inline]
+    fn get_hashed(&self, key: &[u64; W], hash: u64) -> Option<&Entries> {
         let mut node = &self.root;
         let mut level = 0;
         loop {
@@ -414,9 +438,38 @@ impl Table {
 
     #[inline]
     pub(crate) fn get(&self, key: &Key, hasher: &KeyHasher) -> Option<&Entries> {
+        self.get_hashed(key, self.hash_of(key, hasher))
+    }
+
+    /// The hash a lookup of `key` uses (0 when the table does not hash: few keys).
+    #[inline]
+    pub(crate) fn hash_of(&self, key: &Key, hasher: &KeyHasher) -> u64 {
         match self {
-            Table::Narrow(t) => t.get(&narrow(key), hasher),
-            Table::Wide(t) => t.get(&key.0, hasher),
+            Table::Narrow(t) => t.hash_of(&narrow(key), hasher),
+            Table::Wide(t) => t.hash_of(&key.0, hasher),
+        }
+    }
+
+    /// [`Table::get`] with the hash from [`Table::hash_of`] (with the same hasher, on this
+    /// same table).
+    #[inline]
+    pub(crate) fn get_hashed(&self, key: &Key, hash: u64) -> Option<&Entries> {
+        match self {
+            Table::Narrow(t) => t.get_hashed(&narrow(key), hash),
+            Table::Wide(t) => t.get_hashed(&key.0, hash),
+        }
+    }
+
+    /// Reads the first word of the slot where a lookup with `hash` starts probing, so that a
+    /// later [`Table::get_hashed`] finds it in cache: a software prefetch (the prefetch
+    /// instruction needs `unsafe`, which this crate forbids). The caller folds the returned
+    /// word into a value it passes to [`std::hint::black_box`], so the load is not removed;
+    /// it is a plain load whose value nothing waits on, and the processor overlaps several.
+    #[inline]
+    pub(crate) fn touch(&self, hash: u64) -> u64 {
+        match self {
+            Table::Narrow(t) => t.first_slot(hash).map_or(0, |s| s.key[0]),
+            Table::Wide(t) => t.first_slot(hash).map_or(0, |s| s.key[0]),
         }
     }
 
