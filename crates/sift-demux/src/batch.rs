@@ -21,7 +21,7 @@
 //! during the batch is seen by the next batch, not by later packets of this one.
 
 use crate::shape::Key;
-use crate::snapshot::{deliver_in_order, Matches, Snapshot};
+use crate::snapshot::{deliver_in_order, Matches, ShapeView, Snapshot};
 
 /// Lookups (packets × shapes) per chunk. 32 one-shape packets are enough to keep the
 /// processor's outstanding misses busy (about 10-12 at once on current x86-64 cores) while
@@ -55,10 +55,12 @@ impl Snapshot {
             }
             return;
         }
+        if let Some(shape) = self.one_shape(false) {
+            return self.run_batch_one_shape(shape, packets, m, deliver);
+        }
         let per_chunk = LOOKUPS / shapes;
         let mut chunk: [(&[u8], u32); LOOKUPS] = [(&[], 0); LOOKUPS];
         let mut pending = [Pending::default(); LOOKUPS];
-        let one_shape = self.one_shape(false).is_some();
         let mut first = 0;
         loop {
             let mut n = 0;
@@ -77,15 +79,59 @@ impl Snapshot {
                         .then(|| self.shapes[s].table.get_hashed(&p.key, p.hash))
                         .flatten()
                 };
-                if one_shape {
-                    deliver_in_order(lookup(0, &mine[0]), m);
-                } else {
-                    self.resolve(pkt, wire_len, m, false, |s, _, _| lookup(s, &mine[s]));
-                }
+                self.resolve(pkt, wire_len, m, false, |s, _, _| lookup(s, &mine[s]));
                 deliver(first + j, m);
             }
             first += n;
             if n < per_chunk {
+                return;
+            }
+        }
+    }
+
+    /// [`Snapshot::run_batch`] when every filter is in one shape (the common server case),
+    /// with the bookkeeping of several shapes left out: its per-packet overhead is what a
+    /// small, cached table pays.
+    fn run_batch_one_shape<'p>(
+        &self,
+        shape: &ShapeView,
+        mut packets: impl Iterator<Item = (&'p [u8], u32)>,
+        m: &mut Matches,
+        mut deliver: impl FnMut(usize, &Matches),
+    ) {
+        let table = &shape.table;
+        let mut keys = [Key::default(); LOOKUPS];
+        let mut hashes = [0u64; LOOKUPS];
+        let mut accepted = [false; LOOKUPS];
+        let mut first = 0;
+        loop {
+            let mut n = 0;
+            for (i, (pkt, wire_len)) in (&mut packets).take(LOOKUPS).enumerate() {
+                keys[i] = Key::default();
+                accepted[i] = shape
+                    .extractor
+                    .extract(pkt, wire_len, &mut m.regs, &mut keys[i]);
+                n = i + 1;
+            }
+            let mut touched = 0u64;
+            for i in 0..n {
+                if accepted[i] {
+                    hashes[i] = table.hash_of(&keys[i], &self.hasher);
+                    touched ^= table.touch(hashes[i]);
+                }
+            }
+            std::hint::black_box(touched);
+            for i in 0..n {
+                let entries = if accepted[i] {
+                    table.get_hashed(&keys[i], hashes[i])
+                } else {
+                    None
+                };
+                deliver_in_order(entries, m);
+                deliver(first + i, m);
+            }
+            first += n;
+            if n < LOOKUPS {
                 return;
             }
         }

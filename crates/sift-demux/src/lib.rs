@@ -29,6 +29,10 @@
 //!    sees one whole snapshot. Tables are persistent (a shallow trie of small open-addressing
 //!    arrays), so an update copies one small leaf, not the table.
 //!
+//! Batch matching ([`Reader::match_batch`], module `batch`) gives each packet the same
+//! delivery as a single match, but takes packets in chunks and reads all their probes' first
+//! table slots before resolving any, so that the cache misses of a large table overlap.
+//!
 //! [`Demux::overlaps`] is the exclusivity check (which installed filters may accept a packet a
 //! new filter accepts); see `overlap` for when it is exact.
 //!
