@@ -157,8 +157,8 @@ fn ip6_protochain_unrolled() {
     check("protochain", &tally);
 }
 
-/// Longer chains are where the unrolled IR stops (it rejects, libpcap keeps walking): the
-/// kernel must still do exactly what the IR does.
+/// Longer chains are where the unrolled walk stops (it rejects, libpcap keeps walking): the
+/// kernel must still do exactly what the unrolled IR does.
 #[test]
 fn ip6_protochain_past_the_unrolling() {
     if !kernel_available() {
