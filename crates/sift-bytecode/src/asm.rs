@@ -379,7 +379,7 @@ struct Parsed {
 }
 
 fn alu_op(m: &str) -> Option<AluOp> {
-    AluOp::ALL.into_iter().find(|op| op.mnemonic() == m)
+    AluOp::ALL.into_iter().find(|op| op.name() == m)
 }
 
 fn cond(m: &str) -> Option<Cond> {

@@ -101,7 +101,7 @@ pub(crate) fn write_insn(
             None => write!(f, "ld.{} {dst}, [{offset}]", width.suffix()),
             Some(b) => write!(f, "ld.{} {dst}, [{b}+{offset}]", width.suffix()),
         },
-        Insn::Alu { op, dst, lhs, rhs } => write!(f, "{} {dst}, {lhs}, {rhs}", op.mnemonic()),
+        Insn::Alu { op, dst, lhs, rhs } => write!(f, "{} {dst}, {lhs}, {rhs}", op.name()),
         Insn::Neg { dst, src } => write!(f, "neg {dst}, {src}"),
         Insn::LoadScratch { dst, slot } => write!(f, "ldm {dst}, m{slot}"),
         Insn::StoreScratch { slot, src } => write!(f, "stm m{slot}, {src}"),

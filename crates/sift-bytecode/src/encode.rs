@@ -840,6 +840,22 @@ mod tests {
     }
 
     #[test]
+    fn alu_opcodes_follow_the_documented_order() {
+        // docs/bytecode.md: 0 add, 1 sub, 2 mul, 3 div, 4 mod, 5 and, 6 or, 7 xor, 8 shl, 9 shr.
+        for (i, name) in [
+            "add", "sub", "mul", "div", "mod", "and", "or", "xor", "shl", "shr",
+        ]
+        .into_iter()
+        .enumerate()
+        {
+            let p = crate::assemble(&format!("    {name} r0, r0, 1\n    ret r0\n")).unwrap();
+            let mut bytes = Vec::new();
+            encode_insn(&p.code[0], &mut bytes);
+            assert_eq!(bytes[0], op::ALU_IMM + i as u8, "{name}");
+        }
+    }
+
+    #[test]
     fn protochain_round_trips_through_binary_and_text() {
         let text = "    ld.b r0, [20]\n    mov r1, 40\n    protochain.ip6 r2, r0, [r1+14], 6\n    ret r2\n";
         let p = crate::assemble(text).unwrap();

@@ -71,70 +71,10 @@ impl Width {
     }
 }
 
-/// Arithmetic on `u32`, wrapping. Division or remainder by zero rejects the packet; shifts by 32
-/// or more give 0 (the IR's semantics).
-#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
-pub enum AluOp {
-    Add,
-    Sub,
-    Mul,
-    Div,
-    Mod,
-    And,
-    Or,
-    Xor,
-    Shl,
-    Shr,
-}
-
-impl AluOp {
-    /// In encoding order (the opcode is a base plus the position in this list).
-    pub const ALL: [AluOp; 10] = [
-        AluOp::Add,
-        AluOp::Sub,
-        AluOp::Mul,
-        AluOp::Div,
-        AluOp::Mod,
-        AluOp::And,
-        AluOp::Or,
-        AluOp::Xor,
-        AluOp::Shl,
-        AluOp::Shr,
-    ];
-
-    pub fn mnemonic(self) -> &'static str {
-        match self {
-            AluOp::Add => "add",
-            AluOp::Sub => "sub",
-            AluOp::Mul => "mul",
-            AluOp::Div => "div",
-            AluOp::Mod => "mod",
-            AluOp::And => "and",
-            AluOp::Or => "or",
-            AluOp::Xor => "xor",
-            AluOp::Shl => "shl",
-            AluOp::Shr => "shr",
-        }
-    }
-
-    /// Applies the operation; `None` means the packet is rejected (division by zero).
-    #[inline(always)]
-    pub fn apply(self, a: u32, b: u32) -> Option<u32> {
-        Some(match self {
-            AluOp::Add => a.wrapping_add(b),
-            AluOp::Sub => a.wrapping_sub(b),
-            AluOp::Mul => a.wrapping_mul(b),
-            AluOp::Div => a.checked_div(b)?,
-            AluOp::Mod => a.checked_rem(b)?,
-            AluOp::And => a & b,
-            AluOp::Or => a | b,
-            AluOp::Xor => a ^ b,
-            AluOp::Shl => a.checked_shl(b).unwrap_or(0),
-            AluOp::Shr => a.checked_shr(b).unwrap_or(0),
-        })
-    }
-}
-
+/// Arithmetic on `u32`: the IR's binary operators, with the IR's semantics (wrapping; division
+/// or remainder by zero rejects the packet; shifts by 32 or more give 0). Their order in
+/// `AluOp::ALL` is the encoding order (an opcode is a base plus the position in that list).
+pub use sift_ir::BinOp as AluOp;
 /// Unsigned comparisons of a branch. `Set` tests `(lhs & rhs) != 0` (classic BPF's `jset`).
 #[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
 pub enum Cond {
@@ -393,15 +333,6 @@ impl Hash for Program {
 #[cfg(test)]
 mod tests {
     use super::*;
-
-    #[test]
-    fn alu_edge_cases_match_the_ir() {
-        assert_eq!(AluOp::Div.apply(7, 0), None);
-        assert_eq!(AluOp::Mod.apply(7, 0), None);
-        assert_eq!(AluOp::Shl.apply(1, 32), Some(0));
-        assert_eq!(AluOp::Shr.apply(u32::MAX, 31), Some(1));
-        assert_eq!(AluOp::Sub.apply(0, 1), Some(u32::MAX));
-    }
 
     #[test]
     fn swapped_conditions_agree() {

@@ -39,6 +39,8 @@ impl BinOp {
         }
     }
 
+    /// Every operator. The bytecode encodes an ALU opcode as a base plus the position in this
+    /// list (`docs/bytecode.md`): the order is part of that format.
     pub const ALL: [BinOp; 10] = [
         BinOp::Add,
         BinOp::Sub,

@@ -84,7 +84,9 @@ pub enum BinOp {
 }
 
 impl BinOp {
-    /// Applies the operator; `None` means the packet is rejected (division by zero).
+    /// Applies the operator; `None` means the packet is rejected (division by zero). Inlined
+    /// across crates: the bytecode interpreter's inner loop calls it.
+    #[inline(always)]
     pub fn apply(self, a: u32, b: u32) -> Option<u32> {
         Some(match self {
             BinOp::Add => a.wrapping_add(b),

@@ -36,6 +36,7 @@ use cranelift_module::{default_libcall_names, Linkage, Module};
 
 use sift_ir::BinOp;
 
+use crate::arith;
 use crate::native::host_isa;
 use crate::JitError;
 
@@ -337,59 +338,22 @@ impl Emitter<'_, '_> {
     }
 
     fn binary(&mut self, op: BinOp, a: ClifValue, b: ClifValue) -> ClifValue {
-        match op {
-            BinOp::Add => self.b.ins().iadd(a, b),
-            BinOp::Sub => self.b.ins().isub(a, b),
-            BinOp::Mul => self.b.ins().imul(a, b),
-            BinOp::Div | BinOp::Mod => {
-                let nonzero = self.b.ins().icmp_imm_u(IntCC::NotEqual, b, 0);
-                self.require(nonzero);
-                match op {
-                    BinOp::Div => self.b.ins().udiv(a, b),
-                    _ => self.b.ins().urem(a, b),
-                }
-            }
-            BinOp::And => self.b.ins().band(a, b),
-            BinOp::Or => self.b.ins().bor(a, b),
-            BinOp::Xor => self.b.ins().bxor(a, b),
-            BinOp::Shl | BinOp::Shr => {
-                // Cranelift masks the shift amount; the semantics give 0 from 32 on.
-                let shifted = match op {
-                    BinOp::Shl => self.b.ins().ishl(a, b),
-                    _ => self.b.ins().ushr(a, b),
-                };
-                let big = self
-                    .b
-                    .ins()
-                    .icmp_imm_u(IntCC::UnsignedGreaterThanOrEqual, b, 32);
-                let zero = self.b.ins().iconst(types::I32, 0);
-                self.b.ins().select(big, zero, shifted)
-            }
-        }
+        let reject = self.reject;
+        arith::binary(self.b, op, a, b, |builder, divisor| {
+            let next = builder.create_block();
+            builder.ins().brif(divisor, next, &[], reject, &[]);
+            builder.switch_to_block(next);
+        })
     }
 
     fn binary_const(&mut self, op: BinOp, a: ClifValue, k: u32) -> ClifValue {
-        let k64 = i64::from(k);
-        match op {
-            BinOp::Add => self.b.ins().iadd_imm_u(a, k64),
-            BinOp::Sub => self.b.ins().iadd_imm_u(a, i64::from(k.wrapping_neg())),
-            BinOp::Mul => self.b.ins().imul_imm_u(a, k64),
-            BinOp::Div | BinOp::Mod if k == 0 => {
-                self.b.ins().jump(self.reject, &[]);
-                // Unreachable code still needs a block to continue in.
-                let dead = self.b.create_block();
-                self.b.switch_to_block(dead);
-                self.b.ins().iconst(types::I32, 0)
-            }
-            BinOp::Div => self.b.ins().udiv_imm_u(a, k64),
-            BinOp::Mod => self.b.ins().urem_imm_u(a, k64),
-            BinOp::And => self.b.ins().band_imm_u(a, k64),
-            BinOp::Or => self.b.ins().bor_imm_u(a, k64),
-            BinOp::Xor => self.b.ins().bxor_imm_u(a, k64),
-            BinOp::Shl | BinOp::Shr if k >= 32 => self.b.ins().iconst(types::I32, 0),
-            BinOp::Shl => self.b.ins().ishl_imm_u(a, k64),
-            BinOp::Shr => self.b.ins().ushr_imm_u(a, k64),
-        }
+        arith::binary_const(self.b, op, a, k).unwrap_or_else(|| {
+            self.b.ins().jump(self.reject, &[]);
+            // Unreachable code still needs a block to continue in.
+            let dead = self.b.create_block();
+            self.b.switch_to_block(dead);
+            self.b.ins().iconst(types::I32, 0)
+        })
     }
 
     fn holds(&mut self, rel: KeyRel, a: ClifValue, b: ClifValue) -> ClifValue {

@@ -56,6 +56,7 @@
 
 #![deny(unsafe_code)]
 
+mod arith;
 mod bounds;
 mod calls;
 mod coalesce;

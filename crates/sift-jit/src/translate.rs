@@ -27,6 +27,7 @@ use cranelift_frontend::{FunctionBuilder, Switch, Variable};
 use sift_bytecode::{AluOp, Cond, Insn, Key, Operand, Program, Reg, Width};
 use sift_ir::Chain;
 
+use crate::arith;
 use crate::bounds::{Bounds, Guard};
 use crate::calls::Helper;
 use crate::coalesce::{pair_at, Pair};
@@ -96,6 +97,15 @@ struct Packet {
 /// Whether the program has `contains` calls (which keep results in the per-packet memo).
 pub(crate) fn searches(p: &Program) -> bool {
     p.code.iter().any(|i| matches!(i, Insn::Contains { .. }))
+}
+
+/// Leaves for the reject block (created on first use) when `fails` is nonzero; continues in a
+/// fresh block otherwise.
+fn branch_to_reject(b: &mut FunctionBuilder<'_>, reject: &mut Option<Block>, fails: Value) {
+    let reject = *reject.get_or_insert_with(|| b.create_block());
+    let cont = b.create_block();
+    b.ins().brif(fails, reject, &[], cont, &[]);
+    b.switch_to_block(cont);
 }
 
 /// Memory flags for the packet: never traps (checked), never written during a run.
@@ -256,21 +266,9 @@ impl Translator<'_, '_, '_> {
         }
     }
 
-    fn reject_block(&mut self) -> Block {
-        if let Some(r) = self.reject {
-            return r;
-        }
-        let r = self.b.create_block();
-        self.reject = Some(r);
-        r
-    }
-
     /// Leaves for the reject block when `fails` is nonzero; continues in a fresh block otherwise.
     fn reject_if(&mut self, fails: Value) {
-        let reject = self.reject_block();
-        let cont = self.b.create_block();
-        self.b.ins().brif(fails, reject, &[], cont, &[]);
-        self.b.switch_to_block(cont);
+        branch_to_reject(self.b, &mut self.reject, fails);
     }
 
     fn var(&self, r: Reg) -> Variable {
@@ -555,69 +553,29 @@ impl Translator<'_, '_, '_> {
         let a = self.b.use_var(self.var(lhs));
         let v = match rhs {
             Operand::Imm(k) => {
-                let k64 = i64::from(k);
-                match op {
-                    AluOp::Add => self.b.ins().iadd_imm_u(a, k64),
-                    AluOp::Sub => {
-                        let kv = self.b.ins().iconst(types::I32, k64);
-                        self.b.ins().isub(a, kv)
+                // A native-order source of `and`: mask with the native-order constant.
+                let k = match self.native_operand(i) {
+                    Some(w) if op == AluOp::And && self.plan.flow.native_order[i].is_some() => {
+                        native_constant(k & width_mask(w), w)
                     }
-                    AluOp::Mul => self.b.ins().imul_imm_u(a, k64),
-                    AluOp::Div | AluOp::Mod if k == 0 => {
+                    _ => k,
+                };
+                match arith::binary_const(self.b, op, a, k) {
+                    Some(v) => v,
+                    None => {
                         let zero = self.b.ins().iconst(types::I32, 0);
                         self.exit(zero);
                         return false;
                     }
-                    AluOp::Div => self.b.ins().udiv_imm_u(a, k64),
-                    AluOp::Mod => self.b.ins().urem_imm_u(a, k64),
-                    AluOp::And => {
-                        // A native-order source: mask with the native-order constant.
-                        let k = match self.native_operand(i) {
-                            Some(w) if self.plan.flow.native_order[i].is_some() => {
-                                native_constant(k & width_mask(w), w)
-                            }
-                            _ => k,
-                        };
-                        self.b.ins().band_imm_u(a, i64::from(k))
-                    }
-                    AluOp::Or => self.b.ins().bor_imm_u(a, k64),
-                    AluOp::Xor => self.b.ins().bxor_imm_u(a, k64),
-                    AluOp::Shl | AluOp::Shr if k >= 32 => self.b.ins().iconst(types::I32, 0),
-                    AluOp::Shl => self.b.ins().ishl_imm_u(a, k64),
-                    AluOp::Shr => self.b.ins().ushr_imm_u(a, k64),
                 }
             }
             Operand::Reg(r) => {
-                let b = self.b.use_var(self.var(r));
-                match op {
-                    AluOp::Add => self.b.ins().iadd(a, b),
-                    AluOp::Sub => self.b.ins().isub(a, b),
-                    AluOp::Mul => self.b.ins().imul(a, b),
-                    AluOp::Div | AluOp::Mod => {
-                        let zero = self.b.ins().icmp_imm_u(IntCC::Equal, b, 0);
-                        self.reject_if(zero);
-                        match op {
-                            AluOp::Div => self.b.ins().udiv(a, b),
-                            _ => self.b.ins().urem(a, b),
-                        }
-                    }
-                    AluOp::And => self.b.ins().band(a, b),
-                    AluOp::Or => self.b.ins().bor(a, b),
-                    AluOp::Xor => self.b.ins().bxor(a, b),
-                    AluOp::Shl | AluOp::Shr => {
-                        // Cranelift masks the shift amount; the bytecode gives 0 from 32 on.
-                        let shifted = match op {
-                            AluOp::Shl => self.b.ins().ishl(a, b),
-                            _ => self.b.ins().ushr(a, b),
-                        };
-                        let big = self
-                            .b
-                            .ins()
-                            .icmp_imm_u(IntCC::UnsignedGreaterThanOrEqual, b, 32);
-                        let zero = self.b.ins().iconst(types::I32, 0);
-                        self.b.ins().select(big, zero, shifted)
-                    }
-                }
+                let y = self.b.use_var(self.var(r));
+                let reject = &mut self.reject;
+                arith::binary(self.b, op, a, y, |b, divisor| {
+                    let zero = b.ins().icmp_imm_u(IntCC::Equal, divisor, 0);
+                    branch_to_reject(b, reject, zero);
+                })
             }
         };
         self.b.def_var(self.var(dst), v);

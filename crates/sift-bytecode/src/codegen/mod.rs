@@ -14,9 +14,9 @@ mod moves;
 
 use std::fmt;
 
-use sift_ir::{BinOp, Block, CmpOp, Function, Inst, LoadSize, Target, Terminator, Value};
+use sift_ir::{Block, CmpOp, Function, Inst, LoadSize, Target, Terminator, Value};
 
-use crate::insn::{AluOp, Cond, Insn, Key, Operand, Program, Reg, Table, Width, MAX_INSNS};
+use crate::insn::{Cond, Insn, Key, Operand, Program, Reg, Table, Width, MAX_INSNS};
 use crate::verify::{verify, VerifiedProgram, VerifyError};
 use alloc::{Allocation, TEMP_A, TEMP_B};
 use moves::{Loc, Source};
@@ -106,21 +106,6 @@ struct Emitter<'a> {
     /// Instruction index of each label, once placed.
     labels: Vec<u32>,
     block_label: Vec<usize>,
-}
-
-fn alu_op(op: BinOp) -> AluOp {
-    match op {
-        BinOp::Add => AluOp::Add,
-        BinOp::Sub => AluOp::Sub,
-        BinOp::Mul => AluOp::Mul,
-        BinOp::Div => AluOp::Div,
-        BinOp::Mod => AluOp::Mod,
-        BinOp::And => AluOp::And,
-        BinOp::Or => AluOp::Or,
-        BinOp::Xor => AluOp::Xor,
-        BinOp::Shl => AluOp::Shl,
-        BinOp::Shr => AluOp::Shr,
-    }
 }
 
 fn cond(op: CmpOp) -> Cond {
@@ -287,9 +272,7 @@ impl Emitter<'_> {
                 };
                 let lhs = self.use_reg(a, TEMP_A);
                 let rhs = self.operand(b, TEMP_B);
-                let op = alu_op(op);
-                let may_reject = matches!(op, AluOp::Div | AluOp::Mod);
-                self.define(v, may_reject, |dst| Insn::Alu { op, dst, lhs, rhs });
+                self.define(v, op.can_fail(), |dst| Insn::Alu { op, dst, lhs, rhs });
             }
             Inst::Neg(a) => {
                 let src = self.use_reg(a, TEMP_A);
