@@ -657,19 +657,24 @@ fn decode_insn(r: &mut Reader<'_>, index: usize, coprocessors: bool) -> Result<I
     })
 }
 
-fn decode_tables(payload: &[u8], base: usize) -> Result<Vec<Table>, DecodeError> {
+/// A reader over a table section's payload (found at `base` in the input), and the number of
+/// tables the section announces, which must not be 0.
+fn open_section(payload: &[u8], base: usize) -> Result<(Reader<'_>, usize), DecodeError> {
     let mut r = Reader {
         bytes: payload,
         pos: 0,
     };
-    let shift = |mut e: DecodeError| {
-        e.offset += base;
-        e
-    };
-    let count = r.u32().map_err(shift)? as usize;
+    let shift = shifted(base);
+    let count = r.u32().map_err(&shift)? as usize;
     if count == 0 {
         return Err(shift(r.error(DecodeErrorKind::EmptyTables)));
     }
+    Ok((r, count))
+}
+
+fn decode_tables(payload: &[u8], base: usize) -> Result<Vec<Table>, DecodeError> {
+    let (mut r, count) = open_section(payload, base)?;
+    let shift = shifted(base);
     // Each table takes at least 4 bytes: never reserve more than the input can hold.
     let mut tables = Vec::with_capacity(count.min(payload.len() / 4));
     for _ in 0..count {
@@ -689,7 +694,7 @@ fn decode_tables(payload: &[u8], base: usize) -> Result<Vec<Table>, DecodeError>
 }
 
 /// Shifts an error's offset from a section's payload to the input.
-fn shifted(base: usize) -> impl Fn(DecodeError) -> DecodeError {
+fn shifted(base: usize) -> impl Fn(DecodeError) -> DecodeError + Copy {
     move |mut e| {
         e.offset += base;
         e
@@ -697,15 +702,8 @@ fn shifted(base: usize) -> impl Fn(DecodeError) -> DecodeError {
 }
 
 fn decode_patterns(payload: &[u8], base: usize) -> Result<Vec<Arc<PatternSet>>, DecodeError> {
-    let mut r = Reader {
-        bytes: payload,
-        pos: 0,
-    };
+    let (mut r, count) = open_section(payload, base)?;
     let shift = shifted(base);
-    let count = r.u32().map_err(&shift)? as usize;
-    if count == 0 {
-        return Err(shift(r.error(DecodeErrorKind::EmptyTables)));
-    }
     // Each set takes at least 4 bytes, each pattern at least 5.
     let mut sets = Vec::with_capacity(count.min(payload.len() / 4));
     for s in 0..count {
@@ -754,15 +752,8 @@ fn decode_patterns(payload: &[u8], base: usize) -> Result<Vec<Arc<PatternSet>>, 
 }
 
 fn decode_sets(payload: &[u8], base: usize) -> Result<Vec<Arc<ValueSet>>, DecodeError> {
-    let mut r = Reader {
-        bytes: payload,
-        pos: 0,
-    };
+    let (mut r, count) = open_section(payload, base)?;
     let shift = shifted(base);
-    let count = r.u32().map_err(&shift)? as usize;
-    if count == 0 {
-        return Err(shift(r.error(DecodeErrorKind::EmptyTables)));
-    }
     let mut sets = Vec::with_capacity(count.min(payload.len() / 5));
     for s in 0..count {
         let at = r.pos;
