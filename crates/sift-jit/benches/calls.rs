@@ -10,9 +10,11 @@
 //! request line. Each cell is the median of 7 timed passes (after a warm-up) of `REPS` rounds
 //! over all packets; the JIT's results are checked against the interpreter's first.
 
-use std::hint::black_box;
-use std::time::Instant;
+mod common;
 
+use std::hint::black_box;
+
+use common::{median_ns, time_batch};
 use sift_bytecode::{assemble, verify, Cache, VerifiedProgram};
 use sift_jit::{JitFilter, PacketRef};
 use sift_testgen::Rng;
@@ -42,9 +44,9 @@ fn packets(rng: &mut Rng) -> Vec<Vec<u8>> {
         .collect()
 }
 
+/// Median ns per packet over 7 passes, each running `f` over all packets `REPS` times.
 fn time(packets: &[Vec<u8>], mut f: impl FnMut(&[u8], u32) -> u32) -> f64 {
-    let mut pass = || {
-        let start = Instant::now();
+    median_ns(REPS * packets.len(), || {
         let mut acc = 0u32;
         for _ in 0..REPS {
             for p in packets {
@@ -52,27 +54,7 @@ fn time(packets: &[Vec<u8>], mut f: impl FnMut(&[u8], u32) -> u32) -> f64 {
             }
         }
         black_box(acc);
-        start.elapsed().as_nanos() as f64 / (REPS * packets.len()) as f64
-    };
-    pass();
-    let mut samples: Vec<f64> = (0..7).map(|_| pass()).collect();
-    samples.sort_by(f64::total_cmp);
-    samples[3]
-}
-
-fn time_batch(jit: &JitFilter, refs: &[PacketRef<'_>], out: &mut [u32]) -> f64 {
-    let mut pass = || {
-        let start = Instant::now();
-        for _ in 0..REPS {
-            jit.run_refs(black_box(refs), out);
-            black_box(&out);
-        }
-        start.elapsed().as_nanos() as f64 / (REPS * refs.len()) as f64
-    };
-    pass();
-    let mut samples: Vec<f64> = (0..7).map(|_| pass()).collect();
-    samples.sort_by(f64::total_cmp);
-    samples[3]
+    })
 }
 
 /// The same calls made straight from Rust (`Coprocessors::member`/`contains` on the fields the
@@ -191,7 +173,7 @@ fn main() {
         }
         let t_interp = time(&packets, |d, w| program.run(&mut cache, d, w));
         let t_jit = time(&packets, |d, w| jit.run(d, w));
-        let t_batch = time_batch(&jit, &refs, &mut out);
+        let t_batch = time_batch(&jit, &refs, &mut out, REPS);
         let t_rust = direct(&program, &packets);
         println!(
             "| {name} | {t_interp:.2} | {t_jit:.2} | {t_batch:.2} | {t_rust:.2} | {:.1} |",

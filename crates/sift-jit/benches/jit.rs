@@ -16,9 +16,12 @@
 //! `ip[2:2] > 40`); host sets of 10, 100 and 1,000 addresses (`host a or host b or ...`).
 //! Every filter goes through `sift_opt::optimize` before bytecode generation.
 
+mod common;
+
 use std::hint::black_box;
 use std::time::Instant;
 
+use common::{median_ns, time_batch};
 use sift_bytecode::{Cache, VerifiedProgram};
 use sift_jit::{JitFilter, PacketRef};
 use sift_oracle::Oracle;
@@ -242,11 +245,9 @@ fn packets() -> Vec<Packet> {
     mixed
 }
 
-/// Median ns per packet over 7 passes (after a warm-up), each running `f` over all packets
-/// `REPS` times.
+/// Median ns per packet over 7 passes, each running `f` over all packets `REPS` times.
 fn time(packets: &[Packet], mut f: impl FnMut(&[u8], u32) -> u32) -> f64 {
-    let mut pass = || {
-        let start = Instant::now();
+    median_ns(REPS * packets.len(), || {
         let mut acc = 0u32;
         for _ in 0..REPS {
             for p in packets {
@@ -254,27 +255,7 @@ fn time(packets: &[Packet], mut f: impl FnMut(&[u8], u32) -> u32) -> f64 {
             }
         }
         black_box(acc);
-        start.elapsed().as_nanos() as f64 / (REPS * packets.len()) as f64
-    };
-    pass();
-    let mut samples: Vec<f64> = (0..7).map(|_| pass()).collect();
-    samples.sort_by(f64::total_cmp);
-    samples[3]
-}
-
-fn time_batch(jit: &JitFilter, refs: &[PacketRef<'_>], out: &mut [u32]) -> f64 {
-    let mut pass = || {
-        let start = Instant::now();
-        for _ in 0..REPS {
-            jit.run_refs(black_box(refs), out);
-            black_box(&out);
-        }
-        start.elapsed().as_nanos() as f64 / (REPS * refs.len()) as f64
-    };
-    pass();
-    let mut samples: Vec<f64> = (0..7).map(|_| pass()).collect();
-    samples.sort_by(f64::total_cmp);
-    samples[3]
+    })
 }
 
 /// Median microseconds of `JitFilter::compile` over 15 compilations.
@@ -351,7 +332,7 @@ fn main() {
         let t_pcap = time(&packets, |d, w| bpf.run(d, w));
         let t_interp = time(&packets, |d, w| program.run(&mut cache, d, w));
         let t_jit = time(&packets, |d, w| jit.run(d, w));
-        let t_batch = time_batch(&jit, &refs, &mut out);
+        let t_batch = time_batch(&jit, &refs, &mut out, REPS);
         let t_hand = time(&packets, |d, _| verdict(hand, d));
         let t_compile = compile_latency(&program);
         let short = if name.len() > 60 {
