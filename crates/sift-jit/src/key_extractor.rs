@@ -25,7 +25,6 @@
 #![allow(unsafe_code)]
 
 use std::fmt;
-use std::sync::Mutex;
 
 use cranelift_codegen::ir::condcodes::IntCC;
 use cranelift_codegen::ir::Value as ClifValue;
@@ -37,7 +36,7 @@ use cranelift_module::{default_libcall_names, Linkage, Module};
 use sift_ir::BinOp;
 
 use crate::arith;
-use crate::native::host_isa;
+use crate::native::{host_isa, CodeMemory};
 use crate::JitError;
 
 /// Words in a key (enough for an IPv6 4-tuple with its ethertype and next header).
@@ -176,8 +175,8 @@ type ExtractFn = unsafe extern "C" fn(*const u8, u64, u32, *mut u64) -> u32;
 /// dropped.
 pub struct NativeExtractor {
     function: ExtractFn,
-    /// Only taken out in `Drop`; the mutex makes the module (which is `Send`) shareable.
-    module: Mutex<Option<JITModule>>,
+    /// Frees the code when dropped.
+    _memory: CodeMemory,
 }
 
 impl fmt::Debug for NativeExtractor {
@@ -229,7 +228,7 @@ impl NativeExtractor {
         let function = unsafe { std::mem::transmute::<*const u8, ExtractFn>(address) };
         Ok(NativeExtractor {
             function,
-            module: Mutex::new(Some(module)),
+            _memory: CodeMemory::new(module),
         })
     }
 
@@ -247,19 +246,6 @@ impl NativeExtractor {
                 wire_len,
                 key.as_mut_ptr(),
             ) != 0
-        }
-    }
-}
-
-impl Drop for NativeExtractor {
-    fn drop(&mut self) {
-        let module = match self.module.get_mut() {
-            Ok(m) => m.take(),
-            Err(poisoned) => poisoned.into_inner().take(),
-        };
-        if let Some(module) = module {
-            // SAFETY: `drop` has `&mut self`: no call into the code runs or can start.
-            unsafe { module.free_memory() };
         }
     }
 }

@@ -68,10 +68,10 @@ pub(crate) fn host_isa() -> Result<OwnedTargetIsa, JitError> {
 pub(crate) struct Code {
     single: SingleFn,
     batch: BatchFn,
-    /// Only taken out in `Drop`; the mutex makes the module (which is `Send`) shareable.
-    module: Mutex<Option<JITModule>>,
-    /// Read by the code through addresses embedded in it: must outlive `module`'s code, which
-    /// `Drop` frees first.
+    /// Frees the code when dropped.
+    _memory: CodeMemory,
+    /// Read by the code through addresses embedded in it: must outlive the code, which
+    /// `_memory`, declared (so dropped) first, frees.
     _tables: Vec<Box<[u32]>>,
     /// The tables the program's calls use, and whether it searches (needs the memo); `None`
     /// when it makes no calls.
@@ -153,7 +153,7 @@ impl Code {
         Ok(Code {
             single,
             batch,
-            module: Mutex::new(Some(module)),
+            _memory: CodeMemory::new(module),
             _tables: tables,
             calls,
         })
@@ -225,15 +225,26 @@ impl Code {
     }
 }
 
-impl Drop for Code {
+/// The memory of one JIT module's code, freed on drop. Whoever holds function pointers into it
+/// must drop them with it (they live in the same struct).
+pub(crate) struct CodeMemory(Mutex<Option<JITModule>>);
+
+impl CodeMemory {
+    /// The mutex makes the module (which is `Send`) shareable; it is only taken out in `Drop`.
+    pub(crate) fn new(module: JITModule) -> CodeMemory {
+        CodeMemory(Mutex::new(Some(module)))
+    }
+}
+
+impl Drop for CodeMemory {
     fn drop(&mut self) {
-        let module = match self.module.get_mut() {
+        let module = match self.0.get_mut() {
             Ok(m) => m.take(),
             Err(poisoned) => poisoned.into_inner().take(),
         };
         if let Some(module) = module {
-            // SAFETY: `drop` has `&mut self`, so no call into the code is running or can start;
-            // the function pointers die with `self`.
+            // SAFETY: `drop` has `&mut self`, and the owner of the function pointers drops this
+            // field with them, so no call into the code is running or can start.
             unsafe { module.free_memory() };
         }
     }
