@@ -201,10 +201,15 @@ pub enum Size {
 impl Size {
     /// Number of bytes read.
     pub fn bytes(self) -> u32 {
+        self.load_size().bytes()
+    }
+
+    /// The IR's load of the same width.
+    pub fn load_size(self) -> sift_ir::LoadSize {
         match self {
-            Size::Word => 4,
-            Size::Half => 2,
-            Size::Byte => 1,
+            Size::Word => sift_ir::LoadSize::Word,
+            Size::Half => sift_ir::LoadSize::Half,
+            Size::Byte => sift_ir::LoadSize::Byte,
         }
     }
 

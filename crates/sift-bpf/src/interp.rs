@@ -58,16 +58,13 @@ pub fn loop_budget(prog: &ValidProgram, captured: usize) -> u64 {
 }
 
 /// Reads `size` bytes big-endian at `offset + index` (without wrapping), or `None` when any of
-/// them is outside `pkt`.
-fn load(pkt: &[u8], index: u32, offset: u32, size: Size) -> Option<u32> {
-    let start = u64::from(index) + u64::from(offset);
-    let end = start + u64::from(size.bytes());
-    let bytes = pkt.get(usize::try_from(start).ok()?..usize::try_from(end).ok()?)?;
-    Some(bytes.iter().fold(0u32, |acc, &b| (acc << 8) | u32::from(b)))
+/// them is outside `pkt`: the IR's load.
+pub fn load(pkt: &[u8], index: u32, offset: u32, size: Size) -> Option<u32> {
+    sift_ir::interp::load(pkt, index, offset, size.load_size())
 }
 
-/// Applies an ALU operation; `None` for division by zero.
-pub(crate) fn alu(op: AluOp, src: Src, a: u32, b: u32) -> Option<u32> {
+/// Applies an ALU operation as `bpf_filter` does; `None` for division by zero.
+pub fn alu(op: AluOp, src: Src, a: u32, b: u32) -> Option<u32> {
     Some(match op {
         AluOp::Add => a.wrapping_add(b),
         AluOp::Sub => a.wrapping_sub(b),

@@ -23,7 +23,7 @@
 
 use sift_ir::{BinOp, Block, CmpOp, Function, Inst, LoadSize, Target, Terminator, Value};
 
-use crate::insn::{AluOp, JmpOp, Op, Size, Src};
+use crate::insn::{AluOp, JmpOp, Op, Src};
 use crate::validate::ValidProgram;
 
 /// State words: `A`, `X`, `M[0]` .. `M[15]`.
@@ -53,14 +53,6 @@ fn uses_defs(op: Op, k: u32) -> (u32, u32) {
         Op::Ja | Op::RetK => (0, 0),
         Op::Tax => (bit(A), bit(X)),
         Op::Txa => (bit(X), bit(A)),
-    }
-}
-
-fn load_size(s: Size) -> LoadSize {
-    match s {
-        Size::Word => LoadSize::Word,
-        Size::Half => LoadSize::Half,
-        Size::Byte => LoadSize::Byte,
     }
 }
 
@@ -281,7 +273,7 @@ fn lift_block(
                     Inst::Load {
                         index: None,
                         offset: k,
-                        size: load_size(s),
+                        size: s.load_size(),
                     },
                 )
             }
@@ -291,7 +283,7 @@ fn lift_block(
                     Inst::Load {
                         index: Some(state[X]),
                         offset: k,
-                        size: load_size(s),
+                        size: s.load_size(),
                     },
                 )
             }

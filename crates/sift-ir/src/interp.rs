@@ -28,6 +28,7 @@ pub struct Interpreter {
 }
 
 /// Reads `size` bytes big-endian at `index + offset`, or `None` if any byte is outside `pkt`.
+#[inline]
 pub fn load(pkt: &[u8], index: u32, offset: u32, size: LoadSize) -> Option<u32> {
     let start = u64::from(index) + u64::from(offset);
     let end = start + u64::from(size.bytes());

@@ -12,7 +12,8 @@
 
 use std::collections::BTreeSet;
 
-use sift_bpf::{AluOp, Op, Size, Src};
+use sift_bpf::interp::{alu, load};
+use sift_bpf::{Op, Size, Src};
 
 use super::program::{Insn, Length, Program};
 
@@ -134,31 +135,6 @@ pub fn run_with(program: &Program, packet: &[u8], wire_len: u32, all: u32) -> u3
             _ => None,
         })
         .unwrap_or(0)
-}
-
-fn load(pkt: &[u8], index: u32, offset: u32, size: Size) -> Option<u32> {
-    let start = u64::from(index) + u64::from(offset);
-    let end = start + u64::from(size.bytes());
-    let bytes = pkt.get(usize::try_from(start).ok()?..usize::try_from(end).ok()?)?;
-    Some(bytes.iter().fold(0u32, |acc, &b| (acc << 8) | u32::from(b)))
-}
-
-fn alu(op: AluOp, src: Src, a: u32, b: u32) -> Option<u32> {
-    Some(match op {
-        AluOp::Add => a.wrapping_add(b),
-        AluOp::Sub => a.wrapping_sub(b),
-        AluOp::Mul => a.wrapping_mul(b),
-        AluOp::Div => a.checked_div(b)?,
-        AluOp::Mod => a.checked_rem(b)?,
-        AluOp::And => a & b,
-        AluOp::Or => a | b,
-        AluOp::Xor => a ^ b,
-        // bpf_filter: a shift by X >= 32 gives 0, a constant shift is taken modulo 32.
-        AluOp::Lsh if src == Src::X => a.checked_shl(b).unwrap_or(0),
-        AluOp::Rsh if src == Src::X => a.checked_shr(b).unwrap_or(0),
-        AluOp::Lsh => a.wrapping_shl(b),
-        AluOp::Rsh => a.wrapping_shr(b),
-    })
 }
 
 fn deliver(len: Length, all: u32) -> Fate {
