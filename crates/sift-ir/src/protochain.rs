@@ -42,11 +42,11 @@ impl Chain {
         }
     }
 
-    /// How many protocol numbers the walk steps over.
+    /// How many protocol numbers the walk steps over: AH, and for IPv6 its extension headers.
     fn walkable(self) -> u32 {
         match self {
             Chain::Ip => 1,
-            Chain::Ip6 => 5,
+            Chain::Ip6 => 1 + IPV6_EXTENSIONS.len() as u32,
         }
     }
 
