@@ -116,7 +116,10 @@ fn measure(list: &[(u32, String)], all: bool) -> (Totals, Totals, Totals) {
         t_all.add(t);
         if !e.contains("protochain") {
             no_loop.add(t);
-        } else if let Ok(p) = sift_bpf::compile_for(filter.optimized_ir(), sift_bpf::Dialect::Linux)
+        } else if let Some(p) = filter
+            .loop_free_ir()
+            .ok()
+            .and_then(|f| sift_bpf::compile_for(&f, sift_bpf::Dialect::Linux).ok())
         {
             let mut u = Totals::default();
             u.add(t);

@@ -54,7 +54,7 @@ pub fn run(req: &Request<'_>) -> Result<ExitCode> {
     let options = sift::Options::new(capture.linktype(), capture.snaplen());
     let filter = sift::Filter::compile_with(req.expr, &options)
         .map_err(|e| anyhow!("{}", e.render(req.expr)))?;
-    let program = sift_bpf::compile_for(filter.optimized_ir(), sift_bpf::Dialect::Linux)?;
+    let program = sift_bpf::compile_for(&*filter.loop_free_ir()?, sift_bpf::Dialect::Linux)?;
     capture.set_filter(&program.to_program())?;
 
     let stopper = capture.stopper();

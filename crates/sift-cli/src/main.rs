@@ -364,6 +364,14 @@ fn run(cli: Cli) -> Result<ExitCode> {
                 let ty = sift_ebpf::ProgramType::from_name(&program_type).ok_or_else(|| {
                     anyhow!("unknown eBPF program type {program_type:?} (socket, xdp or tc)")
                 })?;
+                // eBPF cannot loop: with the optimizer on, it gets the unrolled walks optimized.
+                let loop_free;
+                let ir = if level > 0 {
+                    loop_free = filter.loop_free_ir()?;
+                    &*loop_free
+                } else {
+                    ir
+                };
                 let program = sift_ebpf::compile(ir, &sift_ebpf::Options::new(ty))?;
                 emit(format_args!(
                     "{}",

@@ -22,6 +22,7 @@ pub mod demux;
 
 pub use demux::{Delivery, Demux, FilterId, Matches};
 
+use std::borrow::Cow;
 use std::cell::RefCell;
 use std::fmt;
 
@@ -188,6 +189,20 @@ impl Filter {
     /// The optimized IR, from which the bytecode (and the other back ends' code) is generated.
     pub fn optimized_ir(&self) -> &Function {
         &self.optimized
+    }
+
+    /// The optimized IR for back ends that cannot loop (the kernel's classic BPF, eBPF):
+    /// `protochain` walks unrolled to [`sift_ir::protochain::UNROLLED_HEADERS`] headers and the
+    /// result optimized again, since the unrolled rounds share most of their tests. The
+    /// optimized IR itself when the filter has no walk. Computed on each call.
+    pub fn loop_free_ir(&self) -> Result<Cow<'_, Function>, Error> {
+        match sift_ir::protochain::without_loops(&self.optimized) {
+            Cow::Borrowed(f) => Ok(Cow::Borrowed(f)),
+            Cow::Owned(mut f) => {
+                optimize(&mut f)?;
+                Ok(Cow::Owned(f))
+            }
+        }
     }
 
     /// The verified bytecode the filter runs.
