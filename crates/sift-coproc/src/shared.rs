@@ -3,16 +3,18 @@
 //! A demultiplexer runs many filters on each packet; searched one filter at a time, a payload
 //! is read once per filter that reaches a `contains` call, each time by a smaller automaton.
 //! A [`SharedSearch`] is the union of the pattern sets of several filters' [`Coprocessors`]
-//! (equal patterns counted once), compiled into one searcher like a single set's: the
-//! `aho-corasick` automaton with its prefilters or the hashed window filter for literals, one
-//! `RegexSet` for the regular expressions. Each member keeps a map from its own (set, pattern)
-//! to the pattern's index in the union.
+//! (equal patterns counted once), compiled like a single set: the `aho-corasick` automaton
+//! with its prefilters or the hashed window filter for the literals, one `RegexSet` for the
+//! regular expressions. The two are searched apart, each when first needed, so packets whose
+//! filters ask only for literals never pay for the expressions. Each member keeps a map from
+//! its own (set, pattern) to the pattern's index in the union.
 //!
 //! The filters themselves do not change: their engines (bytecode interpreter, JIT) still call
 //! [`Coprocessors::contains`] with their own memo. The demultiplexer runs the filters of one
 //! packet inside [`SharedSearch::packet`], which makes the union current on the running
 //! thread; while it is, a member's `contains` answers from the union's result for the packet
-//! and start offset, computed by the first call that needs it (a packet no filter searches is
+//! and start offset (a literal search, a regular-expression search), computed by the first
+//! call that needs it (a packet no filter searches is
 //! never searched). Outside that scope, or for a [`Coprocessors`] that is not a member, calls
 //! search as before.
 //!
@@ -36,18 +38,27 @@ use crate::memo::Memo;
 use crate::patterns::PatternSearcher;
 use crate::Coprocessors;
 
+/// A member's map into the union: for each of its pattern sets, the union's index of each
+/// pattern.
+type UnionIndexes = Box<[Box<[u32]>]>;
+
 /// The pattern sets of several [`Coprocessors`], searched together.
 #[derive(Debug)]
 pub struct SharedSearch {
     /// Tags this union's results in the thread's memo.
     id: u64,
-    searcher: PatternSearcher,
+    /// The literals' searcher and the regular expressions' (each absent when the union has
+    /// none), indexed by a pattern's [`REGEX_PART_BIT`].
+    parts: [Option<PatternSearcher>; 2],
     /// Distinct patterns in the union.
     patterns: usize,
-    /// For each member (by [`Coprocessors`] identity): for each of its pattern sets, the
-    /// union's index of each pattern.
-    members: HashMap<u64, Box<[Box<[u32]>]>, RandomState>,
+    /// Each member's map (by [`Coprocessors`] identity).
+    members: HashMap<u64, UnionIndexes, RandomState>,
 }
+
+/// The bit of a union index that tells a regular expression (part 1) from a literal (part 0);
+/// the bits below are the index in the part.
+const REGEX_PART_BIT: u32 = 31;
 
 /// Source of [`SharedSearch::id`]s. A memo tags results with their owner's id, so these are
 /// kept apart from [`Coprocessors`]' ids (which count up from 1) by their top bit.
@@ -73,9 +84,11 @@ impl SharedSearch {
     pub fn build<'a>(
         members: impl IntoIterator<Item = &'a Coprocessors>,
     ) -> Result<SharedSearch, CompileError> {
-        let mut patterns: Vec<Pattern> = Vec::new();
+        // Literals and regular expressions are searched apart, each on first demand: a packet
+        // whose filters only ask for literals never runs the regular expressions.
+        let mut parts: [Vec<Pattern>; 2] = [Vec::new(), Vec::new()];
         let mut index: HashMap<&Pattern, u32, RandomState> = HashMap::default();
-        let mut maps: Vec<(&Coprocessors, Box<[Box<[u32]>]>)> = Vec::new();
+        let mut maps: Vec<(&Coprocessors, UnionIndexes)> = Vec::new();
         let members: Vec<&Coprocessors> = members.into_iter().collect();
         for member in &members {
             if member.sources.is_empty() {
@@ -89,8 +102,9 @@ impl SharedSearch {
                         .iter()
                         .map(|p| {
                             *index.entry(p).or_insert_with(|| {
-                                patterns.push(p.clone());
-                                patterns.len() as u32 - 1
+                                let part = usize::from(matches!(p, Pattern::Regex(_)));
+                                parts[part].push(p.clone());
+                                (parts[part].len() as u32 - 1) | (part as u32) << REGEX_PART_BIT
                             })
                         })
                         .collect()
@@ -98,7 +112,14 @@ impl SharedSearch {
                 .collect();
             maps.push((member, map));
         }
-        let searcher = PatternSearcher::compile(0, &patterns)?;
+        let [literals, regexes] = &parts;
+        let part = |patterns: &[Pattern]| -> Result<Option<PatternSearcher>, CompileError> {
+            if patterns.is_empty() {
+                return Ok(None);
+            }
+            PatternSearcher::compile(0, patterns).map(Some)
+        };
+        let parts = [part(literals)?, part(regexes)?];
         // Only once the union exists: a member marked before a failed build would look for a
         // union in vain, which is harmless but slower.
         let members = maps
@@ -110,8 +131,8 @@ impl SharedSearch {
             .collect();
         Ok(SharedSearch {
             id: NEXT_ID.fetch_add(1, Ordering::Relaxed) | 1 << 63,
-            searcher,
-            patterns: patterns.len(),
+            parts,
+            patterns: index.len(),
             members,
         })
     }
@@ -207,8 +228,10 @@ pub(crate) fn answer(
                 .get(&member)?
                 .get(set as usize)?
                 .get(pattern as usize)?;
-            let searcher = &union.searcher;
-            let found = results.results(union.id, 0, start, searcher.words(), |found| {
+            let part = index >> REGEX_PART_BIT;
+            let index = index & !(1 << REGEX_PART_BIT);
+            let searcher = union.parts[part as usize].as_ref()?;
+            let found = results.results(union.id, part, start, searcher.words(), |found| {
                 searcher.search(payload, found)
             });
             Some(found[(index / 64) as usize] >> (index % 64) & 1 == 1)
@@ -286,7 +309,8 @@ mod tests {
                 check(&a_sets, &a, packet, 2);
                 check(&b_sets, &b, packet, 2);
             });
-            let searched = u64::from(packet.len() >= 2);
+            // One literal search and one regular-expression search.
+            let searched = 2 * u64::from(packet.len() >= 2);
             assert_eq!(searches_on_this_thread() - before, searched, "{packet:?}");
             // Another start offset is another search (both in one packet).
             let before = searches_on_this_thread();
@@ -295,9 +319,13 @@ mod tests {
                 check(&b_sets, &b, packet, 0);
                 check(&a_sets, &a, packet, 2);
             });
-            let searched = 1 + u64::from(packet.len() >= 2);
+            let searched = 2 + 2 * u64::from(packet.len() >= 2);
             assert_eq!(searches_on_this_thread() - before, searched, "{packet:?}");
         }
+        // Only literals asked for: the regular expressions are not run.
+        let before = searches_on_this_thread();
+        union.packet(|| check(&b_sets, &b, packets[0], 2));
+        assert_eq!(searches_on_this_thread() - before, 1);
         // Outside the scope every member searches alone, with the same answers.
         let before = searches_on_this_thread();
         check(&b_sets, &b, packets[0], 2);
