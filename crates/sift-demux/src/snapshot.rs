@@ -27,6 +27,8 @@ pub(crate) struct ShapeView {
 }
 
 /// How a filter that was not decomposed runs.
+// One per residual filter, behind an `Arc`: the variants' sizes do not matter.
+#[allow(clippy::large_enum_variant)]
 #[derive(Debug)]
 pub(crate) enum Engine {
     /// Native code, where the host has a JIT (calls go to the program's coprocessor tables,
@@ -227,7 +229,7 @@ impl Snapshot {
         }
         let residuals_run = match self.residuals.first() {
             None => false,
-            Some(first) => all || !best.is_some_and(|b| first.entry.rank() > b.rank()),
+            Some(first) => all || best.is_none_or(|b| first.entry.rank() <= b.rank()),
         };
         if residuals_run {
             match &self.shared_search {
