@@ -127,19 +127,22 @@ impl Coprocessors {
         packet: &[u8],
         start: u32,
     ) -> bool {
-        let Some(searcher) = self.patterns.get(set as usize) else {
-            return false;
-        };
         let Some(payload) = packet.get(start as usize..) else {
             return false;
         };
-        if pattern >= searcher.len() {
-            return false;
-        }
+        // Before the searcher is touched: a union answers only for a (set, pattern) it maps,
+        // which are those that exist, and reading the searcher would cost every filter a cache
+        // miss for nothing.
         if self.shared.load(Ordering::Relaxed) {
             if let Some(found) = shared::answer(self.id, set, pattern, payload, start) {
                 return found;
             }
+        }
+        let Some(searcher) = self.patterns.get(set as usize) else {
+            return false;
+        };
+        if pattern >= searcher.len() {
+            return false;
         }
         let found = memo.results(self.id, set, start, searcher.words(), |found| {
             searcher.search(payload, found)

@@ -38,10 +38,6 @@ use crate::memo::Memo;
 use crate::patterns::PatternSearcher;
 use crate::Coprocessors;
 
-/// A member's map into the union: for each of its pattern sets, the union's index of each
-/// pattern.
-type UnionIndexes = Box<[Box<[u32]>]>;
-
 /// The pattern sets of several [`Coprocessors`], searched together.
 #[derive(Debug)]
 pub struct SharedSearch {
@@ -52,8 +48,15 @@ pub struct SharedSearch {
     parts: [Option<PatternSearcher>; 2],
     /// Distinct patterns in the union.
     patterns: usize,
-    /// Each member's map (by [`Coprocessors`] identity).
-    members: HashMap<u64, UnionIndexes, RandomState>,
+    /// Each member (by [`Coprocessors`] identity): its first entry in `set_starts` and its
+    /// number of pattern sets.
+    members: HashMap<u64, (u32, u32), RandomState>,
+    /// For each member's set, where its patterns start in `indexes` (followed by the end of
+    /// the member's last set): two flat arrays rather than a box per member and set, so that
+    /// answering a call touches few cache lines however many filters there are.
+    set_starts: Vec<u32>,
+    /// The union's index of each pattern of each member's sets.
+    indexes: Vec<u32>,
 }
 
 /// The bit of a union index that tells a regular expression (part 1) from a literal (part 0);
@@ -88,29 +91,30 @@ impl SharedSearch {
         // whose filters only ask for literals never runs the regular expressions.
         let mut parts: [Vec<Pattern>; 2] = [Vec::new(), Vec::new()];
         let mut index: HashMap<&Pattern, u32, RandomState> = HashMap::default();
-        let mut maps: Vec<(&Coprocessors, UnionIndexes)> = Vec::new();
-        let members: Vec<&Coprocessors> = members.into_iter().collect();
-        for member in &members {
+        let mut marked: Vec<&Coprocessors> = Vec::new();
+        let mut set_starts: Vec<u32> = Vec::new();
+        let mut indexes: Vec<u32> = Vec::new();
+        let mut member_sets: Vec<(u64, (u32, u32))> = Vec::new();
+        for member in members {
             if member.sources.is_empty() {
                 continue;
             }
-            let map = member
-                .sources
-                .iter()
-                .map(|set| {
-                    set.patterns()
-                        .iter()
-                        .map(|p| {
-                            *index.entry(p).or_insert_with(|| {
-                                let part = usize::from(matches!(p, Pattern::Regex(_)));
-                                parts[part].push(p.clone());
-                                (parts[part].len() as u32 - 1) | (part as u32) << REGEX_PART_BIT
-                            })
-                        })
-                        .collect()
-                })
-                .collect();
-            maps.push((member, map));
+            member_sets.push((
+                member.id,
+                (set_starts.len() as u32, member.sources.len() as u32),
+            ));
+            for set in &member.sources {
+                set_starts.push(indexes.len() as u32);
+                for p in set.patterns() {
+                    indexes.push(*index.entry(p).or_insert_with(|| {
+                        let part = usize::from(matches!(p, Pattern::Regex(_)));
+                        parts[part].push(p.clone());
+                        (parts[part].len() as u32 - 1) | (part as u32) << REGEX_PART_BIT
+                    }));
+                }
+            }
+            set_starts.push(indexes.len() as u32);
+            marked.push(member);
         }
         let [literals, regexes] = &parts;
         let part = |patterns: &[Pattern]| -> Result<Option<PatternSearcher>, CompileError> {
@@ -122,19 +126,30 @@ impl SharedSearch {
         let parts = [part(literals)?, part(regexes)?];
         // Only once the union exists: a member marked before a failed build would look for a
         // union in vain, which is harmless but slower.
-        let members = maps
-            .into_iter()
-            .map(|(member, map)| {
-                member.mark_shared();
-                (member.id, map)
-            })
-            .collect();
+        for member in marked {
+            member.mark_shared();
+        }
         Ok(SharedSearch {
             id: NEXT_ID.fetch_add(1, Ordering::Relaxed) | 1 << 63,
             parts,
             patterns: index.len(),
-            members,
+            members: member_sets.into_iter().collect(),
+            set_starts,
+            indexes,
         })
+    }
+
+    /// The union's index of pattern `pattern` of set `set` of member `member`.
+    #[inline]
+    fn index(&self, member: u64, set: u32, pattern: u32) -> Option<u32> {
+        let &(first, sets) = self.members.get(&member)?;
+        if set >= sets {
+            return None;
+        }
+        let at = (first + set) as usize;
+        let (start, end) = (*self.set_starts.get(at)?, *self.set_starts.get(at + 1)?);
+        let at = start.checked_add(pattern).filter(|&at| at < end)?;
+        self.indexes.get(at as usize).copied()
     }
 
     /// Number of distinct patterns searched.
@@ -223,11 +238,7 @@ pub(crate) fn answer(
             }
             let Scope { union, results, .. } = &mut *scope;
             let union = union.as_ref()?;
-            let index = *union
-                .members
-                .get(&member)?
-                .get(set as usize)?
-                .get(pattern as usize)?;
+            let index = union.index(member, set, pattern)?;
             let part = index >> REGEX_PART_BIT;
             let index = index & !(1 << REGEX_PART_BIT);
             let searcher = union.parts[part as usize].as_ref()?;
@@ -322,6 +333,14 @@ mod tests {
             let searched = 2 + 2 * u64::from(packet.len() >= 2);
             assert_eq!(searches_on_this_thread() - before, searched, "{packet:?}");
         }
+        // Indexes out of range (which the IR verifier rules out) answer false, as alone.
+        union.packet(|| {
+            let mut memo = Memo::new();
+            for (set, pattern) in [(0, 2), (1, 1), (2, 0), (u32::MAX, u32::MAX)] {
+                assert!(!a.contains(&mut memo, set, pattern, packets[0], 0));
+            }
+            assert!(!b.contains(&mut memo, 0, 3, packets[0], 0));
+        });
         // Only literals asked for: the regular expressions are not run.
         let before = searches_on_this_thread();
         union.packet(|| check(&b_sets, &b, packets[0], 2));
