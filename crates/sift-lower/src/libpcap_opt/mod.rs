@@ -239,7 +239,7 @@ mod tests {
     fn run(text: &str) -> String {
         let mut f = parse_function(text).unwrap();
         apply(&mut f).unwrap();
-        crate::reachable_from(&f, Function::ENTRY).0.to_string()
+        crate::reachable_from(f, Function::ENTRY).0.to_string()
     }
 
     /// The guard of `ip[1] & K != 0`: an IPv4 ethertype test that must stay.

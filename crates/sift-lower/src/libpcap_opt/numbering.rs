@@ -1,9 +1,8 @@
 //! Value numbering and libpcap's constant folding.
 
-use std::collections::HashMap;
-
 use sift_ir::{BinOp, Function, Inst, LoadSize, Value};
 
+use super::fast_hash::WordMap;
 use super::Phase;
 
 /// A value number: equal numbers mean equal values on every packet.
@@ -46,26 +45,32 @@ impl Numbering {
             vn: vec![Vn::MAX; n],
             konst: vec![None; n],
         };
-        let mut table: HashMap<Key, Vn> = HashMap::new();
+        let mut table: WordMap<Key, Vn> = WordMap::default();
+        table.reserve(n);
         let mut changed = false;
         for b in f.reverse_postorder() {
-            let data = f.block(b);
-            let values: Vec<Value> = data.params.iter().chain(&data.insts).copied().collect();
-            for v in values {
-                let (inst, alias) = match phase {
-                    Phase::MoveBranches => (f.values[v.index()].clone(), None),
-                    Phase::FoldStatements => this.fold(&f.values[v.index()])?,
+            let data = &f.blocks[b.index()];
+            let (params, insts) = (data.params.len(), data.insts.len());
+            for i in 0..params + insts {
+                let data = &f.blocks[b.index()];
+                let v = if i < params {
+                    data.params[i]
+                } else {
+                    data.insts[i - params]
                 };
-                if inst != f.values[v.index()] {
-                    f.values[v.index()] = inst.clone();
-                    changed = true;
+                if phase == Phase::FoldStatements {
+                    let (inst, alias) = this.fold(&f.values[v.index()])?;
+                    if inst != f.values[v.index()] {
+                        f.values[v.index()] = inst;
+                        changed = true;
+                    }
+                    if let Some(a) = alias {
+                        this.vn[v.index()] = this.vn(a);
+                        this.konst[v.index()] = this.konst(a);
+                        continue;
+                    }
                 }
-                if let Some(a) = alias {
-                    this.vn[v.index()] = this.vn(a);
-                    this.konst[v.index()] = this.konst(a);
-                    continue;
-                }
-                let key = match inst {
+                let key = match f.values[v.index()] {
                     Inst::Const(k) => {
                         this.konst[v.index()] = Some(k);
                         Key::Const(k)
