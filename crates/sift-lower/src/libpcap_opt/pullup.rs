@@ -36,8 +36,10 @@ pub(super) fn pullups(f: &mut Function, numbers: &Numbering, dom: &DomIntervals)
             _ => None,
         })
         .collect();
+    let tested = TestedUnder::new(&compared, dom);
     let mut sweep = Sweep {
         compared: &compared,
+        tested: &tested,
         dom,
         preds: &preds,
         or_runs: Runs::new(Chain::Or, &compared, &dom.enter),
@@ -179,10 +181,43 @@ impl DomIntervals {
     }
 }
 
+/// Which values are compared where in the dominator tree, to answer "does a block under `b`
+/// compare `v`" without walking: a pullup moves a test only from under `b`, and a chain of
+/// tests of distinct values (`ether[0] = 1 or ether[1] = 1 or ...`) would otherwise walk to
+/// the chain's end from every block, quadratic in the chain.
+struct TestedUnder {
+    /// (value compared, dominator-tree entry time of the block), sorted.
+    tests: Vec<(Vn, u32)>,
+}
+
+impl TestedUnder {
+    fn new(compared: &[Option<Vn>], dom: &DomIntervals) -> TestedUnder {
+        let mut tests: Vec<(Vn, u32)> = compared
+            .iter()
+            .zip(&dom.enter)
+            .filter_map(|(&v, &e)| Some((v?, e)).filter(|_| e != u32::MAX))
+            .collect();
+        tests.sort_unstable();
+        TestedUnder { tests }
+    }
+
+    /// Whether a block in `b`'s dominator subtree (`b` included) compares `value`.
+    fn anywhere_under(&self, dom: &DomIntervals, b: Block, value: Vn) -> bool {
+        let Some(&enter) = dom.enter.get(b.index()).filter(|&&e| e != u32::MAX) else {
+            return true; // not in the tree: no shortcut
+        };
+        let first = self.tests.partition_point(|&t| t < (value, enter));
+        self.tests
+            .get(first)
+            .is_some_and(|&(v, e)| v == value && e < dom.exit[b.index()])
+    }
+}
+
 struct Sweep<'a> {
     /// The value each block's branch compares (what libpcap's A register holds on exit);
     /// pullups move edges only, so this holds for the whole sweep.
     compared: &'a [Option<Vn>],
+    tested: &'a TestedUnder,
     dom: &'a DomIntervals,
     preds: &'a Predecessors,
     or_runs: Runs<'a>,
@@ -236,6 +271,15 @@ impl<'a> Sweep<'a> {
         };
         let value = self.compared(first);
         if value.is_none() || preds.iter().any(|&p| self.compared(p) != value) {
+            return false;
+        }
+        // The test pulled up is a block of the chain, so dominated by `b`: without one
+        // comparing the value there, the walks below would find nothing (they change nothing).
+        if self.skip_runs
+            && !self
+                .tested
+                .anywhere_under(self.dom, b, value.expect("checked"))
+        {
             return false;
         }
         let Some((shared, _)) = chain.edges(f, b) else {

@@ -122,13 +122,15 @@ fn chain(rng: &mut Rng, len: usize, rich: bool) -> String {
 #[test]
 fn long_single_kind_chains_match_the_reference() {
     for linktype in LINKTYPES {
-        for kind in 0..3 {
+        for kind in 0..4 {
             for len in [1, 2, 3, 7, 40, 150, 1000] {
                 let text = (0..len)
                     .map(|i| match kind {
                         0 => format!("host 10.0.{}.{}", i / 250, i % 250 + 1),
                         1 => format!("net 10.{}.{}.0/24", i / 250, i % 250),
-                        _ => format!("port {}", 1000 + i),
+                        2 => format!("port {}", 1000 + i),
+                        // A different value in every test (and some twice, far apart).
+                        _ => format!("ether[{}] = {}", i % 700, i % 3),
                     })
                     .collect::<Vec<_>>();
                 for op in [" or ", " and "] {
