@@ -21,6 +21,8 @@
 //! - `sets`: constant-time membership (bitmaps, hashed address prefixes after prefix
 //!   expansion);
 //! - `memo`: the per-packet memory of search results;
+//! - `shared`: the union of several functions' pattern sets, searched once per packet for all
+//!   of them ([`SharedSearch`], used by the demultiplexer);
 //! - `error`: why a table failed to compile.
 //!
 //! Every answer equals the reference's on every input; the differential tests in `tests/`
@@ -34,14 +36,17 @@ mod error;
 mod memo;
 mod patterns;
 mod sets;
+mod shared;
 
-use std::sync::atomic::{AtomicU64, Ordering};
+use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
 use std::sync::Arc;
 
 use sift_ir::{PatternSet, ValueSet};
 
 pub use error::{CompileError, CompileErrorReason};
 pub use memo::Memo;
+pub use patterns::searches_on_this_thread;
+pub use shared::SharedSearch;
 
 use patterns::PatternSearcher;
 use sets::SetMatcher;
@@ -52,6 +57,11 @@ pub struct Coprocessors {
     /// Distinguishes these tables' results from other tables' in a shared [`Memo`].
     id: u64,
     patterns: Vec<PatternSearcher>,
+    /// The pattern sets `patterns` were compiled from (a [`SharedSearch`] merges them).
+    sources: Vec<Arc<PatternSet>>,
+    /// Set once a [`SharedSearch`] includes these tables: only then do `contains` calls look
+    /// for a current union (the others never pay for the thread-local access).
+    shared: AtomicBool,
     sets: Vec<SetMatcher>,
 }
 
@@ -66,15 +76,18 @@ impl Coprocessors {
         patterns: &[Arc<PatternSet>],
         sets: &[Arc<ValueSet>],
     ) -> Result<Coprocessors, CompileError> {
+        let sources = patterns.to_vec();
         let patterns = patterns
             .iter()
             .enumerate()
-            .map(|(i, set)| PatternSearcher::compile(i as u32, set))
+            .map(|(i, set)| PatternSearcher::compile(i as u32, set.patterns()))
             .collect::<Result<Vec<_>, _>>()?;
         let sets = sets.iter().map(SetMatcher::compile).collect();
         Ok(Coprocessors {
             id: NEXT_ID.fetch_add(1, Ordering::Relaxed),
             patterns,
+            sources,
+            shared: AtomicBool::new(false),
             sets,
         })
     }
@@ -82,6 +95,15 @@ impl Coprocessors {
     /// Compiles the tables of `f`: `compile(&f.patterns, &f.sets)`.
     pub fn for_function(f: &sift_ir::Function) -> Result<Coprocessors, CompileError> {
         Coprocessors::compile(&f.patterns, &f.sets)
+    }
+
+    /// Whether the function has pattern sets (`contains` calls search).
+    pub fn searches(&self) -> bool {
+        !self.patterns.is_empty()
+    }
+
+    fn mark_shared(&self) {
+        self.shared.store(true, Ordering::Relaxed);
     }
 
     /// Whether there are no tables at all (the function makes no coprocessor calls).
@@ -94,7 +116,9 @@ impl Coprocessors {
     ///
     /// The first call for a (set, start) on a packet searches for all patterns of the set in
     /// one pass and remembers which occur in `memo`; later calls on the same packet (until
-    /// [`Memo::next_packet`]) answer from the memo.
+    /// [`Memo::next_packet`]) answer from the memo. Inside [`SharedSearch::packet`] of a union
+    /// these tables are a member of, the answer comes from the union's search instead (the same
+    /// answer, one search for all members).
     pub fn contains(
         &self,
         memo: &mut Memo,
@@ -103,10 +127,18 @@ impl Coprocessors {
         packet: &[u8],
         start: u32,
     ) -> bool {
-        let Some(searcher) = self.patterns.get(set as usize) else {
+        let Some(payload) = packet.get(start as usize..) else {
             return false;
         };
-        let Some(payload) = packet.get(start as usize..) else {
+        // Before the searcher is touched: a union answers only for a (set, pattern) it maps,
+        // which are those that exist, and reading the searcher would cost every filter a cache
+        // miss for nothing.
+        if self.shared.load(Ordering::Relaxed) {
+            if let Some(found) = shared::answer(self.id, set, pattern, payload, start) {
+                return found;
+            }
+        }
+        let Some(searcher) = self.patterns.get(set as usize) else {
             return false;
         };
         if pattern >= searcher.len() {

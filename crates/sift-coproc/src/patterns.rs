@@ -1,5 +1,5 @@
 //! Multi-pattern payload search: one pass over the payload finds every pattern of a
-//! [`PatternSet`] that occurs in it.
+//! [`PatternSet`](sift_ir::PatternSet) that occurs in it.
 //!
 //! Literals go to one of two searches, both finding every occurrence of every literal (a plain
 //! leftmost search would skip a literal hidden inside, or overlapping, another's match):
@@ -15,25 +15,37 @@
 //! Regular expressions go into one `RegexSet`, searched in one more pass. The search stops as
 //! soon as every literal has been seen.
 
+use std::cell::Cell;
+
 mod found;
 mod starts;
 mod window;
 
-use std::sync::Arc;
-
 use regex::bytes::{Regex, RegexSet, RegexSetBuilder};
-use sift_ir::{Pattern, PatternSet};
+use sift_ir::Pattern;
 
 use crate::error::{CompileError, CompileErrorReason};
 use found::Found;
 use starts::StartSearch;
 use window::{WindowFilter, WINDOW};
 
+thread_local! {
+    /// Passes over a payload made by this thread (see [`searches_on_this_thread`]).
+    static SEARCHES: Cell<u64> = const { Cell::new(0) };
+}
+
+/// How many searches (passes of a compiled pattern set, or of a shared union of sets, over a
+/// payload) this thread has run so far: lets tests see how many times a packet was read. A
+/// thread-local counter, so that counting costs no shared write.
+pub fn searches_on_this_thread() -> u64 {
+    SEARCHES.with(Cell::get)
+}
+
 /// Sets with more literals of at least [`WINDOW`] bytes than this use the window filter: the
 /// prefilters of the `aho-corasick` crate (Teddy) stop paying off around here.
 const STARTS_MAX_LITERALS: usize = 64;
 
-/// The compiled form of one [`PatternSet`].
+/// The compiled form of one [`PatternSet`](sift_ir::PatternSet) (or of the union of several).
 #[derive(Debug)]
 pub(crate) struct PatternSearcher {
     /// Number of patterns in the set.
@@ -81,10 +93,10 @@ enum RegexEngine {
 }
 
 impl PatternSearcher {
-    /// Compiles set number `set_index` (the index only labels errors).
+    /// Compiles the patterns of set number `set_index` (the index only labels errors).
     pub(crate) fn compile(
         set_index: u32,
-        set: &Arc<PatternSet>,
+        patterns: &[Pattern],
     ) -> Result<PatternSearcher, CompileError> {
         let error = |pattern: Option<u32>, reason| CompileError {
             set: set_index,
@@ -94,7 +106,7 @@ impl PatternSearcher {
         let mut literals = Vec::new();
         let mut regex_exprs = Vec::new();
         let mut regex_index = Vec::new();
-        for (i, pattern) in set.patterns().iter().enumerate() {
+        for (i, pattern) in patterns.iter().enumerate() {
             let i = i as u32;
             pattern
                 .validate()
@@ -149,7 +161,7 @@ impl PatternSearcher {
             })
         };
         Ok(PatternSearcher {
-            len: set.len() as u32,
+            len: patterns.len() as u32,
             literal_count,
             starts,
             window,
@@ -170,6 +182,7 @@ impl PatternSearcher {
     /// Sets bit `i` of `found` (zeroed by the caller, [`words`](Self::words) long) for every
     /// pattern `i` that occurs in `hay`.
     pub(crate) fn search(&self, hay: &[u8], found: &mut [u64]) {
+        SEARCHES.with(|n| n.set(n.get() + 1));
         let mut found = Found::new(found, self.literal_count);
         if let Some(window) = &self.window {
             window.search(hay, &mut found);

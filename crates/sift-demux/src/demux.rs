@@ -5,6 +5,7 @@ use std::fmt;
 use std::sync::Arc;
 
 use arc_swap::ArcSwap;
+use sift_coproc::SharedSearch;
 use sift_ir::{Function, Interpreter, VerifyError};
 
 use crate::extract::Extractor;
@@ -99,6 +100,13 @@ pub struct Stats {
     pub table_bytes: usize,
     /// Shapes whose extractor runs as native code (the others are interpreted).
     pub native_shapes: usize,
+    /// Residual filters run as native code (the others by the bytecode interpreter).
+    pub native_residuals: usize,
+    /// Residual filters whose payload searches are answered by the shared search (one search
+    /// per packet for all of them); 0 when fewer than two residuals search.
+    pub shared_search_filters: usize,
+    /// Distinct patterns in the shared search.
+    pub shared_search_patterns: usize,
 }
 
 /// A demultiplexer: many filters, one pass per packet.
@@ -114,11 +122,16 @@ pub struct Demux {
     by_sig: HashMap<Arc<ShapeSig>, usize>,
     residuals: Vec<Residual>,
     published_residuals: Arc<[Residual]>,
+    /// The published residuals' pattern sets searched together.
+    shared_search: Option<Arc<SharedSearch>>,
+    /// Whether residuals' searches are merged into `shared_search` (see
+    /// [`Demux::share_searches`]).
+    share_searches: bool,
     pub(crate) filters: HashMap<FilterId, Installed>,
     next_id: u64,
     hasher: KeyHasher,
     limits: Limits,
-    /// Whether new shapes get native extractors.
+    /// Whether new shapes get native extractors and new residuals native code.
     native: bool,
 }
 
@@ -148,12 +161,25 @@ impl Demux {
             by_sig: HashMap::new(),
             residuals: Vec::new(),
             published_residuals: Arc::from(Vec::new()),
+            shared_search: None,
+            share_searches: true,
             filters: HashMap::new(),
             next_id: 1,
             hasher: KeyHasher::default(),
             limits: Limits::default(),
             native: false,
         }
+    }
+
+    /// Whether the payload searches of residual filters are merged (the default): when two or
+    /// more installed residual filters search payloads (`contains` calls), their patterns are
+    /// compiled into one [`SharedSearch`] whenever the set of filters changes, and each packet
+    /// is searched once for all of them instead of once per filter. Deliveries are the same
+    /// either way; turning it off is for measuring. Published at once.
+    pub fn share_searches(&mut self, on: bool) {
+        self.share_searches = on;
+        self.shared_search = self.build_shared_search();
+        self.publish();
     }
 
     /// A handle for matching packets (cheap to clone, `Send + Sync`).
@@ -223,6 +249,13 @@ impl Demux {
             residuals: self.residuals.len(),
             table_bytes: live.clone().map(|s| s.view.table.heap_bytes()).sum(),
             native_shapes: live.filter(|s| s.view.extractor.is_native()).count(),
+            native_residuals: self
+                .residuals
+                .iter()
+                .filter(|r| r.engine.is_native())
+                .count(),
+            shared_search_filters: self.shared_search.as_ref().map_or(0, |s| s.members()),
+            shared_search_patterns: self.shared_search.as_ref().map_or(0, |s| s.patterns()),
         }
     }
 
@@ -268,7 +301,7 @@ impl Demux {
             }
             Err(why) => {
                 let engine = match sift_bytecode::compile(filter) {
-                    Ok(p) => Engine::Bytecode(p),
+                    Ok(p) => self.residual_engine(p),
                     Err(_) => Engine::Reference(
                         Interpreter::new(filter.clone()).map_err(InsertError::InvalidIr)?,
                     ),
@@ -286,6 +319,20 @@ impl Demux {
         };
         self.filters.insert(id, Installed { entry, at });
         Ok(id)
+    }
+
+    /// Native code for a residual's program where there is a JIT (and the JIT takes it), else
+    /// the program itself.
+    fn residual_engine(&self, program: sift_bytecode::VerifiedProgram) -> Engine {
+        if self.native {
+            if let Ok(code) = sift_jit::JitFilter::compile(&program) {
+                return Engine::Native {
+                    code,
+                    coprocessors: program.coprocessors().cloned(),
+                };
+            }
+        }
+        Engine::Bytecode(program)
     }
 
     fn shape_for(&mut self, sig: ShapeSig) -> usize {
@@ -353,6 +400,7 @@ impl Demux {
                 .any(|(a, b)| a.entry != b.entry)
         {
             self.published_residuals = self.residuals.clone().into();
+            self.shared_search = self.build_shared_search();
         }
         let snapshot = Snapshot {
             shapes: self
@@ -362,9 +410,30 @@ impl Demux {
                 .map(|s| s.view.clone())
                 .collect(),
             residuals: self.published_residuals.clone(),
+            shared_search: self.shared_search.clone(),
             hasher: self.hasher.clone(),
         };
         self.shared.store(Arc::new(snapshot));
+    }
+
+    /// The union of the residuals' pattern sets, when sharing is on and at least two residuals
+    /// search (one alone gains nothing). A union that fails to compile (the `regex` crate's
+    /// limits, say) leaves each filter searching alone: same answers, more searches.
+    fn build_shared_search(&self) -> Option<Arc<SharedSearch>> {
+        if !self.share_searches {
+            return None;
+        }
+        let searching: Vec<&sift_coproc::Coprocessors> = self
+            .residuals
+            .iter()
+            .filter_map(|r| r.engine.coprocessors())
+            .filter(|c| c.searches())
+            .map(|c| &**c)
+            .collect();
+        if searching.len() < 2 {
+            return None;
+        }
+        SharedSearch::build(searching).ok().map(Arc::new)
     }
 
     /// The shapes and their signatures (for the overlap check).

@@ -22,8 +22,14 @@
 //!    `table` from key to filters. All per-connection filters
 //!    (`ip src A and ip dst B and tcp src port P and tcp dst port Q`) share one shape, so
 //!    matching costs one extraction and one lookup whatever their number.
-//! 3. Filters that do not decompose (too many paths) run whole, in priority order, as verified
-//!    bytecode — only those ranked before the best keyed exclusive match.
+//! 3. Filters that do not decompose (too many paths, coprocessor calls, header walks) run
+//!    whole, in priority order, as native code where there is a JIT (else as verified
+//!    bytecode) — only those ranked before the best keyed exclusive match. When several of them
+//!    search payloads (`payload contains`/`matches`), their patterns are compiled into one
+//!    [`sift_coproc::SharedSearch`] whenever the set of filters changes, and a packet's payload
+//!    is searched once (per start offset, on first need) for all of them; each filter's
+//!    `contains` calls read their answers from that search, which are exactly the answers it
+//!    would compute alone ([`Demux::share_searches`] turns this off, for measuring).
 //! 4. [`Demux`] (the writer) publishes immutable snapshots (`snapshot`) through an atomic
 //!    pointer swap (`arc-swap`); [`Reader`]s and [`LocalReader`]s never block and each match
 //!    sees one whole snapshot. Tables are persistent (a shallow trie of small open-addressing

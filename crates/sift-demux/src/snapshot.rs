@@ -10,7 +10,9 @@
 use std::sync::Arc;
 
 use sift_bytecode::VerifiedProgram;
+use sift_coproc::{Coprocessors, SharedSearch};
 use sift_ir::Interpreter;
+use sift_jit::JitFilter;
 
 use crate::extract::{Extractor, Regs, MAX_REGS};
 use crate::shape::Key;
@@ -25,8 +27,16 @@ pub(crate) struct ShapeView {
 }
 
 /// How a filter that was not decomposed runs.
+// One per residual filter, behind an `Arc`: the variants' sizes do not matter.
+#[allow(clippy::large_enum_variant)]
 #[derive(Debug)]
 pub(crate) enum Engine {
+    /// Native code, where the host has a JIT (calls go to the program's coprocessor tables,
+    /// kept here for the shared search).
+    Native {
+        code: JitFilter,
+        coprocessors: Option<Arc<Coprocessors>>,
+    },
     Bytecode(VerifiedProgram),
     /// For the rare function the bytecode code generator refuses (too many live values).
     Reference(Interpreter),
@@ -45,6 +55,8 @@ pub(crate) struct Snapshot {
     pub(crate) shapes: Vec<ShapeView>,
     /// In rank order.
     pub(crate) residuals: Arc<[Residual]>,
+    /// The residuals' pattern sets searched together (when at least two residuals search).
+    pub(crate) shared_search: Option<Arc<SharedSearch>>,
     pub(crate) hasher: KeyHasher,
 }
 
@@ -118,8 +130,23 @@ impl Matches {
 }
 
 impl Engine {
+    /// The compiled coprocessor tables the filter's calls use (`None` without calls, or for
+    /// the reference interpreter, which searches with `sift-ir`'s definition).
+    pub(crate) fn coprocessors(&self) -> Option<&Arc<Coprocessors>> {
+        match self {
+            Engine::Native { coprocessors, .. } => coprocessors.as_ref(),
+            Engine::Bytecode(p) => p.coprocessors(),
+            Engine::Reference(_) => None,
+        }
+    }
+
+    pub(crate) fn is_native(&self) -> bool {
+        matches!(self, Engine::Native { .. })
+    }
+
     fn accepts(&self, m: &mut Matches, pkt: &[u8], wire_len: u32) -> bool {
         match self {
+            Engine::Native { code, .. } => code.run(pkt, wire_len) != 0,
             Engine::Bytecode(p) => {
                 let cache = m.bytecode.get_or_insert_with(sift_bytecode::Cache::new);
                 p.run(cache, pkt, wire_len) != 0
@@ -200,22 +227,18 @@ impl Snapshot {
                 m.candidates.push(*e);
             }
         }
-        for r in self.residuals.iter() {
-            if !all && best.is_some_and(|b| r.entry.rank() > b.rank()) {
-                break;
-            }
-            if !r.engine.accepts(m, pkt, wire_len) {
-                continue;
-            }
-            if r.entry.delivery == Delivery::Exclusive {
-                if outranks(&r.entry, &best) {
-                    best = Some(r.entry);
+        let residuals_run = match self.residuals.first() {
+            None => false,
+            Some(first) => all || best.is_none_or(|b| first.entry.rank() <= b.rank()),
+        };
+        if residuals_run {
+            match &self.shared_search {
+                // One search of the payload answers every residual's `contains` calls.
+                Some(shared) => {
+                    shared.packet(|| self.run_residuals(pkt, wire_len, m, all, &mut best))
                 }
-                if !all {
-                    break;
-                }
+                None => self.run_residuals(pkt, wire_len, m, all, &mut best),
             }
-            m.candidates.push(r.entry);
         }
         m.exclusive = best.map_or(0, |b| b.id.0);
         if !all {
@@ -228,6 +251,38 @@ impl Snapshot {
             m.candidates.sort_unstable_by_key(Entry::rank);
         }
         m.delivered.extend(m.candidates.iter().map(|e| e.id));
+    }
+}
+
+impl Snapshot {
+    /// Runs the residual filters in rank order after the shapes' lookups: pushes the
+    /// accepting ones to `m.candidates` and updates `best`, the best exclusive match so far.
+    #[inline]
+    fn run_residuals(
+        &self,
+        pkt: &[u8],
+        wire_len: u32,
+        m: &mut Matches,
+        all: bool,
+        best: &mut Option<Entry>,
+    ) {
+        for r in self.residuals.iter() {
+            if !all && best.is_some_and(|b| r.entry.rank() > b.rank()) {
+                break;
+            }
+            if !r.engine.accepts(m, pkt, wire_len) {
+                continue;
+            }
+            if r.entry.delivery == Delivery::Exclusive {
+                if outranks(&r.entry, best) {
+                    *best = Some(r.entry);
+                }
+                if !all {
+                    break;
+                }
+            }
+            m.candidates.push(r.entry);
+        }
     }
 }
 

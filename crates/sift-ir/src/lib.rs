@@ -29,6 +29,7 @@
 
 pub mod coproc;
 mod display;
+mod dominance;
 mod function;
 pub mod interp;
 mod parse;

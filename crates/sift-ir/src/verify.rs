@@ -13,6 +13,7 @@
 
 use std::fmt;
 
+pub use crate::dominance::{dominators, DominatorTree};
 use crate::function::{Block, Function, Inst, Terminator, Value};
 
 /// One broken invariant.
@@ -42,76 +43,6 @@ impl fmt::Display for VerifyError {
 }
 
 impl std::error::Error for VerifyError {}
-
-/// Immediate dominators of the reachable blocks (`None` for the entry and unreachable blocks),
-/// and the reverse postorder they were computed over.
-///
-/// `O(E log N)` whatever the shape: long `or` chains make the dominator tree as deep as the
-/// chain, and their reject block has as many predecessors, so the textbook walk up the tree
-/// once per predecessor is quadratic there. The meet of two blocks is found by binary lifting.
-pub fn dominators(f: &Function) -> (Vec<Option<Block>>, Vec<Block>) {
-    let rpo = f.reverse_postorder();
-    let n = f.blocks.len();
-    let mut order = vec![usize::MAX; n];
-    for (i, b) in rpo.iter().enumerate() {
-        order[b.index()] = i;
-    }
-    let mut preds: Vec<Vec<Block>> = vec![Vec::new(); n];
-    for &b in &rpo {
-        for t in f.block(b).term.targets() {
-            if t.block.index() < n {
-                preds[t.block.index()].push(b);
-            }
-        }
-    }
-    // up[k][b]: the 2^k-th dominator of b (the entry is its own).
-    let levels = (usize::BITS - rpo.len().leading_zeros()).max(1) as usize;
-    let mut up: Vec<Vec<u32>> = vec![vec![0; n]; levels];
-    let mut depth = vec![0u32; n];
-    let mut idom: Vec<Option<Block>> = vec![None; n];
-    let meet = |up: &[Vec<u32>], depth: &[u32], mut a: usize, mut b: usize| -> usize {
-        if depth[a] < depth[b] {
-            std::mem::swap(&mut a, &mut b);
-        }
-        let diff = depth[a] - depth[b];
-        for (k, row) in up.iter().enumerate() {
-            if diff >> k & 1 == 1 {
-                a = row[a] as usize;
-            }
-        }
-        if a == b {
-            return a;
-        }
-        for row in up.iter().rev() {
-            if row[a] != row[b] {
-                a = row[a] as usize;
-                b = row[b] as usize;
-            }
-        }
-        up[0][a] as usize
-    };
-    for &b in rpo.iter().skip(1) {
-        let mut d: Option<usize> = None;
-        for &p in &preds[b.index()] {
-            if order[p.index()] >= order[b.index()] {
-                continue; // a back edge: reported by the cycle check
-            }
-            d = Some(match d {
-                None => p.index(),
-                Some(x) => meet(&up, &depth, x, p.index()),
-            });
-        }
-        let Some(d) = d else { continue };
-        idom[b.index()] = Some(Block(d as u32));
-        depth[b.index()] = depth[d] + 1;
-        up[0][b.index()] = d as u32;
-        for k in 1..levels {
-            let mid = up[k - 1][b.index()] as usize;
-            up[k][b.index()] = up[k - 1][mid];
-        }
-    }
-    (idom, rpo)
-}
 
 fn has_cycle(f: &Function) -> bool {
     // Kahn's algorithm over all blocks.
@@ -220,25 +151,12 @@ pub fn verify(f: &Function) -> Result<(), VerifyError> {
         fail(None, "the control-flow graph has a cycle".into());
         return Err(VerifyError { violations });
     }
-    let (idom, _) = dominators(f);
-    let reachable: Vec<bool> = {
-        let mut r = vec![false; nblocks];
-        for b in f.reverse_postorder() {
-            r[b.index()] = true;
-        }
-        r
-    };
-    let dominates = |a: Block, mut b: Block| -> bool {
-        loop {
-            if a == b {
-                return true;
-            }
-            match idom[b.index()] {
-                Some(d) => b = d,
-                None => return false,
-            }
-        }
-    };
+    // Reachable blocks are the ones with a place in the tree.
+    let tree = DominatorTree::new(&dominators(f).0);
+    let reachable: Vec<bool> = (0..nblocks)
+        .map(|b| b == 0 || tree.dominates(Function::ENTRY, Block(b as u32)))
+        .collect();
+    let dominates = |a: Block, b: Block| tree.dominates(a, b);
     let mut check_use = |user: Block, pos: usize, v: Value, what: &str| {
         let ok = match def.get(v.index()).copied().flatten() {
             None => false,
