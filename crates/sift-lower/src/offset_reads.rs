@@ -12,7 +12,7 @@
 //! The one store sift cannot reproduce is `protochain`'s (its loop saves protocol numbers in
 //! its register); a read that may see it is refused.
 
-use sift_ir::verify::dominators;
+use sift_ir::verify::{dominators, DominatorTree};
 use sift_ir::{Block, Function, Inst, Value};
 
 use crate::gen::OffsetUse;
@@ -43,23 +43,15 @@ pub(crate) fn resolve(
     if uses.is_empty() {
         return Ok(());
     }
-    let (idom, _) = dominators(f);
-    let dominates = |a: Block, mut b: Block| loop {
-        if a == b {
-            return true;
-        }
-        match idom[b.index()] {
-            Some(up) => b = up,
-            None => return false,
-        }
-    };
+    let tree = DominatorTree::new(&dominators(f).0);
     // (register, block reading it, value the read names) for each read to rewrite.
     let mut reads: Vec<(Register, Block, Value, &OffsetUse)> = Vec::new();
     for u in uses {
         let Some(used_in) = renumber[u.used_in.index()] else {
             continue;
         };
-        let defined = renumber[u.offset.defined_in.index()].is_some_and(|d| dominates(d, used_in));
+        let defined =
+            renumber[u.offset.defined_in.index()].is_some_and(|d| tree.dominates(d, used_in));
         if !defined {
             reads.push((u.offset.register, used_in, u.offset.value, u));
         }
