@@ -202,6 +202,28 @@ impl Inst {
         }
     }
 
+    /// Applies `map` to each operand (in the order of [`Inst::operands`]).
+    pub fn map_operands(&mut self, mut map: impl FnMut(Value) -> Value) {
+        match self {
+            Inst::Const(_) | Inst::WireLen | Inst::Param(_) => {}
+            Inst::Load { index, .. } => {
+                if let Some(x) = index {
+                    *x = map(*x);
+                }
+            }
+            Inst::Binary(_, a, b) => {
+                *a = map(*a);
+                *b = map(*b);
+            }
+            Inst::Neg(a) | Inst::Contains { start: a, .. } => *a = map(*a),
+            Inst::Member { key, .. } => key.iter_mut().for_each(|k| *k = map(*k)),
+            Inst::Protochain { proto, offset, .. } => {
+                *proto = map(*proto);
+                *offset = map(*offset);
+            }
+        }
+    }
+
     /// Whether this is a coprocessor call ([`Inst::Contains`] or [`Inst::Member`]), which only
     /// engines with a coprocessor runtime can run (not classic BPF or eBPF).
     pub fn is_call(&self) -> bool {
@@ -307,6 +329,26 @@ impl Terminator {
                 cases.iter_mut().map(|(_, t)| t).chain([default]).collect()
             }
             Terminator::Unset | Terminator::Return(_) | Terminator::ReturnValue(_) => vec![],
+        }
+    }
+
+    /// Applies `map` to each operand, edge arguments included (in the order of
+    /// [`Terminator::operands`]).
+    pub fn map_operands(&mut self, mut map: impl FnMut(Value) -> Value) {
+        match self {
+            Terminator::Branch { lhs, rhs, .. } => {
+                *lhs = map(*lhs);
+                *rhs = map(*rhs);
+            }
+            Terminator::Switch { value, .. } | Terminator::ReturnValue(value) => {
+                *value = map(*value)
+            }
+            Terminator::Unset | Terminator::Jump(_) | Terminator::Return(_) => {}
+        }
+        for t in self.targets_mut() {
+            for a in &mut t.args {
+                *a = map(*a);
+            }
         }
     }
 

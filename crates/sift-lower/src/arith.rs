@@ -2,7 +2,8 @@
 //! `tcp[tcpflags] & tcp-syn != 0`, `len >= 100`), with libpcap's rules: the protocol check of a
 //! load guards the comparison, but only the left operand's checks survive an arithmetic operator;
 //! a literal zero divisor and literal shifts over 31 bits are errors; at most 16 intermediate
-//! values may be live (libpcap's scratch registers).
+//! values may be live (libpcap's scratch registers). Each value gets the register libpcap gives
+//! it, and the stores libpcap makes are logged (see the `scratch` module).
 
 use sift_ir::{BinOp, Block, CmpOp, Inst, LoadSize, Value};
 use sift_syntax::ast::{Arith, ArithOp, Proto, RelOp};
@@ -10,9 +11,7 @@ use sift_syntax::ast::{Arith, ArithOp, Proto, RelOp};
 use crate::cond::Cond;
 use crate::gen::{Gen, GenResult, OffRel, RuntimeOffset};
 use crate::proto::IPPROTO_ICMPV6;
-
-/// Number of scratch registers libpcap may use while evaluating an expression.
-const SCRATCH_REGISTERS: usize = 16;
+use crate::scratch::{Register, RegisterWrite};
 
 /// Arithmetic whose instructions are emitted later, into the block of the comparison that uses
 /// it; its protocol checks are already built.
@@ -21,7 +20,13 @@ pub(crate) struct ArithCode {
     check: Option<Cond>,
 }
 
-enum Tree {
+/// A value, and the scratch register libpcap stores it in.
+struct Tree {
+    node: Node,
+    register: Register,
+}
+
+enum Node {
     Const(u32),
     Len,
     /// A load at `index + offset`; `ipv4_hdr` adds the IPv4 header length to the index (with
@@ -39,24 +44,24 @@ enum Tree {
 }
 
 impl Tree {
-    /// The first instruction libpcap emits for this value is `ld #k`: the literal `k`.
     /// The value, if the tree is made of constants only (libpcap's optimizer folds these).
     fn fold(&self) -> Option<u32> {
-        match self {
-            Tree::Const(k) => Some(*k),
-            Tree::Binary(op, l, r) => op.apply(l.fold()?, r.fold()?),
-            Tree::Neg(a) => Some(a.fold()?.wrapping_neg()),
-            Tree::Len | Tree::Load { .. } => None,
+        match &self.node {
+            Node::Const(k) => Some(*k),
+            Node::Binary(op, l, r) => op.apply(l.fold()?, r.fold()?),
+            Node::Neg(a) => Some(a.fold()?.wrapping_neg()),
+            Node::Len | Node::Load { .. } => None,
         }
     }
 
+    /// The first instruction libpcap emits for this value is `ld #k`: the literal `k`.
     fn leading_literal(&self) -> Option<u32> {
-        match self {
-            Tree::Const(k) => Some(*k),
-            Tree::Len => None,
-            Tree::Load { index, .. } => index.leading_literal(),
-            Tree::Binary(_, l, _) => l.leading_literal(),
-            Tree::Neg(a) => a.leading_literal(),
+        match &self.node {
+            Node::Const(k) => Some(*k),
+            Node::Len => None,
+            Node::Load { index, .. } => index.leading_literal(),
+            Node::Binary(_, l, _) => l.leading_literal(),
+            Node::Neg(a) => a.leading_literal(),
         }
     }
 }
@@ -77,38 +82,41 @@ fn binop(op: ArithOp) -> BinOp {
 }
 
 impl Gen {
-    /// Takes one of libpcap's scratch registers (`alloc_reg`); callers give it back by
-    /// decrementing `live_registers`, or keep it for the whole filter (`geneve`'s offsets).
-    pub(crate) fn alloc_register(&mut self) -> GenResult<()> {
-        if self.live_registers >= SCRATCH_REGISTERS {
-            return Err("too many registers needed to evaluate expression".into());
-        }
-        self.live_registers += 1;
-        Ok(())
+    /// Takes one of libpcap's scratch registers (`alloc_reg`); callers give it back with
+    /// `registers.free`, or keep it for the whole filter (`geneve`'s offsets).
+    pub(crate) fn alloc_register(&mut self) -> GenResult<Register> {
+        self.registers
+            .alloc()
+            .ok_or_else(|| "too many registers needed to evaluate expression".into())
     }
 
     /// Lowers an arithmetic expression: builds its protocol checks now (they depend on the
     /// offsets in force) and defers its instructions.
     pub fn arith(&mut self, a: &Arith) -> GenResult<ArithCode> {
         match a {
-            Arith::Num(k, _) => {
-                self.alloc_register()?;
-                Ok(ArithCode {
-                    tree: Tree::Const(*k),
-                    check: None,
-                })
-            }
-            Arith::Len(_) => {
-                self.alloc_register()?;
-                Ok(ArithCode {
-                    tree: Tree::Len,
-                    check: None,
-                })
-            }
+            Arith::Num(k, _) => Ok(ArithCode {
+                tree: Tree {
+                    node: Node::Const(*k),
+                    register: self.alloc_register()?,
+                },
+                check: None,
+            }),
+            Arith::Len(_) => Ok(ArithCode {
+                tree: Tree {
+                    node: Node::Len,
+                    register: self.alloc_register()?,
+                },
+                check: None,
+            }),
             Arith::Neg(inner, _) => {
                 let c = self.arith(inner)?;
+                // The negation overwrites its operand's register.
+                let register = c.tree.register;
                 Ok(ArithCode {
-                    tree: Tree::Neg(Box::new(c.tree)),
+                    tree: Tree {
+                        node: Node::Neg(Box::new(c.tree)),
+                        register,
+                    },
                     check: c.check,
                 })
             }
@@ -129,9 +137,14 @@ impl Gen {
                     _ => {}
                 }
                 // Both operands' registers are freed and one is allocated for the result.
-                self.live_registers -= 1;
+                self.registers.free(a0.tree.register);
+                self.registers.free(a1.tree.register);
+                let register = self.alloc_register()?;
                 Ok(ArithCode {
-                    tree: Tree::Binary(binop(*op), Box::new(a0.tree), Box::new(a1.tree)),
+                    tree: Tree {
+                        node: Node::Binary(binop(*op), Box::new(a0.tree), Box::new(a1.tree)),
+                        register,
+                    },
                     check: a0.check,
                 })
             }
@@ -141,14 +154,21 @@ impl Gen {
                 let size = LoadSize::from_bytes(*size)
                     .ok_or_else(|| "data size must be 1, 2, or 4".to_string())?;
                 let inst = self.arith(index)?;
-                self.alloc_register()?;
-                self.live_registers -= 1;
-                self.load_from(*proto, inst, size)
+                // The loaded value gets a new register before the index's is freed.
+                let register = self.alloc_register()?;
+                self.registers.free(inst.tree.register);
+                self.load_from(*proto, inst, size, register)
             }
         }
     }
 
-    fn load_from(&mut self, proto: Proto, inst: ArithCode, size: LoadSize) -> GenResult<ArithCode> {
+    fn load_from(
+        &mut self,
+        proto: Proto,
+        inst: ArithCode,
+        size: LoadSize,
+        register: Register,
+    ) -> GenResult<ArithCode> {
         let linkpl = self.link.off_linkpl;
         let nl = linkpl.plus(self.link.off_nl);
         let and_checks = |g: &mut Gen, first: Option<Cond>, second: Cond| match first {
@@ -201,23 +221,38 @@ impl Gen {
             }
         };
         Ok(ArithCode {
-            tree: Tree::Load {
-                index: Box::new(inst.tree),
-                ipv4_hdr,
-                // The IPv4 header length already includes the run-time part.
-                runtime: if ipv4_hdr { None } else { base.runtime },
-                offset: base.constant,
-                size,
+            tree: Tree {
+                node: Node::Load {
+                    index: Box::new(inst.tree),
+                    ipv4_hdr,
+                    // The IPv4 header length already includes the run-time part.
+                    runtime: if ipv4_hdr { None } else { base.runtime },
+                    offset: base.constant,
+                    size,
+                },
+                register,
             },
             check,
         })
     }
 
+    /// Emits the instructions computing `t` into `block`, and logs the stores of its values
+    /// (innermost first, as libpcap's code makes them).
     fn emit(&mut self, block: Block, t: &Tree) -> Value {
-        match t {
-            Tree::Const(k) => self.f.iconst(block, *k),
-            Tree::Len => self.f.push(block, Inst::WireLen),
-            Tree::Load {
+        let value = self.emit_node(block, &t.node);
+        self.register_writes.push(RegisterWrite {
+            block,
+            register: t.register,
+            value: Some(value),
+        });
+        value
+    }
+
+    fn emit_node(&mut self, block: Block, node: &Node) -> Value {
+        match node {
+            Node::Const(k) => self.f.iconst(block, *k),
+            Node::Len => self.f.push(block, Inst::WireLen),
+            Node::Load {
                 index,
                 ipv4_hdr,
                 runtime,
@@ -241,12 +276,12 @@ impl Gen {
                     },
                 )
             }
-            Tree::Binary(op, l, r) => {
+            Node::Binary(op, l, r) => {
                 let a = self.emit(block, l);
                 let b = self.emit(block, r);
                 self.f.push(block, Inst::Binary(*op, a, b))
             }
-            Tree::Neg(a) => {
+            Node::Neg(a) => {
                 let v = self.emit(block, a);
                 self.f.push(block, Inst::Neg(v))
             }
@@ -263,7 +298,8 @@ impl Gen {
     ) -> GenResult<Cond> {
         let a0 = self.arith(lhs)?;
         let a1 = self.arith(rhs)?;
-        self.live_registers -= 2;
+        self.registers.free(a0.tree.register);
+        self.registers.free(a1.tree.register);
         let block = self.f.create_block();
         let x = self.emit(block, &a0.tree);
         let y = self.emit(block, &a1.tree);

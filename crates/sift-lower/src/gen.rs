@@ -7,6 +7,7 @@ use sift_syntax::ast::Span;
 
 use crate::cond::{Cond, Edge, Exit, UNPATCHED};
 use crate::linktype::Dlt;
+use crate::scratch::{Register, RegisterWrite, Registers};
 
 /// A code-generation failure; the caller attaches the span of the primitive being lowered.
 pub(crate) type GenResult<T> = Result<T, String>;
@@ -38,8 +39,10 @@ pub(crate) enum OffRel {
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub(crate) struct RuntimeOffset {
     pub value: Value,
-    /// The block defining `value`; a use is defined only where this block dominates it.
+    /// The block defining `value`; a use sees `value` where this block dominates it.
     pub defined_in: Block,
+    /// The scratch register libpcap keeps the value in (which a use elsewhere reads).
+    pub register: Register,
 }
 
 /// An offset from the start of the packet: a constant, plus a run-time part after `geneve`
@@ -58,9 +61,13 @@ impl AbsOffset {
         }
     }
 
-    pub fn runtime(value: Value, defined_in: Block) -> AbsOffset {
+    pub fn runtime(value: Value, defined_in: Block, register: Register) -> AbsOffset {
         AbsOffset {
-            runtime: Some(RuntimeOffset { value, defined_in }),
+            runtime: Some(RuntimeOffset {
+                value,
+                defined_in,
+                register,
+            }),
             constant: 0,
         }
     }
@@ -93,10 +100,11 @@ pub(crate) struct LinkState {
     pub is_geneve: bool,
 }
 
-/// A read of a run-time offset, checked once the filter's control flow is complete.
+/// A read of a run-time offset, resolved once the filter's control flow is complete (see
+/// [`crate::offset_reads`]).
 #[derive(Clone, Copy, Debug)]
 pub(crate) struct OffsetUse {
-    pub defined_in: Block,
+    pub offset: RuntimeOffset,
     pub used_in: Block,
     /// The primitive reading the offset (filled in when its lowering returns).
     pub span: Option<Span>,
@@ -116,11 +124,13 @@ pub(crate) struct Gen {
     pub env: Env,
     /// The netmask `ip broadcast` uses.
     pub netmask: u32,
-    /// Arithmetic values currently held in libpcap's 16 scratch registers.
-    pub live_registers: usize,
+    /// libpcap's scratch registers: which are taken.
+    pub registers: Registers,
+    /// Every store to a scratch register, in order.
+    pub register_writes: Vec<RegisterWrite>,
     /// libpcap disables its optimizer for filters that use `protochain` or `geneve`.
     pub no_optimize: bool,
-    /// Every read of a run-time offset, for the check that `geneve` ran on every path to it.
+    /// Every read of a run-time offset, to be resolved where `geneve` may not have matched.
     pub offset_uses: Vec<OffsetUse>,
     /// An error libpcap's optimizer would report (constant division by zero).
     pub optimizer_error: Option<String>,
@@ -185,7 +195,7 @@ impl Gen {
     /// The value of a run-time offset for an instruction in `block`, recording the use.
     pub fn runtime_use(&mut self, block: Block, r: RuntimeOffset) -> Value {
         self.offset_uses.push(OffsetUse {
-            defined_in: r.defined_in,
+            offset: r,
             used_in: block,
             span: None,
         });

@@ -5,23 +5,22 @@
 //! Where the inner packet starts depends on the outer IPv4 header's length and on the Geneve
 //! options' length, so after `geneve` the link-layer header, type field and payload offsets have
 //! a run-time part ([`crate::gen::RuntimeOffset`]), computed by the code that runs when `geneve`
-//! matches. libpcap keeps those values in scratch registers it never initializes, so a test that
-//! can run when `geneve` did *not* match (`geneve or ip`, `not geneve and tcp`) reads undefined
-//! memory there; [`check_offset_uses`] refuses such filters. After `geneve` the link layer is
+//! matches. libpcap keeps those values in scratch registers, so a test that can run when `geneve`
+//! did *not* match (`geneve or ip`, `not geneve and tcp`) reads whatever the registers hold
+//! there; the `offset_reads` module works that out. After `geneve` the link layer is
 //! treated as Ethernet whatever the capture's link type: the "link type" field is the Geneve
 //! protocol type, or the inner Ethernet type when the protocol is Transparent Ethernet Bridging.
 
-use sift_ir::verify::dominators;
 use sift_ir::LoadSize::{Byte, Half, Word};
 use sift_ir::{BinOp, Block, CmpOp, Function, Inst, LoadSize, Target, Terminator, Value};
 use sift_syntax::ast::Dir;
 
 use crate::cond::{Cond, Edge, Exit, UNPATCHED};
-use crate::gen::{AbsOffset, Gen, GenResult, OffRel, OffsetUse};
+use crate::gen::{AbsOffset, Gen, GenResult, OffRel};
 use crate::linktype::Dlt;
 use crate::port::PortProto;
 use crate::proto::IPPROTO_UDP;
-use crate::LowerError;
+use crate::scratch::{Register, RegisterWrite};
 
 /// The UDP port Geneve uses.
 const GENEVE_PORT: u32 = 6081;
@@ -29,9 +28,6 @@ const GENEVE_PORT: u32 = 6081;
 const ETHERTYPE_TEB: u32 = 0x6558;
 /// The largest VNI (24 bits).
 const MAX_VNI: u32 = 0xff_ffff;
-/// Scratch registers libpcap takes, for the whole filter, per `geneve`: the link type, link
-/// header and link payload offsets.
-const REGISTERS_PER_GENEVE: usize = 3;
 
 impl Gen {
     /// `geneve [VNI]`: Geneve over IPv4 or over IPv6; when it matches, the offsets of the inner
@@ -60,10 +56,14 @@ impl Gen {
         let v6 = self.and(v6, Cond::terminated(over_v6));
         let either = self.or(v4, v6);
 
-        for _ in 0..REGISTERS_PER_GENEVE {
-            self.alloc_register()?;
-        }
-        let done = self.geneve_offsets(offsets, udp_var);
+        // libpcap takes them in this order, for the link type, link header and link payload
+        // offsets, and never gives them back.
+        let registers = [
+            self.alloc_register()?,
+            self.alloc_register()?,
+            self.alloc_register()?,
+        ];
+        let done = self.geneve_offsets(offsets, udp_var, registers);
         // libpcap's offset code contains a jump inside a block, which its optimizer cannot
         // handle, so it leaves the whole filter unoptimized.
         self.no_optimize = true;
@@ -108,9 +108,10 @@ impl Gen {
         );
     }
 
-    /// Emits, from `entry` on, the code computing the inner packet's offsets, switches the link
-    /// state to them, and returns the block where that code ends (its jump is unpatched).
-    fn geneve_offsets(&mut self, entry: Block, udp_var: Value) -> Block {
+    /// Emits, from `entry` on, the code computing the inner packet's offsets (kept in
+    /// `registers`: link type, link header, link payload), switches the link state to them, and
+    /// returns the block where that code ends (its jump is unpatched).
+    fn geneve_offsets(&mut self, entry: Block, udp_var: Value, registers: [Register; 3]) -> Block {
         let f = &mut self.f;
         let k = self
             .link
@@ -169,13 +170,25 @@ impl Gen {
         );
         f.set_term(done, Terminator::Jump(UNPATCHED.into()));
 
+        let [linktype_reg, linkhdr_reg, linkpl_reg] = registers;
+        for (block, register, value) in [
+            (entry, linkhdr_reg, payload),
+            (done, linktype_reg, linktype),
+            (done, linkpl_reg, linkpl),
+        ] {
+            self.register_writes.push(RegisterWrite {
+                block,
+                register,
+                value: Some(value),
+            });
+        }
         let l = &mut self.link;
         l.prevlinktype = l.linktype;
         l.off_prevlinkhdr = l.off_linkhdr;
         l.linktype = Dlt::En10mb;
-        l.off_linkhdr = AbsOffset::runtime(payload, entry);
-        l.off_linktype = Some(AbsOffset::runtime(linktype, done));
-        l.off_linkpl = AbsOffset::runtime(linkpl, done);
+        l.off_linkhdr = AbsOffset::runtime(payload, entry, linkhdr_reg);
+        l.off_linktype = Some(AbsOffset::runtime(linktype, done, linktype_reg));
+        l.off_linkpl = AbsOffset::runtime(linkpl, done, linkpl_reg);
         l.off_nl = 0;
         l.is_geneve = true;
         done
@@ -208,46 +221,6 @@ fn load(f: &mut Function, block: Block, index: Value, offset: u32, size: LoadSiz
             size,
         },
     )
-}
-
-/// Refuses a filter in which a test can read an offset `geneve` computes on a path where that
-/// `geneve` did not match. `f` is the finished function (entry block 0) and `renumber` maps the
-/// blocks the uses were recorded with to its blocks (`None`: unreachable, so never run).
-pub(crate) fn check_offset_uses(
-    f: &Function,
-    renumber: &[Option<Block>],
-    uses: &[OffsetUse],
-) -> Result<(), LowerError> {
-    if uses.is_empty() {
-        return Ok(());
-    }
-    let (idom, _) = dominators(f);
-    let dominates = |a: Block, mut b: Block| loop {
-        if a == b {
-            return true;
-        }
-        match idom[b.index()] {
-            Some(up) => b = up,
-            None => return false,
-        }
-    };
-    for u in uses {
-        let Some(used_in) = renumber[u.used_in.index()] else {
-            continue;
-        };
-        let defined = renumber[u.defined_in.index()].is_some_and(|d| dominates(d, used_in));
-        if !defined {
-            return Err(LowerError {
-                span: u.span,
-                message: "this test reads the inner packet's offsets, which only a matching \
-                          'geneve' computes, but it also runs when that 'geneve' did not match \
-                          (libpcap would read uninitialized memory there); test it only after \
-                          'geneve ... and'"
-                    .into(),
-            });
-        }
-    }
-    Ok(())
 }
 
 #[cfg(test)]
@@ -322,22 +295,41 @@ mod tests {
         assert!(matches("geneve", &p[..46]));
     }
 
+    /// A packet that is not Geneve: Ethernet (to ff:ff:ff:ff:ff:ff) / IPv4 10.1.1.1 -> 10.2.2.2
+    /// / TCP port 80 (the inner frame of [`packet`]).
+    fn plain() -> Vec<u8> {
+        let p = packet(0, 0x6558);
+        p[p.len() - 54..].to_vec()
+    }
+
     #[test]
-    fn reads_where_geneve_may_not_have_matched_are_refused_at_the_reader() {
-        let expr = "geneve or ip host 10.1.1.1";
-        let err = compile(expr, 1).unwrap_err();
-        let span = err.span.expect("a span");
-        assert_eq!(&expr[span.start..span.end], "10.1.1.1");
-        for ok in ["not geneve", "geneve or len > 10", "geneve and (ip or ip6)"] {
-            assert!(compile(ok, 1).is_ok(), "{ok}");
-        }
-        for bad in [
-            "not geneve and ip",
-            "(geneve and ip) or tcp",
-            "geneve 1 or geneve 2",
-        ] {
-            assert!(compile(bad, 1).is_err(), "{bad}");
-        }
+    fn where_geneve_did_not_match_its_offsets_read_as_zero() {
+        // The offsets are absolute and their registers hold 0: `ip` reads its type field at
+        // offset 0, as libpcap does when its scratch memory happens to be zero.
+        let mut p = plain();
+        assert!(matches("ip", &p));
+        assert!(!matches("geneve or ip", &p));
+        p[0] = 0x08;
+        p[1] = 0x00;
+        assert!(matches("geneve or ip", &p));
+        // A Geneve packet takes the inner offsets.
+        let g = packet(2, 0x0800);
+        assert!(matches("geneve 100 or ip host 10.9.9.9", &g));
+        assert!(matches("geneve 101 or ip", &g) == (g[0..2] == [8, 0]));
+    }
+
+    #[test]
+    fn where_geneve_did_not_match_its_offsets_read_an_earlier_register() {
+        // `ether[0] = 2` keeps 0, ether[0] and 2 in registers 0, 1 and 2 and gives them back;
+        // `geneve` takes registers 2 (link type offset), 3 and 4, so where it fails `ip` reads
+        // its type field at offset 2.
+        let expr = "ether[0] = 2 or geneve or ip";
+        let mut p = plain();
+        p[0] = 0;
+        assert!(!matches(expr, &p));
+        p[2] = 0x08;
+        p[3] = 0x00;
+        assert!(matches(expr, &p));
     }
 
     #[test]

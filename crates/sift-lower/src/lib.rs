@@ -8,8 +8,8 @@
 //!
 //! Primitives are lowered left to right, as libpcap's parser reduces them, because `vlan`, `mpls`,
 //! `pppoes` and `geneve` change the offsets of everything after them. After `geneve` some offsets
-//! are computed at run time; a filter that could read them where `geneve` did not match (where
-//! libpcap's result is undefined) is refused (see the `geneve` module).
+//! are computed at run time and kept, as in libpcap, in scratch registers; where `geneve` did not
+//! match, a read of them sees what libpcap's code would have left there (see `offset_reads`).
 
 #![forbid(unsafe_code)]
 
@@ -24,9 +24,11 @@ mod linktype;
 mod misc;
 mod names;
 mod netdb;
+mod offset_reads;
 mod payload;
 mod port;
 mod proto;
+mod scratch;
 mod sets;
 
 use std::fmt;
@@ -38,6 +40,7 @@ use crate::cond::{patch, Cond};
 use crate::gen::{Env, Gen, LinkState};
 pub use crate::linktype::supported_linktypes;
 use crate::linktype::Dlt;
+use crate::scratch::Registers;
 
 /// What the filter is compiled for.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
@@ -105,7 +108,8 @@ pub fn lower(expr: Option<&Expr>, opts: &Options) -> Result<Function, LowerError
             swapped: opts.swapped,
         },
         netmask: opts.netmask,
-        live_registers: 0,
+        registers: Registers::default(),
+        register_writes: Vec::new(),
         no_optimize: !opts.optimize,
         offset_uses: Vec::new(),
         optimizer_error: None,
@@ -219,8 +223,8 @@ impl Gen {
         }
     }
 
-    /// Points the filter's exits at "accept" and "reject", checks that `geneve`'s offsets are
-    /// read only where they are defined, applies what libpcap's optimizer does to the filter's
+    /// Points the filter's exits at "accept" and "reject", resolves reads of `geneve`'s offsets
+    /// where that `geneve` may not have matched, applies what libpcap's optimizer does to the filter's
     /// meaning (unless libpcap would not optimize it), and drops blocks no path reaches.
     fn finish(mut self, body: Cond, snaplen: u32) -> Result<Function, LowerError> {
         let accept = self.f.create_block();
@@ -230,7 +234,7 @@ impl Gen {
         patch(&mut self.f, &body.when_true, accept);
         patch(&mut self.f, &body.when_false, reject);
         let (mut f, renumber) = reachable_from(std::mem::take(&mut self.f), body.entry);
-        geneve::check_offset_uses(&f, &renumber, &self.offset_uses)?;
+        offset_reads::resolve(&mut f, &renumber, &self.register_writes, &self.offset_uses)?;
         if self.no_optimize {
             return Ok(f);
         }

@@ -8,6 +8,7 @@ use sift_syntax::ast::{Dir, Proto};
 use crate::cond::{Cond, Edge, Exit, UNPATCHED};
 use crate::gen::{Gen, GenResult, OffRel};
 use crate::linktype::*;
+use crate::scratch::RegisterWrite;
 
 pub(crate) const IPPROTO_ICMP: u32 = 1;
 pub(crate) const IPPROTO_IGMP: u32 = 2;
@@ -172,7 +173,7 @@ impl Gen {
     /// unqualified form, which keeps it for the rest of the filter (so many `protochain`s can run
     /// out of registers).
     pub fn protochain(&mut self, v: u32, proto: Proto) -> GenResult<Cond> {
-        self.alloc_register()?;
+        let register = self.alloc_register()?;
         let v6 = match proto {
             Proto::Ip => false,
             Proto::Ipv6 => true,
@@ -188,7 +189,7 @@ impl Gen {
         }
         self.no_optimize = true;
         let b0 = self.linktype(if v6 { ETHERTYPE_IPV6 } else { ETHERTYPE_IP })?;
-        self.live_registers -= 1;
+        self.registers.free(register);
         let nl = self.link.off_linkpl.constant.wrapping_add(self.link.off_nl);
         let f = &mut self.f;
         // Entry: A = next-header field, X = offset of the first header after the IP header.
@@ -217,6 +218,13 @@ impl Gen {
                 target: v,
             },
         );
+        // libpcap's loop saves each header's protocol in the register.
+        self.register_writes.push(RegisterWrite {
+            block: entry,
+            register,
+            value: None,
+        });
+        let f = &mut self.f;
         let kv = f.iconst(entry, v);
         f.set_term(
             entry,

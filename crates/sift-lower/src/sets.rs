@@ -12,6 +12,7 @@
 //! {v6...}`. An IPv6 address set reads the whole address (a capture that ends inside it rejects
 //! the packet), where the `or` of single hosts reads it word by word.
 
+use std::net::IpAddr;
 use std::sync::Arc;
 
 use sift_ir::{KeyWidth, ValueSet};
@@ -26,8 +27,9 @@ use crate::proto::{IPPROTO_SCTP, IPPROTO_TCP, IPPROTO_UDP};
 /// What the items of a set are read as.
 #[derive(Clone, Copy, PartialEq, Eq)]
 enum ItemKind {
-    /// IPv4 or IPv6 addresses and prefixes (`host`, `net`, or no keyword).
-    Address,
+    /// IPv4 or IPv6 addresses and prefixes (`host`, `net`, or no keyword), and with `host` or
+    /// no keyword host names (every address the resolver gives, as `host NAME` tests).
+    Address { names: bool },
     /// Port numbers, ranges `a-b` and service names.
     Port,
     /// VLAN IDs and ranges.
@@ -52,7 +54,8 @@ impl Gen {
     /// `[qualifiers] in SET`.
     pub fn in_set(&mut self, q: Qualifiers, set: &SetSource) -> GenResult<Cond> {
         let kind = match q.addr {
-            AddrKind::Default | AddrKind::Host | AddrKind::Net => ItemKind::Address,
+            AddrKind::Default | AddrKind::Host => ItemKind::Address { names: true },
+            AddrKind::Net => ItemKind::Address { names: false },
             AddrKind::Port => ItemKind::Port,
             _ => return Err("sets apply to `host`, `net`, `port` and `vlan`".into()),
         };
@@ -157,7 +160,10 @@ fn add_item(ranges: &mut Ranges, item: &Located, kind: ItemKind, proto: Proto) -
     let fail = |why: String| format!("{}{why}", item.origin);
     let text = item.text;
     match kind {
-        ItemKind::Address => {
+        ItemKind::Address { names } => {
+            if names && is_host_name(text) {
+                return add_host_name(ranges, text, proto).map_err(fail);
+            }
             let (addr, len) = text
                 .split_once('/')
                 .map_or((text, None), |(a, l)| (a, Some(l)));
@@ -205,6 +211,43 @@ fn add_item(ranges: &mut Ranges, item: &Located, kind: ItemKind, proto: Proto) -
             };
             ranges.v4.push(number_range(text, vlan_id).map_err(fail)?);
         }
+    }
+    Ok(())
+}
+
+/// Whether an address item is a host name: not an address or prefix (IPv4 items are digits and
+/// dots, IPv6 items have colons).
+fn is_host_name(text: &str) -> bool {
+    !text.contains(['/', ':']) && !text.bytes().all(|b| b.is_ascii_digit() || b == b'.')
+}
+
+/// Every address of host `name`, as `host NAME` resolves it: IPv4 addresses unless the protocol
+/// is `ip6`, IPv6 addresses unless it is `ip`.
+fn add_host_name(ranges: &mut Ranges, name: &str, proto: Proto) -> GenResult<()> {
+    let addrs = netdb::host_addresses(name);
+    if addrs.is_empty() {
+        return Err(format!("unknown host '{name}'"));
+    }
+    let mut added = false;
+    for a in addrs {
+        match a {
+            IpAddr::V4(v4) if proto != Proto::Ipv6 => {
+                let v = u128::from(u32::from(v4));
+                ranges.v4.push((v, v));
+                added = true;
+            }
+            IpAddr::V6(v6) if proto != Proto::Ip => {
+                let v = u128::from(v6);
+                ranges.v6.push((v, v));
+                added = true;
+            }
+            _ => {}
+        }
+    }
+    if !added {
+        return Err(format!(
+            "unknown host '{name}' for specified address family"
+        ));
     }
     Ok(())
 }
@@ -296,7 +339,7 @@ mod tests {
     #[test]
     fn items_of_each_kind() {
         let r = items(
-            ItemKind::Address,
+            ItemKind::Address { names: false },
             &["10.0.0.1", "192.168/16", "10.1", "::1", "2001:db8::/32"],
         )
         .unwrap();
@@ -309,8 +352,11 @@ mod tests {
             ]
         );
         assert_eq!(r.v6.len(), 2);
-        assert!(items(ItemKind::Address, &["10.0.0.1/8"]).is_err());
-        assert!(items(ItemKind::Address, &["example"]).is_err());
+        assert!(items(ItemKind::Address { names: true }, &["10.0.0.1/8"]).is_err());
+        assert!(items(ItemKind::Address { names: false }, &["localhost"]).is_err());
+        assert!(items(ItemKind::Address { names: true }, &["nowhere.invalid"]).is_err());
+        let r = items(ItemKind::Address { names: true }, &["localhost"]).unwrap();
+        assert!(r.v4.contains(&(0x7f00_0001, 0x7f00_0001)));
         let r = items(ItemKind::Port, &["80", "8100-8000"]).unwrap();
         assert_eq!(r.v4, [(80, 80), (8000, 8100)]);
         assert!(items(ItemKind::Port, &["70000"]).is_err());

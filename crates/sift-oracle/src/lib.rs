@@ -63,6 +63,7 @@ mod ffi;
 mod interp;
 pub mod linktype;
 pub mod raw;
+pub mod scratch;
 
 use std::ffi::{CStr, CString};
 use std::fmt;
@@ -309,7 +310,12 @@ impl Oracle {
                 OracleError::Compile { message }
             });
         }
-        Ok(Program { prog })
+        let mut program = Program { prog, zeroed: None };
+        let insns = program.instructions();
+        if scratch::reads_unstored_scratch(insns) {
+            program.zeroed = Some(scratch::with_zeroed_scratch(insns).into());
+        }
+        Ok(program)
     }
 }
 
@@ -324,6 +330,9 @@ impl Drop for Oracle {
 /// A classic BPF program compiled by libpcap; freed with `pcap_freecode` on drop.
 pub struct Program {
     prog: ffi::BpfProgram,
+    /// For a program that may read scratch memory it never stored, the program behind a
+    /// prologue zeroing that memory (see [`scratch`]): what [`Program::run`] runs.
+    zeroed: Option<Box<[BpfInsn]>>,
 }
 
 // SAFETY: the program owns its malloc'ed instruction array exclusively; nothing else refers to it,
@@ -345,11 +354,20 @@ impl Program {
     /// wire_len, packet.len())`. Returns the BPF return value (0 = no match, otherwise the number of
     /// bytes to keep, normally the snapshot length).
     ///
+    /// Scratch memory starts zeroed where the program could read it before storing it (libpcap
+    /// leaves it uninitialized; see [`scratch`]).
+    ///
     /// **May never return** for programs with backward jumps (`protochain`) on some packets; use
     /// [`Program::run_bounded`] on untrusted or generated traffic.
     pub fn run(&self, packet: &[u8], wire_len: u32) -> u32 {
         // Never claim more captured bytes than the slice holds.
         let caplen = u32::try_from(packet.len()).unwrap_or(u32::MAX);
+        if let Some(zeroed) = &self.zeroed {
+            // SAFETY: `zeroed` is libpcap's program behind a straight-line prologue, so it is
+            // as well formed as that program; bpf_filter reads at most `caplen` bytes of
+            // `packet` and checks every load against caplen.
+            return unsafe { ffi::bpf_filter(zeroed.as_ptr(), packet.as_ptr(), wire_len, caplen) };
+        }
         // SAFETY: bf_insns/bf_len describe the program libpcap compiled (or NULL, which
         // bpf_filter treats as "accept"); bpf_filter reads at most `caplen` bytes of `packet`,
         // which are in bounds, and checks every load against caplen.

@@ -26,8 +26,9 @@ pub fn validate_insns(insns: &[BpfInsn]) -> bool {
 
 /// libpcap's `bpf_filter`, or `None` when running it would be unsafe or undefined: the program
 /// fails `bpf_validate`, jumps backward (it may never stop), or holds an opcode `bpf_filter`
-/// aborts on. Callers must also avoid programs that read a scratch word before storing it:
-/// libpcap leaves scratch memory uninitialised, so their result is not defined.
+/// aborts on. Callers must also avoid programs that read a scratch word before storing it (or
+/// run [`crate::scratch::with_zeroed_scratch`] of them): libpcap leaves scratch memory
+/// uninitialised, so their result is not defined.
 pub fn run_insns(insns: &[BpfInsn], packet: &[u8], wire_len: u32) -> Option<u32> {
     let backward = insns.iter().any(|i| i.code == 0x05 && (i.k as i32) < 0);
     if insns.is_empty() || backward || !validate_insns(insns) {

@@ -183,6 +183,37 @@ fn address_sets_are_or_chains() {
 }
 
 #[test]
+fn host_names_in_sets_resolve_as_host_does() {
+    // Every address the resolver gives for the name, filtered by family as `host NAME` does
+    // (`localhost` is in /etc/hosts on any machine that runs these tests).
+    let mut packets = generate_packets(1, 5, 300);
+    packets.push(udp_packet([127, 0, 0, 1], [10, 0, 0, 2]));
+    packets.push(udp_packet([10, 0, 0, 2], [127, 0, 0, 1]));
+    packets.push(udp_packet([10, 0, 0, 1], [10, 0, 0, 3]));
+    for (ext, plain) in [
+        (
+            "host in {localhost, 10.0.0.1}",
+            "host localhost or host 10.0.0.1",
+        ),
+        ("src host in {localhost}", "src host localhost"),
+        ("ip dst host in {localhost}", "ip dst host localhost"),
+        ("ip6 host in {localhost}", "ip6 host localhost"),
+    ] {
+        same_as_libpcap(ext, plain, 1, &packets);
+    }
+    // `net` items are addresses only, as `net NAME` reads /etc/networks, not hosts.
+    assert!(sift::compile_ir("net in {localhost}", &ext_options(1, true)).is_err());
+    let unknown = sift::compile_ir(
+        "host in {10.0.0.1, no-such-host.invalid}",
+        &ext_options(1, true),
+    );
+    assert!(unknown
+        .unwrap_err()
+        .to_string()
+        .contains("unknown host 'no-such-host.invalid'"));
+}
+
+#[test]
 fn port_sets_are_or_chains() {
     let mut rng = Rng::new(8);
     for linktype in [1, 113, 228] {

@@ -1,0 +1,83 @@
+//! libpcap's scratch registers (`M[0]`..`M[15]`): which register each value gets, and the stores
+//! the generated code makes.
+//!
+//! libpcap keeps every arithmetic value, the offsets `geneve` computes and `protochain`'s saved
+//! protocol in scratch registers, handed out by `alloc_reg` and given back by `free_reg`. The
+//! numbering is visible in one place: a test that reads `geneve`'s offsets on a path where that
+//! `geneve` did not match reads whatever the path last stored in the register, which may be an
+//! earlier arithmetic value that had the same number. So the allocation is reproduced exactly
+//! and every store is logged with its block, for [`crate::offset_reads`].
+
+use sift_ir::{Block, Value};
+
+/// libpcap's `BPF_MEMWORDS`.
+pub(crate) const SCRATCH_REGISTERS: usize = 16;
+
+/// A scratch register's number.
+pub(crate) type Register = u8;
+
+/// Which registers are taken, and where the next search for a free one starts.
+#[derive(Clone, Debug, Default)]
+pub(crate) struct Registers {
+    used: [bool; SCRATCH_REGISTERS],
+    current: usize,
+}
+
+impl Registers {
+    /// libpcap's `alloc_reg`: the first free register from the current one on, wrapping
+    /// around, which becomes the current one (so a register freed and asked for again comes
+    /// back at once). `None` when all are taken.
+    pub fn alloc(&mut self) -> Option<Register> {
+        for _ in 0..SCRATCH_REGISTERS {
+            if self.used[self.current] {
+                self.current = (self.current + 1) % SCRATCH_REGISTERS;
+            } else {
+                self.used[self.current] = true;
+                return Some(self.current as Register);
+            }
+        }
+        None
+    }
+
+    /// libpcap's `free_reg`.
+    pub fn free(&mut self, r: Register) {
+        self.used[usize::from(r)] = false;
+    }
+}
+
+/// A store to a scratch register. Stores are logged in the order they execute within their
+/// block.
+#[derive(Clone, Copy, Debug)]
+pub(crate) struct RegisterWrite {
+    pub block: Block,
+    pub register: Register,
+    /// The value stored; `None` where sift does not compute it (`protochain` saves the protocol
+    /// of the header its loop is at, which sift's walk keeps to itself).
+    pub value: Option<Value>,
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn allocation_follows_libpcap() {
+        let mut r = Registers::default();
+        assert_eq!(r.alloc(), Some(0));
+        assert_eq!(r.alloc(), Some(1));
+        r.free(0);
+        // The search starts at the current register and goes on from there: 0 is free again,
+        // but 1 is the current one and taken, so 2 comes next.
+        assert_eq!(r.alloc(), Some(2));
+        r.free(2);
+        r.free(1);
+        assert_eq!(r.alloc(), Some(2));
+        for k in 3..16 {
+            assert_eq!(r.alloc(), Some(k));
+        }
+        // Wraps around to the registers freed before.
+        assert_eq!(r.alloc(), Some(0));
+        assert_eq!(r.alloc(), Some(1));
+        assert_eq!(r.alloc(), None);
+    }
+}
