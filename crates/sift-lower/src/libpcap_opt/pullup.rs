@@ -15,7 +15,7 @@
 
 use sift_ir::{Block, Function, Target, Terminator};
 
-use super::edges::{edge, successors};
+use super::edges::{edge, edge_count, successors};
 use super::numbering::{Numbering, Vn};
 use super::runs::{Chain, Runs};
 
@@ -98,26 +98,30 @@ struct Predecessors {
 
 impl Predecessors {
     fn new(f: &Function, levels: &[Vec<Block>]) -> Predecessors {
-        let edges = || {
-            levels
-                .iter()
-                .skip(1)
-                .rev()
-                .flatten()
-                .flat_map(|&b| successors(&f.block(b).term).map(move |s| (b, s)))
-        };
+        // Edges from the branches, highest level first (plain loops: this runs every round).
+        let sources = || levels.iter().skip(1).rev().flat_map(|level| level.iter());
         let mut start = vec![0u32; f.blocks.len() + 1];
-        for (_, s) in edges() {
-            start[s.index() + 1] += 1;
+        for &b in sources() {
+            let term = &f.block(b).term;
+            for i in 0..edge_count(term) {
+                if let Some(t) = edge(term, i) {
+                    start[t.block.index() + 1] += 1;
+                }
+            }
         }
         for i in 1..start.len() {
             start[i] += start[i - 1];
         }
         let mut fill = start.clone();
         let mut list = vec![Function::ENTRY; start[f.blocks.len()] as usize];
-        for (b, s) in edges() {
-            list[fill[s.index()] as usize] = b;
-            fill[s.index()] += 1;
+        for &b in sources() {
+            let term = &f.block(b).term;
+            for i in 0..edge_count(term) {
+                if let Some(t) = edge(term, i) {
+                    list[fill[t.block.index()] as usize] = b;
+                    fill[t.block.index()] += 1;
+                }
+            }
         }
         let mut preds = Predecessors { start, list };
         // libpcap prepends each edge to its successor's list.
@@ -136,50 +140,7 @@ impl Predecessors {
 /// The dominator tree numbered in depth-first order, so that "a dominates b" is an interval
 /// test (`a`'s subtree spans `b`'s entry time) instead of a walk up the tree: long `or`
 /// chains have dominator trees as deep as the chain.
-pub(super) struct DomIntervals {
-    pub(super) enter: Vec<u32>,
-    pub(super) exit: Vec<u32>,
-}
-
-impl DomIntervals {
-    pub(super) fn new(idom: &[Option<Block>]) -> DomIntervals {
-        let n = idom.len();
-        let mut children = vec![Vec::new(); n];
-        let mut roots = Vec::new();
-        for (b, d) in idom.iter().enumerate() {
-            match d {
-                Some(d) if d.index() != b => children[d.index()].push(b),
-                _ => roots.push(b),
-            }
-        }
-        let (mut enter, mut exit) = (vec![u32::MAX; n], vec![0; n]);
-        let mut clock = 0u32;
-        let mut stack: Vec<(usize, usize)> = roots.into_iter().rev().map(|r| (r, 0)).collect();
-        while let Some((b, i)) = stack.pop() {
-            if i == 0 {
-                enter[b] = clock;
-                clock += 1;
-            }
-            if let Some(&c) = children[b].get(i) {
-                stack.push((b, i + 1));
-                stack.push((c, 0));
-            } else {
-                exit[b] = clock;
-            }
-        }
-        DomIntervals { enter, exit }
-    }
-
-    fn dominates(&self, a: Block, b: Block) -> bool {
-        let (a, b) = (a.index(), b.index());
-        match (self.enter.get(a), self.enter.get(b)) {
-            (Some(&ea), Some(&eb)) if ea != u32::MAX && eb != u32::MAX => {
-                ea <= eb && eb < self.exit[a]
-            }
-            _ => a == b,
-        }
-    }
-}
+pub(super) use sift_ir::verify::DominatorTree as DomIntervals;
 
 /// Which values are compared where in the dominator tree, to answer "does a block under `b`
 /// compare `v`" without walking: a pullup moves a test only from under `b`, and a chain of
@@ -273,15 +234,6 @@ impl<'a> Sweep<'a> {
         if value.is_none() || preds.iter().any(|&p| self.compared(p) != value) {
             return false;
         }
-        // The test pulled up is a block of the chain, so dominated by `b`: without one
-        // comparing the value there, the walks below would find nothing (they change nothing).
-        if self.skip_runs
-            && !self
-                .tested
-                .anywhere_under(self.dom, b, value.expect("checked"))
-        {
-            return false;
-        }
         let Some((shared, _)) = chain.edges(f, b) else {
             return false;
         };
@@ -310,7 +262,20 @@ impl<'a> Sweep<'a> {
         }
         // Further down, the first test of the chain's value again: that one is pulled up.
         let mut same_owner = diff;
+        // The test pulled up is a block of the chain, so dominated by `b`: past a few steps,
+        // if no block there compares the value, the walk would find nothing (and change
+        // nothing), so it stops.
+        let mut steps = 0;
         let pull = loop {
+            steps += 1;
+            if steps == 8
+                && self.skip_runs
+                && !self
+                    .tested
+                    .anywhere_under(self.dom, b, value.expect("checked"))
+            {
+                return false;
+            }
             if let Some(last) = self.skip_run(f, chain, b, same_owner) {
                 same_owner = last;
             }
