@@ -153,12 +153,14 @@ fn compile_rules(rules: &[Rule], req: &Request<'_>, opts: &Options) -> Result<Co
     let lang = req.lang;
     let mut demux = Demux::with_options(*opts);
     let mut rule_of = HashMap::new();
+    let mut batch = demux.batch();
     for (i, rule) in rules.iter().enumerate() {
         let filter = lang::compile(lang, &rule.expr, opts)
             .with_context(|| format!("rule {} (line {})", rule.name, rule.line))?;
-        let id = demux.insert_filter(&filter, rule.priority, rule.delivery)?;
+        let id = batch.insert_filter(&filter, rule.priority, rule.delivery)?;
         rule_of.insert(id, i);
     }
+    drop(batch);
     let fragments = match req.fragment_timeout_ns {
         Some(timeout_ns) => {
             let config = FragmentConfig {

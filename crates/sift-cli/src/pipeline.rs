@@ -126,6 +126,7 @@ fn compile_rules(
     opts: &Options,
 ) -> Result<Compiled, RulesError> {
     let mut demux = Demux::with_options(*opts);
+    let mut batch = demux.batch();
     let mut rule_of = Vec::new();
     let last = rules.len().saturating_sub(1);
     for (i, (rule, filter)) in rules.iter().zip(filters).enumerate() {
@@ -137,11 +138,12 @@ fn compile_rules(
         };
         // Earlier rules first: the first rule has the highest priority.
         let priority = i32::try_from(last - i).unwrap_or(i32::MAX);
-        let id = demux
+        let id = batch
             .insert_filter(&filter, priority, delivery)
             .map_err(|e| rules_error(file, rule, 0, e.to_string()))?;
         rule_of.push((id, i));
     }
+    drop(batch);
     rule_of.sort_unstable();
     let reader = demux.reader().local();
     Ok(Compiled {

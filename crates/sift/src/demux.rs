@@ -84,6 +84,15 @@ impl Demux {
         self.inner.remove(id)
     }
 
+    /// Several updates published together when the batch is dropped: readers see all or none
+    /// of them, and state shared between filters (the merged payload search) is rebuilt once
+    /// instead of after each update.
+    pub fn batch(&mut self) -> Batch<'_> {
+        Batch {
+            inner: self.inner.batch(),
+        }
+    }
+
     /// The installed filters that may match a packet `expr` matches (exact for filters that
     /// differ only in constants, conservative otherwise: never misses an overlap).
     pub fn overlaps(&self, expr: &str) -> Result<Vec<FilterId>, Error> {
@@ -162,5 +171,28 @@ mod tests {
             .insert("tcp port 99999", 0, Delivery::Exclusive)
             .unwrap_err();
         assert!(e.render("tcp port 99999").contains('^'));
+    }
+}
+
+/// Updates of a [`Demux`] published together (see [`Demux::batch`]).
+pub struct Batch<'a> {
+    inner: sift_demux::Batch<'a>,
+}
+
+impl Batch<'_> {
+    /// Installs a compiled filter, as [`Demux::insert_filter`] does.
+    pub fn insert_filter(
+        &mut self,
+        filter: &Filter,
+        priority: i32,
+        delivery: Delivery,
+    ) -> Result<FilterId, Error> {
+        self.inner
+            .insert(filter.optimized_ir(), priority, delivery)
+            .map_err(insert_error)
+    }
+
+    pub fn remove(&mut self, id: FilterId) -> bool {
+        self.inner.remove(id)
     }
 }

@@ -20,7 +20,7 @@
 pub mod capi;
 pub mod demux;
 
-pub use demux::{Delivery, Demux, FilterId, Matches};
+pub use demux::{Batch, Delivery, Demux, FilterId, Matches};
 
 use std::borrow::Cow;
 use std::cell::RefCell;
