@@ -123,6 +123,29 @@ impl Demux {
     }
 }
 
+/// Updates of a [`Demux`] published together (see [`Demux::batch`]).
+pub struct Batch<'a> {
+    inner: sift_demux::Batch<'a>,
+}
+
+impl Batch<'_> {
+    /// Installs a compiled filter, as [`Demux::insert_filter`] does.
+    pub fn insert_filter(
+        &mut self,
+        filter: &Filter,
+        priority: i32,
+        delivery: Delivery,
+    ) -> Result<FilterId, Error> {
+        self.inner
+            .insert(filter.optimized_ir(), priority, delivery)
+            .map_err(insert_error)
+    }
+
+    pub fn remove(&mut self, id: FilterId) -> bool {
+        self.inner.remove(id)
+    }
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -171,28 +194,5 @@ mod tests {
             .insert("tcp port 99999", 0, Delivery::Exclusive)
             .unwrap_err();
         assert!(e.render("tcp port 99999").contains('^'));
-    }
-}
-
-/// Updates of a [`Demux`] published together (see [`Demux::batch`]).
-pub struct Batch<'a> {
-    inner: sift_demux::Batch<'a>,
-}
-
-impl Batch<'_> {
-    /// Installs a compiled filter, as [`Demux::insert_filter`] does.
-    pub fn insert_filter(
-        &mut self,
-        filter: &Filter,
-        priority: i32,
-        delivery: Delivery,
-    ) -> Result<FilterId, Error> {
-        self.inner
-            .insert(filter.optimized_ir(), priority, delivery)
-            .map_err(insert_error)
-    }
-
-    pub fn remove(&mut self, id: FilterId) -> bool {
-        self.inner.remove(id)
     }
 }
