@@ -8,8 +8,6 @@
 //! `ret`, the island holds a copy of the `ret` instead. Without an island in reach, the
 //! trampoline goes right behind the conditional jump.
 
-use std::collections::HashMap;
-
 use super::select::{Item, Label};
 use crate::insn::{Insn, Op};
 
@@ -39,9 +37,12 @@ struct Addresses {
     /// Address of each item.
     item: Vec<i64>,
     label: Vec<i64>,
-    /// Address of the first entry of each island (by item index).
-    island: HashMap<usize, i64>,
+    /// Address of the first entry of each island (by item index; [`NO_ISLAND`] where none).
+    island: Vec<i64>,
 }
+
+/// No island before this item.
+const NO_ISLAND: i64 = i64::MIN;
 
 pub(super) fn resolve(items: &[Item]) -> Vec<Insn> {
     let max_label = items
@@ -84,7 +85,9 @@ pub(super) fn resolve(items: &[Item]) -> Vec<Insn> {
         }
     }
     // Island contents (targets) by item index; per conditional jump, how each edge goes.
-    let mut islands: HashMap<usize, Vec<Label>> = HashMap::new();
+    // Dense by item index (a 10^4-case table makes thousands of islands, looked up in the
+    // reach loop for every jump): an empty list is no island.
+    let mut islands: Vec<Vec<Label>> = vec![Vec::new(); items.len()];
     let mut own = vec![(false, false); items.len()];
     let mut via: Vec<(Via, Via)> = vec![(Via::Direct, Via::Direct); items.len()];
     let addr = loop {
@@ -105,7 +108,10 @@ pub(super) fn resolve(items: &[Item]) -> Vec<Insn> {
                 // Islands after the jump, before the target, within reach (a contiguous run of
                 // the candidates, which are in address order): reuse an entry, else add one to
                 // the farthest.
-                let base = |c: usize| addr.island.get(&c).copied().unwrap_or(addr.item[c]);
+                let base = |c: usize| match addr.island[c] {
+                    NO_ISLAND => addr.item[c],
+                    at => at,
+                };
                 let first = candidates.partition_point(|&c| c <= i);
                 let last = candidates.partition_point(|&c| base(c) <= addr.item[i] + 256);
                 let in_reach = candidates
@@ -116,7 +122,7 @@ pub(super) fn resolve(items: &[Item]) -> Vec<Insn> {
                     .filter(|&c| addr.item[c] < addr.label[l]);
                 let mut farthest = None;
                 for c in in_reach {
-                    let entries = islands.get(&c).map_or(&[][..], |e| &e[..]);
+                    let entries = &islands[c][..];
                     if let Some(k) = entries.iter().position(|&x| x == l) {
                         if reach(base(c) + k as i64) {
                             return Via::Island(c, k);
@@ -129,7 +135,7 @@ pub(super) fn resolve(items: &[Item]) -> Vec<Insn> {
                 changed = true;
                 match farthest {
                     Some(c) => {
-                        let e = islands.entry(c).or_default();
+                        let e = &mut islands[c];
                         e.push(l);
                         Via::Island(c, e.len() - 1)
                     }
@@ -151,9 +157,9 @@ pub(super) fn resolve(items: &[Item]) -> Vec<Insn> {
     };
     let mut out = Vec::new();
     for (i, it) in items.iter().enumerate() {
-        if let Some(entries) = islands.get(&i) {
-            for (k, &l) in entries.iter().enumerate() {
-                let at = addr.island[&i] + k as i64;
+        if !islands[i].is_empty() {
+            for (k, &l) in islands[i].iter().enumerate() {
+                let at = addr.island[i] + k as i64;
                 out.push(match lone_ret[l] {
                     Some(ret) => ret,
                     None => Op::Ja.with_k((addr.label[l] - at - 1) as u32),
@@ -174,7 +180,7 @@ pub(super) fn resolve(items: &[Item]) -> Vec<Insn> {
                 let mut offset = |l: Label, v: Via| -> u8 {
                     match v {
                         Via::Direct => (addr.label[l] - c - 1) as u8,
-                        Via::Island(isl, k) => (addr.island[&isl] + k as i64 - c - 1) as u8,
+                        Via::Island(isl, k) => (addr.island[isl] + k as i64 - c - 1) as u8,
                         Via::Own => {
                             let at = next_tramp;
                             next_tramp += 1;
@@ -210,17 +216,17 @@ fn addresses(
     items: &[Item],
     elided: &[bool],
     own: &[(bool, bool)],
-    islands: &HashMap<usize, Vec<Label>>,
+    islands: &[Vec<Label>],
     max_label: usize,
 ) -> Addresses {
     let mut item = Vec::with_capacity(items.len());
     let mut label = vec![0i64; max_label + 1];
-    let mut island = HashMap::new();
+    let mut island = vec![NO_ISLAND; items.len()];
     let mut pc: i64 = 0;
     for (i, it) in items.iter().enumerate() {
-        if let Some(e) = islands.get(&i) {
-            island.insert(i, pc);
-            pc += e.len() as i64;
+        if !islands[i].is_empty() {
+            island[i] = pc;
+            pc += islands[i].len() as i64;
         }
         item.push(pc);
         pc += match it {
