@@ -183,7 +183,7 @@ fn number_values(f: &mut Function, repl: &mut Replacements) {
                 let mut kept = Vec::with_capacity(insts.len());
                 for v in insts {
                     let mut inst = f.values[v.index()].clone();
-                    crate::rewrite::map_inst_operands(&mut inst, |x| repl.resolve(x));
+                    inst.map_operands(|x| repl.resolve(x));
                     f.values[v.index()] = inst.clone();
                     match key_of(&inst) {
                         Some(k) => match table.get(&k) {

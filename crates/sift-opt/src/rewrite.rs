@@ -4,7 +4,7 @@
 //! Passes never edit uses one by one. They record "`v` is now `w`" in [`Replacements`] and apply
 //! the map to the whole function once, which keeps every pass linear.
 
-use sift_ir::{Block, Function, Inst, Target, Terminator, Value};
+use sift_ir::{Block, Function, Inst, Target, Value};
 
 /// A map from values to the values that replace them (identity for values not replaced).
 #[derive(Debug)]
@@ -75,51 +75,12 @@ impl Replacements {
             for k in 0..f.blocks[bi].insts.len() {
                 let v = f.blocks[bi].insts[k];
                 let mut inst = f.values[v.index()].clone();
-                map_inst_operands(&mut inst, |x| self.resolve(x));
+                inst.map_operands(|x| self.resolve(x));
                 f.values[v.index()] = inst;
             }
             let mut term = std::mem::take(&mut f.blocks[bi].term);
-            map_term_operands(&mut term, |x| self.resolve(x));
+            term.map_operands(|x| self.resolve(x));
             f.blocks[bi].term = term;
-        }
-    }
-}
-
-/// Applies `map` to each operand of `inst`.
-pub fn map_inst_operands(inst: &mut Inst, mut map: impl FnMut(Value) -> Value) {
-    match inst {
-        Inst::Const(_) | Inst::WireLen | Inst::Param(_) => {}
-        Inst::Load { index, .. } => {
-            if let Some(x) = index {
-                *x = map(*x);
-            }
-        }
-        Inst::Binary(_, a, b) => {
-            *a = map(*a);
-            *b = map(*b);
-        }
-        Inst::Neg(a) | Inst::Contains { start: a, .. } => *a = map(*a),
-        Inst::Member { key, .. } => key.iter_mut().for_each(|k| *k = map(*k)),
-        Inst::Protochain { proto, offset, .. } => {
-            *proto = map(*proto);
-            *offset = map(*offset);
-        }
-    }
-}
-
-/// Applies `map` to each operand of `term`, edge arguments included.
-pub fn map_term_operands(term: &mut Terminator, mut map: impl FnMut(Value) -> Value) {
-    match term {
-        Terminator::Branch { lhs, rhs, .. } => {
-            *lhs = map(*lhs);
-            *rhs = map(*rhs);
-        }
-        Terminator::Switch { value, .. } | Terminator::ReturnValue(value) => *value = map(*value),
-        Terminator::Unset | Terminator::Jump(_) | Terminator::Return(_) => {}
-    }
-    for t in term.targets_mut() {
-        for a in &mut t.args {
-            *a = map(*a);
         }
     }
 }
@@ -189,7 +150,7 @@ pub fn canonicalize(f: &mut Function) {
     for inst in &mut values {
         match inst {
             Inst::Param(b) => *b = Block(block_map[b.index()]),
-            other => map_inst_operands(other, remap),
+            other => other.map_operands(remap),
         }
     }
     let mut blocks = Vec::with_capacity(rpo.len());
@@ -197,7 +158,7 @@ pub fn canonicalize(f: &mut Function) {
         let mut data = std::mem::take(&mut f.blocks[b.index()]);
         data.params = data.params.iter().map(|&v| remap(v)).collect();
         data.insts = data.insts.iter().map(|&v| remap(v)).collect();
-        map_term_operands(&mut data.term, remap);
+        data.term.map_operands(remap);
         for t in data.term.targets_mut() {
             t.block = Block(block_map[t.block.index()]);
         }

@@ -114,7 +114,7 @@ impl Simplifier<'_> {
         let count = insts.len();
         for (position, v) in insts.into_iter().enumerate() {
             let mut inst = self.f.values[v.index()].clone();
-            crate::rewrite::map_inst_operands(&mut inst, |x| self.repl.resolve(x));
+            inst.map_operands(|x| self.repl.resolve(x));
             self.f.values[v.index()] = inst.clone();
             // Rules may chain (a fold exposes an identity), so apply them until none fires.
             let mut outcome = self.inst(&inst);
@@ -161,7 +161,7 @@ impl Simplifier<'_> {
             return;
         }
         let mut term = std::mem::take(&mut self.f.block_mut(b).term);
-        crate::rewrite::map_term_operands(&mut term, |x| self.repl.resolve(x));
+        term.map_operands(|x| self.repl.resolve(x));
         let term = self.terminator(b, term);
         let mut fresh = std::mem::take(&mut self.fresh);
         self.f.block_mut(b).insts.append(&mut fresh);
