@@ -1,0 +1,110 @@
+//! Times each stage of compiling long `or` chains: parsing, lowering (with libpcap's optimizer
+//! semantics), sift-opt, and the whole `sift::Filter::compile` (bytecode and JIT included).
+//!
+//! ```text
+//! cargo run --release -p sift-opt --example chain_time                 # host/net/port/ether x 100, 1,000, 10,000
+//! cargo run --release -p sift-opt --example chain_time -- port 10000   # one chain
+//! cargo run --release -p sift-opt --example chain_time -- -F FILE      # an expression in a file
+//! cargo run --release -p sift-opt --example chain_time -- port 10000 lower  # lowering only, once
+//! cargo run --release -p sift-opt --example chain_time -- port 10000 opt    # sift-opt only, once
+//! cargo run --release -p sift-opt --example chain_time -- port 1000 pcap    # libpcap's pcap_compile
+//! ```
+//!
+//! Each figure is the fastest of three runs, in milliseconds.
+
+use std::time::Instant;
+
+/// `kind` chain of `n` terms, as the BENCHMARKS.md files are generated.
+fn chain(kind: &str, n: usize) -> String {
+    let term = |i: usize| match kind {
+        "host" => format!("host 10.{}.{}.1", i / 256, i % 256),
+        "net" => format!("net 10.{}.{}.0/24", i / 256, i % 256),
+        "port" => format!("port {}", 1000 + i),
+        "ether" => format!("ether[{i}]=1"),
+        _ => panic!("unknown chain kind {kind:?} (host, net, port, ether)"),
+    };
+    (0..n).map(term).collect::<Vec<_>>().join(" or ")
+}
+
+fn best_of_3(mut run: impl FnMut()) -> f64 {
+    (0..3)
+        .map(|_| {
+            let t = Instant::now();
+            run();
+            t.elapsed().as_secs_f64() * 1e3
+        })
+        .fold(f64::INFINITY, f64::min)
+}
+
+fn time(name: &str, expr: &str) {
+    let opts = sift::Options::new(1, 262144);
+    let ast = sift_syntax::parse(expr).unwrap();
+    let parse = best_of_3(|| drop(sift_syntax::parse(expr).unwrap()));
+    let lowered = sift_lower::lower(ast.as_ref(), &opts).unwrap();
+    let lower = best_of_3(|| drop(sift_lower::lower(ast.as_ref(), &opts).unwrap()));
+    let mut optimized = lowered.clone();
+    sift_opt::optimize(&mut optimized);
+    let opt = best_of_3(|| {
+        let mut f = lowered.clone();
+        sift_opt::optimize(&mut f);
+    });
+    let full = best_of_3(|| drop(sift::Filter::compile(expr, 1, 262144).unwrap()));
+    println!(
+        "{name:>12} {parse:>9.1} {lower:>9.1} {opt:>9.1} {full:>9.1} {:>8} {:>8}",
+        lowered.blocks.len(),
+        optimized.blocks.len()
+    );
+}
+
+fn main() {
+    let args: Vec<String> = std::env::args().skip(1).collect();
+    println!(
+        "{:>12} {:>9} {:>9} {:>9} {:>9} {:>8} {:>8}",
+        "chain", "parse ms", "lower ms", "opt ms", "full ms", "blocks", "opt blks"
+    );
+    match args.as_slice() {
+        [flag, file] if flag == "-F" => {
+            let expr = std::fs::read_to_string(file).unwrap();
+            time(file, expr.trim());
+        }
+        [kind, n, stage] if stage == "lower" => {
+            let ast = sift_syntax::parse(&chain(kind, n.parse().unwrap())).unwrap();
+            let t = Instant::now();
+            let f = sift_lower::lower(ast.as_ref(), &sift::Options::new(1, 262144)).unwrap();
+            println!(
+                "lowered in {:.1} ms: {} blocks",
+                t.elapsed().as_secs_f64() * 1e3,
+                f.blocks.len()
+            );
+        }
+        [kind, n, stage] if stage == "opt" => {
+            let ast = sift_syntax::parse(&chain(kind, n.parse().unwrap())).unwrap();
+            let mut f = sift_lower::lower(ast.as_ref(), &sift::Options::new(1, 262144)).unwrap();
+            let t = Instant::now();
+            let stats = sift_opt::optimize(&mut f);
+            println!(
+                "optimized in {:.1} ms: {stats}",
+                t.elapsed().as_secs_f64() * 1e3
+            );
+        }
+        [kind, n, stage] if stage == "pcap" => {
+            let expr = chain(kind, n.parse().unwrap());
+            let oracle = sift_oracle::Oracle::new(1, 262144).unwrap();
+            let t = Instant::now();
+            let program = oracle.compile(&expr, true, 0).unwrap();
+            println!(
+                "libpcap compiled in {:.1} ms: {} instructions",
+                t.elapsed().as_secs_f64() * 1e3,
+                program.instructions().len()
+            );
+        }
+        [kind, n] => time(&format!("{kind} {n}"), &chain(kind, n.parse().unwrap())),
+        _ => {
+            for n in [100, 1_000, 10_000] {
+                for kind in ["host", "net", "port", "ether"] {
+                    time(&format!("{kind} {n}"), &chain(kind, n));
+                }
+            }
+        }
+    }
+}
