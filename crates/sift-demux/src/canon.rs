@@ -10,7 +10,7 @@
 
 use std::sync::Arc;
 
-use sift_ir::{BinOp, CmpOp, LoadSize};
+use sift_ir::{BinOp, LoadSize};
 
 /// A value computed from the packet, as a tree.
 #[derive(Clone, Debug, PartialEq, Eq, Hash, PartialOrd, Ord)]
@@ -182,82 +182,22 @@ impl Expr {
     }
 }
 
-/// A comparison an atom makes: sift-ir's [`CmpOp`] closed under negation (`Clear` is "not set").
-#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash, PartialOrd, Ord)]
-pub(crate) enum Rel {
-    Eq,
-    Ne,
-    Gt,
-    Ge,
-    Lt,
-    Le,
-    Set,
-    Clear,
-}
+/// A comparison an atom makes: the key extractor's relation (sift-ir's `CmpOp` closed under
+/// negation), shared so that native and interpreted checks cannot disagree.
+pub(crate) use sift_jit::key_extractor::KeyRel as Rel;
 
-impl Rel {
-    pub(crate) fn from_ir(op: CmpOp) -> Rel {
-        match op {
-            CmpOp::Eq => Rel::Eq,
-            CmpOp::Ne => Rel::Ne,
-            CmpOp::Gt => Rel::Gt,
-            CmpOp::Ge => Rel::Ge,
-            CmpOp::Lt => Rel::Lt,
-            CmpOp::Le => Rel::Le,
-            CmpOp::Set => Rel::Set,
-        }
-    }
-
-    pub(crate) fn eval(self, a: u32, b: u32) -> bool {
-        match self {
-            Rel::Eq => a == b,
-            Rel::Ne => a != b,
-            Rel::Gt => a > b,
-            Rel::Ge => a >= b,
-            Rel::Lt => a < b,
-            Rel::Le => a <= b,
-            Rel::Set => a & b != 0,
-            Rel::Clear => a & b == 0,
-        }
-    }
-
-    pub(crate) fn negate(self) -> Rel {
-        match self {
-            Rel::Eq => Rel::Ne,
-            Rel::Ne => Rel::Eq,
-            Rel::Gt => Rel::Le,
-            Rel::Ge => Rel::Lt,
-            Rel::Lt => Rel::Ge,
-            Rel::Le => Rel::Gt,
-            Rel::Set => Rel::Clear,
-            Rel::Clear => Rel::Set,
-        }
-    }
-
-    /// The relation with its operands swapped: `a R b` iff `b R.mirror() a`.
-    fn mirror(self) -> Rel {
-        match self {
-            Rel::Gt => Rel::Lt,
-            Rel::Ge => Rel::Le,
-            Rel::Lt => Rel::Gt,
-            Rel::Le => Rel::Ge,
-            symmetric => symmetric,
-        }
-    }
-
-    /// The outcome of `x R k` for every `x` whose set bits lie within `bits`, if it is the same.
-    fn decided_by_bits(self, bits: u32, k: u32) -> Option<bool> {
-        match self {
-            Rel::Eq if k & !bits != 0 => Some(false),
-            Rel::Ne if k & !bits != 0 => Some(true),
-            Rel::Set if k & bits == 0 => Some(false),
-            Rel::Clear if k & bits == 0 => Some(true),
-            Rel::Gt if k >= bits => Some(false),
-            Rel::Ge if k > bits => Some(false),
-            Rel::Lt if k > bits => Some(true),
-            Rel::Le if k >= bits => Some(true),
-            _ => None,
-        }
+/// The outcome of `x R k` for every `x` whose set bits lie within `bits`, if it is the same.
+fn decided_by_bits(rel: Rel, bits: u32, k: u32) -> Option<bool> {
+    match rel {
+        Rel::Eq if k & !bits != 0 => Some(false),
+        Rel::Ne if k & !bits != 0 => Some(true),
+        Rel::Set if k & bits == 0 => Some(false),
+        Rel::Clear if k & bits == 0 => Some(true),
+        Rel::Gt if k >= bits => Some(false),
+        Rel::Ge if k > bits => Some(false),
+        Rel::Lt if k > bits => Some(true),
+        Rel::Le if k >= bits => Some(true),
+        _ => None,
     }
 }
 
@@ -291,7 +231,7 @@ impl Atom {
         match (lhs.constant(), rhs.constant()) {
             (Some(a), Some(b)) => Cond::Decided(rel.eval(a, b)),
             (Some(_), None) => Atom::compare(rel.mirror(), rhs, lhs),
-            (None, Some(k)) => match rel.decided_by_bits(lhs.possible_bits(), k) {
+            (None, Some(k)) => match decided_by_bits(rel, lhs.possible_bits(), k) {
                 Some(outcome) => Cond::Decided(outcome),
                 None => Cond::Atom(Atom::Cmp { rel, lhs, rhs }),
             },

@@ -11,9 +11,8 @@
 //! Only the shape's code is native: its table stays a Rust structure, so adding a key to an
 //! existing shape never compiles anything; a new shape compiles once when it is created.
 
-use sift_jit::key_extractor::{KeyProgram, KeyRel, KeyStep, NativeExtractor};
+use sift_jit::key_extractor::{KeyProgram, KeyStep, NativeExtractor};
 
-use crate::canon::Rel;
 use crate::extract::{Step, MAX_REGS};
 
 const _: () = assert!(crate::shape::KEY_WORDS == sift_jit::key_extractor::KEY_WORDS);
@@ -91,20 +90,12 @@ pub(crate) fn program(min_caplen: usize, steps: &[Step]) -> Option<KeyProgram> {
             }
             Step::Check { rel, a, k } => {
                 let a = reg(a)?;
-                out.steps.push(KeyStep::Check {
-                    rel: key_rel(rel),
-                    a,
-                    k,
-                });
+                out.steps.push(KeyStep::Check { rel, a, k });
                 continue;
             }
             Step::CheckRegs { rel, a, b } => {
                 let (a, b) = (reg(a)?, reg(b)?);
-                out.steps.push(KeyStep::CheckValues {
-                    rel: key_rel(rel),
-                    a,
-                    b,
-                });
+                out.steps.push(KeyStep::CheckValues { rel, a, b });
                 continue;
             }
             Step::CheckLoad {
@@ -121,11 +112,7 @@ pub(crate) fn program(min_caplen: usize, steps: &[Step]) -> Option<KeyProgram> {
                         bytes,
                     },
                 );
-                out.steps.push(KeyStep::Check {
-                    rel: key_rel(rel),
-                    a,
-                    k,
-                });
+                out.steps.push(KeyStep::Check { rel, a, k });
                 continue;
             }
             Step::Key { a, word, shift } => {
@@ -173,19 +160,6 @@ pub(crate) fn program(min_caplen: usize, steps: &[Step]) -> Option<KeyProgram> {
         *value_of.get_mut(usize::from(dst))? = Some(defined);
     }
     Some(out)
-}
-
-fn key_rel(rel: Rel) -> KeyRel {
-    match rel {
-        Rel::Eq => KeyRel::Eq,
-        Rel::Ne => KeyRel::Ne,
-        Rel::Gt => KeyRel::Gt,
-        Rel::Ge => KeyRel::Ge,
-        Rel::Lt => KeyRel::Lt,
-        Rel::Le => KeyRel::Le,
-        Rel::Set => KeyRel::Set,
-        Rel::Clear => KeyRel::Clear,
-    }
 }
 
 #[cfg(test)]

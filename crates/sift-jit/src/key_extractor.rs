@@ -33,7 +33,7 @@ use cranelift_frontend::{FunctionBuilder, FunctionBuilderContext};
 use cranelift_jit::{JITBuilder, JITModule};
 use cranelift_module::{default_libcall_names, Linkage, Module};
 
-use sift_ir::BinOp;
+use sift_ir::{BinOp, CmpOp};
 
 use crate::arith;
 use crate::native::{host_isa, CodeMemory};
@@ -42,8 +42,9 @@ use crate::JitError;
 /// Words in a key (enough for an IPv6 4-tuple with its ethertype and next header).
 pub const KEY_WORDS: usize = 6;
 
-/// A comparison a check makes (unsigned; `Set`: `a & b != 0`, `Clear`: `a & b == 0`).
-#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
+/// A comparison a check makes (unsigned; `Set`: `a & b != 0`, `Clear`: `a & b == 0`): sift-ir's
+/// [`CmpOp`] closed under negation.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash, PartialOrd, Ord)]
 pub enum KeyRel {
     Eq,
     Ne,
@@ -53,6 +54,57 @@ pub enum KeyRel {
     Le,
     Set,
     Clear,
+}
+
+impl KeyRel {
+    pub fn from_ir(op: CmpOp) -> KeyRel {
+        match op {
+            CmpOp::Eq => KeyRel::Eq,
+            CmpOp::Ne => KeyRel::Ne,
+            CmpOp::Gt => KeyRel::Gt,
+            CmpOp::Ge => KeyRel::Ge,
+            CmpOp::Lt => KeyRel::Lt,
+            CmpOp::Le => KeyRel::Le,
+            CmpOp::Set => KeyRel::Set,
+        }
+    }
+
+    pub fn eval(self, a: u32, b: u32) -> bool {
+        match self {
+            KeyRel::Eq => a == b,
+            KeyRel::Ne => a != b,
+            KeyRel::Gt => a > b,
+            KeyRel::Ge => a >= b,
+            KeyRel::Lt => a < b,
+            KeyRel::Le => a <= b,
+            KeyRel::Set => a & b != 0,
+            KeyRel::Clear => a & b == 0,
+        }
+    }
+
+    pub fn negate(self) -> KeyRel {
+        match self {
+            KeyRel::Eq => KeyRel::Ne,
+            KeyRel::Ne => KeyRel::Eq,
+            KeyRel::Gt => KeyRel::Le,
+            KeyRel::Ge => KeyRel::Lt,
+            KeyRel::Lt => KeyRel::Ge,
+            KeyRel::Le => KeyRel::Gt,
+            KeyRel::Set => KeyRel::Clear,
+            KeyRel::Clear => KeyRel::Set,
+        }
+    }
+
+    /// The relation with its operands swapped: `a R b` iff `b R.mirror() a`.
+    pub fn mirror(self) -> KeyRel {
+        match self {
+            KeyRel::Gt => KeyRel::Lt,
+            KeyRel::Ge => KeyRel::Le,
+            KeyRel::Lt => KeyRel::Gt,
+            KeyRel::Le => KeyRel::Ge,
+            symmetric => symmetric,
+        }
+    }
 }
 
 /// One step of a [`KeyProgram`]. The steps that compute a value (`Const` to `Neg`) define the
