@@ -5,10 +5,10 @@ use std::io::{self, BufWriter, Write};
 use std::path::Path;
 use std::process::ExitCode;
 
-use anyhow::{anyhow, bail, Context, Result};
+use anyhow::{anyhow, Context, Result};
 use sift::sift_syntax::ast::{Expr, PrimitiveKind};
 use sift_capture::{PcapWriter, Resolution};
-use sift_live::{Capture, Config};
+use sift_live::{Capture, Config, TagView};
 
 /// What `sift capture` was asked to do.
 pub struct Request<'a> {
@@ -21,7 +21,7 @@ pub struct Request<'a> {
 }
 
 /// Whether the expression tests VLAN tags, which the Linux kernel strips before socket
-/// filters run (libpcap reads them from ancillary data there; sift does not yet).
+/// filters run: such a filter must see the frames with their tags put back.
 fn mentions_vlan(e: &Expr) -> bool {
     let mut stack = vec![e];
     while let Some(e) = stack.pop() {
@@ -40,12 +40,11 @@ fn mentions_vlan(e: &Expr) -> bool {
 
 pub fn run(req: &Request<'_>) -> Result<ExitCode> {
     let ast = sift::parse(req.expr).map_err(|e| anyhow!("{}", e.render(req.expr)))?;
-    if ast.as_ref().is_some_and(mentions_vlan) {
-        bail!(
-            "`vlan` is not supported in live captures yet: the kernel removes VLAN tags before \
-             the filter sees the packet"
-        );
-    }
+    let view = if ast.as_ref().is_some_and(mentions_vlan) {
+        TagView::Restored
+    } else {
+        TagView::Stripped
+    };
     let config = Config::new(req.interface)
         .snaplen(req.snaplen)
         .promiscuous(req.promiscuous);
@@ -55,7 +54,7 @@ pub fn run(req: &Request<'_>) -> Result<ExitCode> {
     let filter = sift::Filter::compile_with(req.expr, &options)
         .map_err(|e| anyhow!("{}", e.render(req.expr)))?;
     let program = sift_bpf::compile_for(&*filter.loop_free_ir()?, sift_bpf::Dialect::Linux)?;
-    capture.set_filter(&program.to_program())?;
+    capture.set_filter_with(&program.to_program(), view)?;
 
     let stopper = capture.stopper();
     ctrlc::set_handler(move || stopper.stop()).context("cannot install the SIGINT handler")?;

@@ -25,12 +25,10 @@ use crate::packet::{Direction, Packet};
 use crate::ring::{Ring, RingLayout};
 use crate::stop::Stopper;
 use crate::sys;
+use crate::vlan::{self, TagView};
 
 const ARPHRD_LOOPBACK: u16 = 772;
 const PACKET_OUTGOING: u8 = 4;
-/// Where an Ethernet frame's VLAN tag goes back (after the two MAC addresses).
-const VLAN_TAG_OFFSET: usize = 12;
-const ETH_P_8021Q: u16 = 0x8100;
 /// Room per packet besides its data: `tpacket3_hdr`, `sockaddr_ll`, the alignment the kernel adds
 /// before the network header, and slack for link-layer headers longer than Ethernet's.
 const PACKET_OVERHEAD: usize = 256;
@@ -56,12 +54,14 @@ struct UserlandFilter {
     blocks_left: usize,
 }
 
-/// A packet located in the current block, accepted, with its final captured length before any
-/// VLAN tag is put back.
+/// A packet located in the current block, accepted.
 #[derive(Clone, Copy, Debug)]
 struct Accepted {
     frame: Frame,
+    /// Its captured length: of the frame as the kernel holds it, or, when `restored`, of the
+    /// frame with its VLAN tag put back (already in `Capture::scratch`).
     caplen: usize,
+    restored: bool,
 }
 
 /// A live capture on one interface (see the crate docs for the whole flow).
@@ -83,6 +83,8 @@ pub struct Capture {
     /// Whether the attached filter may have let packets into the ring (false for drop-all).
     filter_accepts: bool,
     userland: Option<UserlandFilter>,
+    /// The filter, for frames whose stripped VLAN tag it must see ([`TagView::Restored`]).
+    tagged_filter: Option<ValidProgram>,
     stats: Stats,
     /// A frame with its VLAN tag put back.
     scratch: Vec<u8>,
@@ -170,6 +172,7 @@ impl Capture {
             frames: None,
             filter_accepts: false,
             userland: None,
+            tagged_filter: None,
             stats: Stats::default(),
             scratch: Vec::new(),
         })
@@ -215,11 +218,27 @@ impl Capture {
     /// (`sift_bpf::validate(program, Dialect::Linux)`; use `sift_bpf::compile_for(&ir,
     /// Dialect::Linux)` to generate one); its return value is the number of bytes kept, so compile
     /// it with this capture's snapshot length. Packets already in the ring that the previous
-    /// filter accepted are filtered again with `program` before they are returned.
+    /// filter accepted are filtered again with `program` before they are returned. Frames whose
+    /// VLAN tag the kernel stripped are filtered without it ([`TagView::Stripped`]).
     pub fn set_filter(&mut self, program: &Program) -> Result<(), Error> {
+        self.set_filter_with(program, TagView::Stripped)
+    }
+
+    /// [`Capture::set_filter`], choosing what the filter sees of frames whose VLAN tag the
+    /// kernel stripped: use [`TagView::Restored`] for filters that test `vlan`. On link types
+    /// other than Ethernet no tag is put back, and both views are the same.
+    pub fn set_filter_with(&mut self, program: &Program, view: TagView) -> Result<(), Error> {
         let valid = validate(program, Dialect::Linux).map_err(Error::InvalidFilter)?;
-        sys::attach_filter(self.socket.as_fd(), valid.insns())
+        let restore = view == TagView::Restored && self.linktype == LINKTYPE_ETHERNET;
+        let kernel = if restore {
+            validate(&vlan::kernel_program(program, self.snaplen), Dialect::Linux)
+                .map_err(Error::InvalidFilter)?
+        } else {
+            valid.clone()
+        };
+        sys::attach_filter(self.socket.as_fd(), kernel.insns())
             .map_err(Error::system(Step::AttachFilter))?;
+        self.tagged_filter = restore.then(|| valid.clone());
         if self.filter_accepts {
             // Every block not owned by the kernel holds old packets, and so may the one it is
             // filling; blocks after that only receive packets the new filter accepted.
@@ -298,47 +317,61 @@ impl Capture {
         }
     }
 
-    /// Whether to return `frame`, and how many of its bytes.
-    fn accept(&self, frame: Frame) -> Option<Accepted> {
+    /// Whether to return `frame`, and how many of its bytes. A frame whose VLAN tag the kernel
+    /// stripped gets it back in `scratch` here when the filter must see it.
+    fn accept(&mut self, frame: Frame) -> Option<Accepted> {
         // On loopback every packet is seen twice, going out and coming in; libpcap keeps the
         // incoming copy.
         if self.hardware_type == ARPHRD_LOOPBACK && frame.pkt_type == Some(PACKET_OUTGOING) {
             return None;
         }
+        let data = frame.data(self.ring.block(self.block));
+        if let (Some(program), Some(tag)) = (&self.tagged_filter, vlan::stripped_tag(&frame)) {
+            if vlan::restore(data, tag, &mut self.scratch) {
+                let wire_len = frame.len.saturating_add(4);
+                let keep = interp::run(program, &self.scratch, wire_len) as usize;
+                self.scratch.truncate(keep);
+                return (keep > 0).then_some(Accepted {
+                    frame,
+                    caplen: self.scratch.len(),
+                    restored: true,
+                });
+            }
+        }
         let mut caplen = frame.snaplen as usize;
         if let Some(userland) = &self.userland {
-            let data = frame.data(self.ring.block(self.block));
             let keep = interp::run(&userland.program, data, frame.len);
             if keep == 0 {
                 return None;
             }
             caplen = caplen.min(keep as usize);
         }
-        Some(Accepted { frame, caplen })
+        Some(Accepted {
+            frame,
+            caplen,
+            restored: false,
+        })
     }
 
     /// The packet for an accepted frame, with its VLAN tag put back where the kernel stripped
     /// it (as libpcap does, so that files match tcpdump's).
     fn packet(&mut self, accepted: Accepted) -> Packet<'_> {
-        let Accepted { frame, caplen } = accepted;
+        let Accepted {
+            frame,
+            caplen,
+            restored,
+        } = accepted;
         let timestamp = Timestamp::new(i64::from(frame.sec), frame.nsec);
         let direction = Direction::from_pkt_type(frame.pkt_type);
         let snaplen = self.snaplen as usize;
-        let data = &frame.data(self.ring.block(self.block))[..caplen];
-        let vlan_valid = frame.vlan_tci != 0 || frame.status & libc::TP_STATUS_VLAN_VALID != 0;
-        if self.linktype == LINKTYPE_ETHERNET && vlan_valid && data.len() >= VLAN_TAG_OFFSET {
-            let tpid =
-                if frame.vlan_tpid != 0 || frame.status & libc::TP_STATUS_VLAN_TPID_VALID != 0 {
-                    frame.vlan_tpid
-                } else {
-                    ETH_P_8021Q
-                };
-            self.scratch.clear();
-            self.scratch.extend_from_slice(&data[..VLAN_TAG_OFFSET]);
-            self.scratch.extend_from_slice(&tpid.to_be_bytes());
-            self.scratch
-                .extend_from_slice(&frame.vlan_tci.to_be_bytes());
-            self.scratch.extend_from_slice(&data[VLAN_TAG_OFFSET..]);
+        // A tag the filter did not see goes back now, in front of the bytes it kept.
+        let restored = restored
+            || self.linktype == LINKTYPE_ETHERNET
+                && vlan::stripped_tag(&frame).is_some_and(|tag| {
+                    let kept = &frame.data(self.ring.block(self.block))[..caplen];
+                    vlan::restore(kept, tag, &mut self.scratch)
+                });
+        if restored {
             self.scratch.truncate(snaplen);
             return Packet {
                 data: &self.scratch,

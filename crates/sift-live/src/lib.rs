@@ -44,6 +44,7 @@
 //!   cannot deliver faithfully;
 //! * [`packet`]: the packet handed out;
 //! * [`stop`]: the [`Stopper`] handle (signal-safe);
+//! * [`vlan`]: VLAN tags the kernel stripped, put back for filters that test them;
 //! * `sys` and `ring`: the only modules with `unsafe` code (system calls, the mapping and its
 //!   atomic status words), each block with its safety argument.
 //!
@@ -63,9 +64,11 @@ mod ring;
 pub mod stop;
 #[allow(unsafe_code)]
 mod sys;
+pub mod vlan;
 
 pub use capture::{Capture, Stats};
 pub use config::Config;
 pub use error::{Error, Step};
 pub use packet::{Direction, Packet};
 pub use stop::Stopper;
+pub use vlan::TagView;

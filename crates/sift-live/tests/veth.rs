@@ -15,7 +15,7 @@ use std::time::Duration;
 use common::frames::{self, TERM, TERM_EXPR};
 use common::lab::{self, Lab};
 use sift_bpf::Dialect;
-use sift_live::{Capture, Config, Direction, Error, Stats, Stopper};
+use sift_live::{Capture, Config, Direction, Error, Stats, Stopper, TagView};
 
 /// One captured packet, owned.
 #[derive(Debug, Clone, PartialEq, Eq)]
@@ -70,11 +70,11 @@ fn read_until_terminator(capture: &mut Capture) -> Vec<Got> {
 }
 
 /// Opens a capture on the lab's host end with `config`, filter `TERM or (expr)`.
-fn open(lab: &Lab, config: Config, expr: &str) -> Capture {
+fn open(lab: &Lab, config: Config, expr: &str, view: TagView) -> Capture {
     let mut capture = Capture::open(&config).expect("open");
     let full = format!("{TERM_EXPR} or ({expr})");
     capture
-        .set_filter(&program(&full, capture.linktype(), capture.snaplen()))
+        .set_filter_with(&program(&full, capture.linktype(), capture.snaplen()), view)
         .expect("set_filter");
     let _ = lab;
     capture
@@ -82,7 +82,18 @@ fn open(lab: &Lab, config: Config, expr: &str) -> Capture {
 
 /// Injects `sent` plus the terminator and returns what the capture saw before it.
 fn capture_run(lab: &Lab, config: Config, expr: &str, sent: &[Vec<u8>]) -> (Vec<Got>, Stats) {
-    let mut capture = open(lab, config, expr);
+    capture_run_with(lab, config, expr, TagView::Stripped, sent)
+}
+
+/// [`capture_run`] with the filter seeing stripped VLAN tags as `view` says.
+fn capture_run_with(
+    lab: &Lab,
+    config: Config,
+    expr: &str,
+    view: TagView,
+    sent: &[Vec<u8>],
+) -> (Vec<Got>, Stats) {
+    let mut capture = open(lab, config, expr, view);
     let mut all = sent.to_vec();
     all.push(frames::terminator());
     lab.inject(&all);
@@ -216,7 +227,12 @@ fn count_limit_keeps_the_rest_and_stopper_ends_a_waiting_capture() {
     }
     let lab = Lab::new(true);
     let sent = frames::mix();
-    let mut capture = open(&lab, Config::new(&lab.host), "tcp or udp");
+    let mut capture = open(
+        &lab,
+        Config::new(&lab.host),
+        "tcp or udp",
+        TagView::Stripped,
+    );
     let mut all = sent.clone();
     all.push(frames::terminator());
     lab.inject(&all);
@@ -299,7 +315,12 @@ fn replacing_the_filter_drops_queued_packets_the_new_one_rejects() {
         return;
     }
     let lab = Lab::new(true);
-    let mut capture = open(&lab, Config::new(&lab.host), "udp or tcp port 80");
+    let mut capture = open(
+        &lab,
+        Config::new(&lab.host),
+        "udp or tcp port 80",
+        TagView::Stripped,
+    );
     // Batch 1 lands in the ring under the old filter: udp 53, tcp 80 (tcp 22 is rejected).
     let batch1 = vec![
         frames::udp4(53, 1),
@@ -354,6 +375,43 @@ fn vlan_tags_stripped_by_the_kernel_are_put_back() {
     assert_eq!(got.len(), 1);
     assert_eq!(got[0].data, tagged);
     assert_eq!(got[0].wire_len, tagged.len() as u32);
+}
+
+#[test]
+fn vlan_filters_see_the_tags_the_kernel_stripped() {
+    if lab::skip() {
+        return;
+    }
+    let lab = Lab::new(true);
+    let sent = vec![
+        frames::vlan_tagged(&frames::udp4(53, 10), 42),
+        frames::vlan_tagged(&frames::tcp4(80, 20), 42),
+        frames::vlan_tagged(&frames::udp4(53, 30), 43),
+        frames::udp4(53, 40),
+        frames::vlan_tagged(&frames::arp(), 7),
+        frames::tcp4(80, 50),
+    ];
+    // With the tag restored, the kernel and user space together give exactly what the filter
+    // says about the frames as sent (and as written to a file).
+    for expr in [
+        "vlan 42",
+        "vlan 42 and udp",
+        "vlan and tcp port 80",
+        "not vlan",
+        "vlan 43 or tcp",
+        "vlan and arp",
+        "udp port 53",
+    ] {
+        let (got, _) =
+            capture_run_with(&lab, Config::new(&lab.host), expr, TagView::Restored, &sent);
+        assert_same(&got, &expected(expr, 262_144, &sent), expr);
+    }
+    // The kernel really strips the tags here: without them the filter sees untagged frames, so
+    // `vlan 42` finds nothing and `udp port 53` finds every UDP frame, tagged or not.
+    let (got, _) = capture_run(&lab, Config::new(&lab.host), "vlan 42", &sent);
+    assert_eq!(got.len(), 0, "vlan 42 without the tags: {got:#?}");
+    let (got, _) = capture_run(&lab, Config::new(&lab.host), "udp port 53", &sent);
+    assert_eq!(got.len(), 3, "udp port 53 without the tags: {got:#?}");
 }
 
 #[test]
