@@ -60,7 +60,7 @@ use branches::{decide_branches, jset_peephole};
 use dead_code::remove_dead_code;
 use numbering::Numbering;
 use pullup::{pullups, DomIntervals};
-use thread_check::nothing_to_thread;
+use thread_check::{nothing_to_thread, TestGroups};
 use threading::{thread_edges, used_outside_own_block};
 
 /// Rounds of the whole pipeline; libpcap iterates to a fixed point too. Each round that changes
@@ -77,37 +77,54 @@ const MAX_ROUNDS: usize = 64;
 /// operands, and with them its loads).
 pub(crate) fn apply(f: &mut Function) -> Result<(), String> {
     let shortcuts = !reference_mode();
-    // What a round that only pulled tests up cannot have changed: pullups move edges within
-    // the reachable blocks, so the values, the reachable set and the instructions stay, and
-    // the next round's numbering, decided branches and dead code would come out the same.
-    let mut kept_numbers: Option<Numbering> = None;
+    // The numbering carried into the next round, when a fresh one would give the same
+    // classes (see `numbering_stays`).
+    let mut carried: Option<Numbering> = None;
+    // Whether the last round only pulled tests up: pullups move edges within the reachable
+    // blocks, so the reachable set and the instructions stay, and this round's decided
+    // branches and dead code would come out the same.
+    let mut only_pulled = false;
     let mut cross_block_uses: Option<Vec<bool>> = None;
+    // The threading check's groups of tests, while the numbering is carried and rounds only
+    // pull tests up (nothing they depend on changes).
+    let mut test_groups: Option<TestGroups> = None;
     for _ in 0..MAX_ROUNDS {
         let mut changed = false;
-        let kept = kept_numbers.is_some();
-        let numbers = match kept_numbers.take() {
+        let numbers = match carried.take() {
             Some(numbers) => {
                 #[cfg(test)]
-                assert_round_would_change_nothing(f)?;
+                assert_same_numbering(f, &numbers)?;
                 numbers
             }
             None => {
-                let (numbers, _) = Numbering::compute(f, Phase::MoveBranches)?;
-                changed |= decide_branches(f, &numbers);
-                let removed = remove_dead_code(f);
-                changed |= removed;
-                if removed || !shortcuts {
-                    cross_block_uses = None;
-                }
-                numbers
+                test_groups = None;
+                Numbering::compute(f, Phase::MoveBranches)?.0
             }
         };
+        if !only_pulled {
+            test_groups = None;
+        }
+        if only_pulled {
+            #[cfg(test)]
+            assert_round_would_change_nothing(f)?;
+        } else {
+            changed |= decide_branches(f, &numbers);
+            let removed = remove_dead_code(f);
+            changed |= removed;
+            if removed || !shortcuts {
+                cross_block_uses = None;
+            }
+        }
         let used = cross_block_uses.get_or_insert_with(|| used_outside_own_block(f));
         let (idom, rpo) = dominators(f);
         let dom = DomIntervals::new(&idom);
         // After a round that only pulled tests up, the threading usually finds nothing; when
         // that is certain it is skipped (and the dominator tree stays the one just computed).
-        let skip_threading = shortcuts && kept && nothing_to_thread(f, &numbers, used, &rpo, &dom);
+        let skip_threading = shortcuts && only_pulled && {
+            let tests =
+                test_groups.get_or_insert_with(|| TestGroups::new(f, &numbers, used, &rpo));
+            nothing_to_thread(f, tests, used, &rpo, &dom)
+        };
         #[cfg(test)]
         if skip_threading {
             assert_threading_moves_nothing(f, &numbers, used, (idom.clone(), rpo.clone()));
@@ -122,8 +139,9 @@ pub(crate) fn apply(f: &mut Function) -> Result<(), String> {
         if !(changed || threaded || pulled) {
             break;
         }
-        if shortcuts && !changed && !threaded {
-            kept_numbers = Some(numbers);
+        only_pulled = shortcuts && !changed && !threaded;
+        if shortcuts && numbering_stays(used) {
+            carried = Some(numbers);
         }
     }
     for _ in 0..MAX_ROUNDS {
@@ -137,6 +155,40 @@ pub(crate) fn apply(f: &mut Function) -> Result<(), String> {
     }
     skip_undecided_root(f);
     remove_dead_code(f);
+    Ok(())
+}
+
+/// Whether the first loop's numbering, computed once, is the one every later round of that
+/// loop would compute (up to renaming the numbers, which only ever meet in equality tests).
+///
+/// In that loop instructions are never rewritten, only deleted, and the reachable blocks only
+/// lose members: threading sends edges to blocks that were reachable, pullups reorder
+/// reachable blocks. A value's number depends only on its instruction and, recursively, its
+/// operands' numbers, so it stays, provided numbering always sees an operand before its use.
+/// Within a block it does (instructions are in order); across blocks it is what reverse
+/// postorder gives when the defining block dominates the use, which moved edges could undo.
+/// When no block uses a value defined in another (`used_elsewhere` all false, and deleting
+/// dead code only removes uses), that case cannot arise.
+fn numbering_stays(used_elsewhere: &[bool]) -> bool {
+    !used_elsewhere.iter().any(|&u| u)
+}
+
+/// Tests check every carried numbering against a fresh one: the same classes of reachable
+/// values, the same constants.
+#[cfg(test)]
+fn assert_same_numbering(f: &mut Function, carried: &Numbering) -> Result<(), String> {
+    use std::collections::HashMap;
+    let (fresh, _) = Numbering::compute(f, Phase::MoveBranches)?;
+    let (mut to_fresh, mut to_carried) = (HashMap::new(), HashMap::new());
+    for b in f.reverse_postorder() {
+        let data = f.block(b);
+        for &v in data.params.iter().chain(&data.insts) {
+            let (a, c) = (fresh.vn(v), carried.vn(v));
+            assert_eq!(*to_fresh.entry(c).or_insert(a), a, "carried numbering splits {v}");
+            assert_eq!(*to_carried.entry(a).or_insert(c), c, "carried numbering merges {v}");
+            assert_eq!(fresh.konst(v), carried.konst(v), "constant of {v}");
+        }
+    }
     Ok(())
 }
 

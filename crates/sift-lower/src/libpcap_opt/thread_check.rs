@@ -20,70 +20,124 @@ use super::numbering::{Numbering, Vn};
 use super::pullup::DomIntervals;
 use super::threading::{edge_fact, is_const_equality, single_incoming, FactKey, Incoming};
 
-/// The blocks that may be skipped with one kind of test, and where their entering edges come
-/// from (dominator-tree entry times of the sources, sorted).
-#[derive(Default)]
-struct Tests {
-    sources: Vec<u32>,
+const NONE: u32 = u32::MAX;
+
+/// Which tests may decide which: the part of the check that depends only on the numbering,
+/// the instructions and the comparisons (not on where edges lead), so it holds for as long
+/// as a run of rounds only pulls tests up.
+pub(super) struct TestGroups {
+    /// Per skippable branch: its group of exact tests and of equalities with a constant.
+    exact_of: Vec<u32>,
+    equality_of: Vec<u32>,
+    /// Per branch, per edge (true, false): the groups its fact may decide (exact, then
+    /// equality with a constant), `NONE` where there is none.
+    decides: Vec<[(u32, u32); 2]>,
+    groups: usize,
 }
 
-/// Whether threading `f` would certainly move nothing; `false` means it may.
+impl TestGroups {
+    pub(super) fn new(
+        f: &Function,
+        numbers: &Numbering,
+        used_elsewhere: &[bool],
+        rpo: &[Block],
+    ) -> TestGroups {
+        let n = f.blocks.len();
+        let mut this = TestGroups {
+            exact_of: vec![NONE; n],
+            equality_of: vec![NONE; n],
+            decides: vec![[(NONE, NONE); 2]; n],
+            groups: 0,
+        };
+        let mut exact_ids: WordMap<(FactKey, Vn), u32> = WordMap::default();
+        let mut equality_ids: WordMap<FactKey, u32> = WordMap::default();
+        let mut group = |id: Option<u32>| -> u32 {
+            id.unwrap_or_else(|| {
+                this.groups += 1;
+                (this.groups - 1) as u32
+            })
+        };
+        for &b in rpo {
+            let data = f.block(b);
+            if used_elsewhere[b.index()] || !data.params.is_empty() {
+                continue;
+            }
+            let Some((key, fact)) = edge_fact(f, numbers, b, true) else {
+                continue;
+            };
+            let id = group(exact_ids.get(&(key, fact.rhs)).copied());
+            exact_ids.insert((key, fact.rhs), id);
+            this.exact_of[b.index()] = id;
+            if key.0 == Code::Eq && fact.rhs_is_const {
+                let id = group(equality_ids.get(&key).copied());
+                equality_ids.insert(key, id);
+                this.equality_of[b.index()] = id;
+            }
+        }
+        for &x in rpo {
+            for (i, then_edge) in [true, false].into_iter().enumerate() {
+                let Some((key, fact)) = edge_fact(f, numbers, x, then_edge) else {
+                    break;
+                };
+                let exact = exact_ids.get(&(key, fact.rhs)).copied().unwrap_or(NONE);
+                let equality = if is_const_equality(key, fact) {
+                    equality_ids.get(&key).copied().unwrap_or(NONE)
+                } else {
+                    NONE
+                };
+                this.decides[x.index()][i] = (exact, equality);
+            }
+        }
+        this
+    }
+}
+
+/// Whether threading `f` would certainly move nothing; `false` means it may. `groups` were
+/// computed for `f` with the same numbering, cross-block uses and reachable blocks.
 pub(super) fn nothing_to_thread(
     f: &Function,
-    numbers: &Numbering,
+    tests: &TestGroups,
     used_elsewhere: &[bool],
     rpo: &[Block],
     dom: &DomIntervals,
 ) -> bool {
-    const NONE: u32 = u32::MAX;
-    let n = f.blocks.len();
-    // Per skippable branch: its group of exact tests and of equalities with a constant.
-    let mut exact_of = vec![NONE; n];
-    let mut equality_of = vec![NONE; n];
-    let mut exact_ids: WordMap<(FactKey, Vn), u32> = WordMap::default();
-    let mut equality_ids: WordMap<FactKey, u32> = WordMap::default();
-    let mut groups: Vec<Tests> = Vec::new();
-    let group = |groups: &mut Vec<Tests>, id: Option<u32>| -> u32 {
-        id.unwrap_or_else(|| {
-            groups.push(Tests::default());
-            (groups.len() - 1) as u32
-        })
-    };
+    // Where the edges entering each group's blocks come from (dominator-tree entry times of
+    // the sources, sorted), in one array.
+    let mut start = vec![0u32; tests.groups + 1];
     for &b in rpo {
         let data = f.block(b);
-        if used_elsewhere[b.index()] || !data.params.is_empty() {
-            continue;
+        if !used_elsewhere[b.index()] && data.params.is_empty() {
+            match &data.term {
+                Terminator::Jump(_) => return false,
+                Terminator::Branch { then_, else_, .. } if then_ == else_ => return false,
+                _ => {}
+            }
         }
-        match &data.term {
-            Terminator::Jump(_) => return false,
-            Terminator::Branch { then_, else_, .. } if then_ == else_ => return false,
-            Terminator::Branch { .. } => {
-                let Some((key, fact)) = edge_fact(f, numbers, b, true) else {
-                    continue;
-                };
-                let id = group(&mut groups, exact_ids.get(&(key, fact.rhs)).copied());
-                exact_ids.insert((key, fact.rhs), id);
-                exact_of[b.index()] = id;
-                if key.0 == Code::Eq && fact.rhs_is_const {
-                    let id = group(&mut groups, equality_ids.get(&key).copied());
-                    equality_ids.insert(key, id);
-                    equality_of[b.index()] = id;
+        for s in successors(&data.term) {
+            for id in [tests.exact_of[s.index()], tests.equality_of[s.index()]] {
+                if id != NONE {
+                    start[id as usize + 1] += 1;
                 }
             }
-            _ => {}
         }
     }
+    for i in 1..start.len() {
+        start[i] += start[i - 1];
+    }
+    let mut fill = start.clone();
+    let mut sources = vec![0u32; start[tests.groups] as usize];
     for &b in rpo {
         for s in successors(&f.block(b).term) {
-            for id in [exact_of[s.index()], equality_of[s.index()]] {
+            for id in [tests.exact_of[s.index()], tests.equality_of[s.index()]] {
                 if id != NONE {
-                    groups[id as usize].sources.push(dom.enter[b.index()]);
+                    sources[fill[id as usize] as usize] = dom.enter[b.index()];
+                    fill[id as usize] += 1;
                 }
             }
         }
     }
-    for g in &mut groups {
-        g.sources.sort_unstable();
+    for g in 0..tests.groups {
+        sources[start[g] as usize..start[g + 1] as usize].sort_unstable();
     }
     let incoming = single_incoming(f, rpo);
     // Whether a block of group `id` is `target`, or is entered from under `target`.
@@ -95,7 +149,7 @@ pub(super) fn nothing_to_thread(
             return true;
         }
         let (lo, hi) = (dom.enter[target.index()], dom.exit[target.index()]);
-        let sources = &groups[id as usize].sources;
+        let sources = &sources[start[id as usize] as usize..start[id as usize + 1] as usize];
         let first = sources.partition_point(|&e| e < lo);
         only_entry && sources.get(first).is_some_and(|&e| e < hi)
     };
@@ -103,20 +157,13 @@ pub(super) fn nothing_to_thread(
         let Terminator::Branch { then_, else_, .. } = &f.block(x).term else {
             continue;
         };
-        for (target, then_edge) in [(then_.block, true), (else_.block, false)] {
-            let Some((key, fact)) = edge_fact(f, numbers, x, then_edge) else {
-                continue;
-            };
+        for (i, target) in [then_.block, else_.block].into_iter().enumerate() {
             let only_entry = matches!(incoming[target.index()], Incoming::One(..));
-            let exact = exact_ids.get(&(key, fact.rhs)).copied().unwrap_or(NONE);
-            if reaches(exact, target, only_entry, &exact_of) {
+            let (exact, equality) = tests.decides[x.index()][i];
+            if reaches(exact, target, only_entry, &tests.exact_of)
+                || reaches(equality, target, only_entry, &tests.equality_of)
+            {
                 return false;
-            }
-            if is_const_equality(key, fact) {
-                let equality = equality_ids.get(&key).copied().unwrap_or(NONE);
-                if reaches(equality, target, only_entry, &equality_of) {
-                    return false;
-                }
             }
         }
     }
