@@ -22,19 +22,21 @@
 
 use crate::shape::Key;
 use crate::snapshot::{deliver_in_order, Matches, ShapeView, Snapshot};
+use crate::table::TableSpot;
 
 /// Lookups (packets × shapes) per chunk. 32 one-shape packets are enough to keep the
 /// processor's outstanding misses busy (about 10-12 at once on current x86-64 cores) while
 /// the chunk's keys (2 KB) stay in L1.
 const LOOKUPS: usize = 32;
 
-/// One lookup's phase-1 result.
+/// One lookup's phase-1 result: the packet's key and, when the shape's checks accepted
+/// it, where its probe searches (computed once: phase 2 does not walk the table again).
 #[derive(Clone, Copy, Default)]
-struct Pending {
+struct Pending<'s> {
     key: Key,
-    hash: u64,
     /// The shape's checks accepted the packet (the key is valid).
     accepted: bool,
+    spot: Option<TableSpot<'s>>,
 }
 
 impl Snapshot {
@@ -74,12 +76,10 @@ impl Snapshot {
             self.prepare(&chunk[..n], &mut pending, m);
             for (j, &(pkt, wire_len)) in chunk[..n].iter().enumerate() {
                 let mine = &pending[j * shapes..(j + 1) * shapes];
-                let lookup = |s: usize, p: &Pending| {
-                    p.accepted
-                        .then(|| self.shapes[s].table.get_hashed(&p.key, p.hash))
-                        .flatten()
-                };
-                self.resolve(pkt, wire_len, m, false, |s, _, _| lookup(s, &mine[s]));
+                self.resolve(pkt, wire_len, m, false, |s, _, _| {
+                    let p = &mine[s];
+                    p.spot.and_then(|spot| spot.get(&p.key))
+                });
                 deliver(first + j, m);
             }
             first += n;
@@ -101,7 +101,7 @@ impl Snapshot {
     ) {
         let table = &shape.table;
         let mut keys = [Key::default(); LOOKUPS];
-        let mut hashes = [0u64; LOOKUPS];
+        let mut spots: [Option<TableSpot<'_>>; LOOKUPS] = [None; LOOKUPS];
         let mut accepted = [false; LOOKUPS];
         let mut first = 0;
         loop {
@@ -115,18 +115,16 @@ impl Snapshot {
             }
             let mut touched = 0u64;
             for i in 0..n {
+                spots[i] = None;
                 if accepted[i] {
-                    hashes[i] = table.hash_of(&keys[i], &self.hasher);
-                    touched ^= table.touch(hashes[i]);
+                    let spot = table.spot(&keys[i], &self.hasher);
+                    touched ^= spot.touch();
+                    spots[i] = Some(spot);
                 }
             }
             std::hint::black_box(touched);
             for i in 0..n {
-                let entries = if accepted[i] {
-                    table.get_hashed(&keys[i], hashes[i])
-                } else {
-                    None
-                };
+                let entries = spots[i].and_then(|spot| spot.get(&keys[i]));
                 deliver_in_order(entries, m);
                 deliver(first + i, m);
             }
@@ -140,12 +138,18 @@ impl Snapshot {
     /// Phase 1 for a chunk: extract every packet's key in every shape, hash it and touch
     /// the slot its probe starts at. `pending[j * shapes + s]` is packet `j` in shape `s`.
     #[inline]
-    fn prepare(&self, chunk: &[(&[u8], u32)], pending: &mut [Pending; LOOKUPS], m: &mut Matches) {
+    fn prepare<'s>(
+        &'s self,
+        chunk: &[(&[u8], u32)],
+        pending: &mut [Pending<'s>; LOOKUPS],
+        m: &mut Matches,
+    ) {
         let shapes = self.shapes.len();
         for (j, &(pkt, wire_len)) in chunk.iter().enumerate() {
             for (s, shape) in self.shapes.iter().enumerate() {
                 let p = &mut pending[(j * shapes + s) % LOOKUPS];
                 p.key = Key::default();
+                p.spot = None;
                 p.accepted = shape
                     .extractor
                     .extract(pkt, wire_len, &mut m.regs, &mut p.key);
@@ -155,9 +159,9 @@ impl Snapshot {
         let mut touched = 0u64;
         for (i, p) in pending[..chunk.len() * shapes].iter_mut().enumerate() {
             if p.accepted {
-                let table = &self.shapes[i % shapes].table;
-                p.hash = table.hash_of(&p.key, &self.hasher);
-                touched ^= table.touch(p.hash);
+                let spot = self.shapes[i % shapes].table.spot(&p.key, &self.hasher);
+                touched ^= spot.touch();
+                p.spot = Some(spot);
             }
         }
         std::hint::black_box(touched);

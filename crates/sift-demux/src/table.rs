@@ -187,6 +187,49 @@ fn occupied<const W: usize>(slots: &[Slot<W>]) -> impl Iterator<Item = &Slot<W>>
     slots.iter().filter(|s| !s.entries.is_vacant())
 }
 
+/// [`Spot::start`] of a plain array: searched from the start, key by key.
+const LINEAR: usize = usize::MAX;
+
+/// A lookup half done: the slots it searches and where it starts ([`LINEAR`]: a plain
+/// array). Borrowed from the table, so it sees the snapshot the table belongs to.
+#[derive(Clone, Copy, Debug)]
+pub(crate) struct Spot<'a, const W: usize> {
+    slots: &'a [Slot<W>],
+    start: usize,
+}
+
+impl<'a, const W: usize> Spot<'a, W> {
+    /// The first word of the slot the probe starts at (see [`Table::spot`]).
+    #[inline]
+    fn touch(&self) -> u64 {
+        self.slots.get(self.start).map_or(0, |s| s.key[0])
+    }
+
+    /// The entries under `key` (the key this spot was computed for).
+    #[inline]
+    fn get(&self, key: &[u64; W]) -> Option<&'a Entries> {
+        if self.start == LINEAR {
+            return self
+                .slots
+                .iter()
+                .find(|s| s.holds(key))
+                .map(|s| &s.entries);
+        }
+        let mask = self.slots.len().wrapping_sub(1);
+        let mut i = self.start;
+        // A leaf is at most half full: the probe meets the key or a vacant slot. (An empty
+        // leaf has no slot: `get` ends it.)
+        loop {
+            let s = self.slots.get(i)?;
+            // The key first: on a hit (the common case) that decides, and both lie in one slot.
+            if s.holds(key) || s.entries.is_vacant() {
+                return (!s.entries.is_vacant()).then_some(&s.entries);
+            }
+            i = (i + 1) & mask;
+        }
+    }
+}
+
 /// A persistent map from keys of `W` words to entries.
 #[derive(Clone, Debug)]
 pub(crate) struct Trie<const W: usize> {
@@ -202,48 +245,38 @@ impl<const W: usize> Trie<W> {
         }
     }
 
-    /// The hash lookups of `key` use: 0 while the table is a plain array (never hashed).
+    /// Where a lookup of `key` searches: the plain array (no hash), or the leaf its hash
+    /// leads to and the slot its probe starts at. Separate from [`Spot::get`] so that a batch
+    /// can read the first slots of many lookups before it compares any key.
     #[inline]
-    fn hash_of(&self, key: &[u64; W], hasher: &KeyHasher) -> u64 {
-        match &self.root {
-            Node::Small(_) => 0,
-            _ => hasher.hash(key),
-        }
-    }
-
-    /// The leaf slot where a probe for `hash` starts (`None` in a plain array or an empty
-    /// leaf): the one memory access of a lookup that misses the cache in a large table.
-    #[inline]
-    fn first_slot(&self, hash: u64) -> Option<&Slot<W>> {
+    fn spot(&self, key: &[u64; W], hasher: &KeyHasher) -> Spot<'_, W> {
         let mut node = &self.root;
+        if let Node::Small(v) = node {
+            return Spot {
+                slots: v,
+                start: LINEAR,
+            };
+        }
+        let hash = hasher.hash(key);
         let mut level = 0;
         loop {
             match node {
-                Node::Small(_) => return None,
-                Node::Leaf(slots) => return slots.get(hash as usize & slots.len().checked_sub(1)?),
-                Node::Branch(children) => {
-                    node = &children[child_index(hash, level)];
-                    level += 1;
-                }
-            }
-        }
-    }
-
-    /// A lookup with the hash already computed by [`Trie::hash_of`].
-    #[inline]
-    fn get_hashed(&self, key: &[u64; W], hash: u64) -> Option<&Entries> {
-        let mut node = &self.root;
-        let mut level = 0;
-        loop {
-            match node {
-                Node::Small(v) => return v.iter().find(|s| s.holds(key)).map(|s| &s.entries),
                 Node::Leaf(slots) => {
-                    let s = &slots[probe(slots, hash, key)?];
-                    return (!s.entries.is_vacant()).then_some(&s.entries);
+                    return Spot {
+                        slots,
+                        start: hash as usize & slots.len().wrapping_sub(1),
+                    }
                 }
                 Node::Branch(children) => {
                     node = &children[child_index(hash, level)];
                     level += 1;
+                }
+                // Only a root is small.
+                Node::Small(v) => {
+                    return Spot {
+                        slots: v,
+                        start: LINEAR,
+                    }
                 }
             }
         }
@@ -412,6 +445,37 @@ pub(crate) enum Table {
     Wide(Trie<KEY_WORDS>),
 }
 
+/// A [`Spot`] in a [`Table`].
+#[derive(Clone, Copy, Debug)]
+pub(crate) enum TableSpot<'a> {
+    Narrow(Spot<'a, 2>),
+    Wide(Spot<'a, KEY_WORDS>),
+}
+
+impl<'a> TableSpot<'a> {
+    /// Reads the first word of the slot where the probe starts, so that [`TableSpot::get`]
+    /// finds it in cache: a software prefetch (the prefetch instruction needs `unsafe`, which
+    /// this crate forbids). The caller folds the returned word into a value it passes to
+    /// [`std::hint::black_box`], so the load is not removed; it is a plain load whose value
+    /// nothing waits on, and the processor overlaps several.
+    #[inline]
+    pub(crate) fn touch(&self) -> u64 {
+        match self {
+            TableSpot::Narrow(s) => s.touch(),
+            TableSpot::Wide(s) => s.touch(),
+        }
+    }
+
+    /// The entries under `key` (the key the spot was computed for).
+    #[inline]
+    pub(crate) fn get(&self, key: &Key) -> Option<&'a Entries> {
+        match self {
+            TableSpot::Narrow(s) => s.get(&narrow(key)),
+            TableSpot::Wide(s) => s.get(&key.0),
+        }
+    }
+}
+
 /// The first `W` words of a key (the others are zero in every key of a table this narrow).
 #[inline]
 fn narrow<const W: usize>(key: &Key) -> [u64; W] {
@@ -438,38 +502,16 @@ impl Table {
 
     #[inline]
     pub(crate) fn get(&self, key: &Key, hasher: &KeyHasher) -> Option<&Entries> {
-        self.get_hashed(key, self.hash_of(key, hasher))
+        self.spot(key, hasher).get(key)
     }
 
-    /// The hash a lookup of `key` uses (0 when the table does not hash: few keys).
+    /// The first half of [`Table::get`]: hashes `key` (unless the table is a plain array) and
+    /// walks to the slots its probe searches, without comparing any key.
     #[inline]
-    pub(crate) fn hash_of(&self, key: &Key, hasher: &KeyHasher) -> u64 {
+    pub(crate) fn spot(&self, key: &Key, hasher: &KeyHasher) -> TableSpot<'_> {
         match self {
-            Table::Narrow(t) => t.hash_of(&narrow(key), hasher),
-            Table::Wide(t) => t.hash_of(&key.0, hasher),
-        }
-    }
-
-    /// [`Table::get`] with the hash from [`Table::hash_of`] (with the same hasher, on this
-    /// same table).
-    #[inline]
-    pub(crate) fn get_hashed(&self, key: &Key, hash: u64) -> Option<&Entries> {
-        match self {
-            Table::Narrow(t) => t.get_hashed(&narrow(key), hash),
-            Table::Wide(t) => t.get_hashed(&key.0, hash),
-        }
-    }
-
-    /// Reads the first word of the slot where a lookup with `hash` starts probing, so that a
-    /// later [`Table::get_hashed`] finds it in cache: a software prefetch (the prefetch
-    /// instruction needs `unsafe`, which this crate forbids). The caller folds the returned
-    /// word into a value it passes to [`std::hint::black_box`], so the load is not removed;
-    /// it is a plain load whose value nothing waits on, and the processor overlaps several.
-    #[inline]
-    pub(crate) fn touch(&self, hash: u64) -> u64 {
-        match self {
-            Table::Narrow(t) => t.first_slot(hash).map_or(0, |s| s.key[0]),
-            Table::Wide(t) => t.first_slot(hash).map_or(0, |s| s.key[0]),
+            Table::Narrow(t) => TableSpot::Narrow(t.spot(&narrow(key), hasher)),
+            Table::Wide(t) => TableSpot::Wide(t.spot(&key.0, hasher)),
         }
     }
 

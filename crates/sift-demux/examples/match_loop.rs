@@ -1,0 +1,88 @@
+//! A matching loop to profile (`perf record`): N connection filters, then
+//! `MODE` (reader, local, batch) over hits for `SECONDS`.
+//! `cargo run --release -p sift-demux --example match_loop -- 1000 local 3`
+
+use std::hint::black_box;
+use std::time::Instant;
+
+use sift_demux::{Delivery, Demux, Matches};
+
+fn packet(i: u64) -> (Vec<u8>, String) {
+    let src = 0x0a00_0000 | (i as u32 & 0x00ff_ffff);
+    let dst = 0xc0a8_0000 | ((i.wrapping_mul(0x9e37_79b9_7f4a_7c15) >> 40) as u32 & 0xffff);
+    let (sport, dport) = (1024 + (i % 50_000) as u16, 80u16);
+    let mut p = vec![0u8; 60];
+    p[12] = 0x08;
+    p[14] = 0x45;
+    p[23] = 6;
+    p[26..30].copy_from_slice(&src.to_be_bytes());
+    p[30..34].copy_from_slice(&dst.to_be_bytes());
+    p[34..36].copy_from_slice(&sport.to_be_bytes());
+    p[36..38].copy_from_slice(&dport.to_be_bytes());
+    let ip = |a: u32| {
+        let b = a.to_be_bytes();
+        format!("{}.{}.{}.{}", b[0], b[1], b[2], b[3])
+    };
+    let e = format!(
+        "ip src {} and ip dst {} and tcp src port {sport} and tcp dst port {dport}",
+        ip(src),
+        ip(dst)
+    );
+    (p, e)
+}
+
+fn main() {
+    let args: Vec<String> = std::env::args().collect();
+    let n: u64 = args.get(1).and_then(|s| s.parse().ok()).unwrap_or(1000);
+    let mode = args.get(2).map_or("local", |s| s.as_str()).to_string();
+    let seconds: f64 = args.get(3).and_then(|s| s.parse().ok()).unwrap_or(3.0);
+    let mut demux = Demux::new();
+    let opts = sift::Options::new(1, 262144);
+    {
+        let mut batch = demux.batch();
+        for i in 0..n {
+            let f = sift::compile_ir(&packet(i).1, &opts).unwrap();
+            batch.insert(&f, 0, Delivery::Exclusive).unwrap();
+        }
+    }
+    let mut x = 0x1234_5678_u64;
+    let packets: Vec<Vec<u8>> = (0..4096)
+        .map(|_| {
+            x ^= x << 13;
+            x ^= x >> 7;
+            x ^= x << 17;
+            packet(x % n).0
+        })
+        .collect();
+    let reader = demux.reader();
+    let mut local = reader.local();
+    let mut m = Matches::new();
+    let start = Instant::now();
+    let mut matched = 0u64;
+    while start.elapsed().as_secs_f64() < seconds {
+        match mode.as_str() {
+            "reader" => {
+                for p in &packets {
+                    reader.match_packet(black_box(p), p.len() as u32, &mut m);
+                    black_box(m.exclusive());
+                }
+            }
+            "batch" => reader.match_batch(
+                packets.iter().map(|p| (&p[..], p.len() as u32)),
+                &mut m,
+                |_, m| {
+                    black_box(m.exclusive());
+                },
+            ),
+            _ => {
+                for p in &packets {
+                    local.match_packet(black_box(p), p.len() as u32, &mut m);
+                    black_box(m.exclusive());
+                }
+            }
+        }
+        matched += packets.len() as u64;
+    }
+    let ns = start.elapsed().as_nanos() as f64 / matched as f64;
+    println!("{n} filters, {mode}: {ns:.1} ns/packet");
+}
