@@ -1,19 +1,13 @@
-//! Parallel moves: the copies that pass block arguments along an edge.
-//!
-//! All sources are read before any destination is written, as if at once. A move is emitted
-//! once no pending move still reads its destination; when every pending move is blocked, the
-//! rest are cycles (each destination is written once), and one destination is saved in a spare
-//! register to break its cycle.
+//! Parallel moves in eBPF: the order comes from [`sift_ir::moves`]; this module turns each
+//! single move into register, constant and stack-slot instructions.
+
+use sift_ir::moves::{self, MoveSource};
 
 use crate::insn::{AluOp, Insn, Reg, Size, Src};
 use crate::regalloc::Loc;
 
 /// The source of a move: a location or a constant.
-#[derive(Clone, Copy, Debug, PartialEq, Eq)]
-pub(crate) enum Source {
-    Loc(Loc),
-    Imm(u32),
-}
+pub(crate) type Source = MoveSource<Loc>;
 
 /// The frame-pointer offset of a stack slot.
 pub(crate) fn slot_offset(slot: u16) -> i16 {
@@ -28,28 +22,9 @@ pub(crate) fn sequentialize(
     slot_temp: Reg,
     out: &mut Vec<Insn>,
 ) {
-    let mut pending: Vec<(Loc, Source)> = moves
-        .iter()
-        .copied()
-        .filter(|&(d, s)| s != Source::Loc(d))
-        .collect();
-    while !pending.is_empty() {
-        let read = |loc: Loc, pending: &[(Loc, Source)]| {
-            pending.iter().any(|&(_, s)| s == Source::Loc(loc))
-        };
-        if let Some(i) = (0..pending.len()).find(|&i| !read(pending[i].0, &pending)) {
-            let (d, s) = pending.remove(i);
-            emit_move(d, s, slot_temp, out);
-            continue;
-        }
-        let d = pending[0].0;
-        emit_move(Loc::Reg(cycle_temp), Source::Loc(d), slot_temp, out);
-        for (_, s) in pending.iter_mut() {
-            if *s == Source::Loc(d) {
-                *s = Source::Loc(Loc::Reg(cycle_temp));
-            }
-        }
-    }
+    moves::sequentialize(moves, Loc::Reg(cycle_temp), |d, s| {
+        emit_move(d, s, slot_temp, out)
+    });
 }
 
 /// One move. Values are 32-bit and kept zero-extended in registers, so a 64-bit register copy

@@ -17,6 +17,9 @@
 //!   of every engine: a packet load outside the captured bytes rejects the packet, as does a
 //!   division by zero, exactly as classic BPF does.
 //!
+//! Back ends that give block parameters registers share [`moves`], which orders the parallel
+//! copies of an edge's arguments.
+//!
 //! Two instructions call coprocessors (NetVM's term): [`Inst::Contains`] searches the payload
 //! for a pattern, [`Inst::Member`] looks a key up in a set. They are pure and never reject;
 //! [`coproc`] defines them, and the tables they use travel with the function.
@@ -32,6 +35,7 @@ mod display;
 mod dominance;
 mod function;
 pub mod interp;
+pub mod moves;
 mod parse;
 pub mod protochain;
 pub mod verify;

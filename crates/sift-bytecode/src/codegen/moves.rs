@@ -1,9 +1,7 @@
-//! Parallel moves: the copies that pass block arguments along an edge.
-//!
-//! All sources are read before any destination is written, as if at once. Sequentializing
-//! emits a move only when no pending move still reads its destination; when every pending move
-//! is stuck, the remaining moves form cycles (each destination is written once), and one
-//! destination is saved in a spare register to break its cycle.
+//! Parallel moves in the bytecode: the order comes from [`sift_ir::moves`]; this module turns
+//! each single move into register, constant and scratch-slot instructions.
+
+use sift_ir::moves::{self, MoveSource};
 
 use crate::insn::{Insn, Operand, Reg};
 
@@ -15,11 +13,7 @@ pub(crate) enum Loc {
 }
 
 /// The source of a move: a location or a constant.
-#[derive(Clone, Copy, Debug, PartialEq, Eq)]
-pub(crate) enum Source {
-    Loc(Loc),
-    Imm(u32),
-}
+pub(crate) type Source = MoveSource<Loc>;
 
 /// Emits `moves` (destination, source) as a sequence of instructions, as if performed at once.
 /// Destinations must be distinct. `cycle_temp` breaks cycles; `slot_temp` carries a value into
@@ -30,29 +24,9 @@ pub(crate) fn sequentialize(
     slot_temp: Reg,
     out: &mut Vec<Insn>,
 ) {
-    let mut pending: Vec<(Loc, Source)> = moves
-        .iter()
-        .copied()
-        .filter(|&(d, s)| s != Source::Loc(d))
-        .collect();
-    while !pending.is_empty() {
-        let reads = |loc: Loc, pending: &[(Loc, Source)]| {
-            pending.iter().any(|&(_, s)| s == Source::Loc(loc))
-        };
-        if let Some(i) = (0..pending.len()).find(|&i| !reads(pending[i].0, &pending)) {
-            let (d, s) = pending.remove(i);
-            emit_move(d, s, slot_temp, out);
-            continue;
-        }
-        // Every destination is still read: save one and redirect its readers.
-        let d = pending[0].0;
-        emit_move(Loc::Reg(cycle_temp), Source::Loc(d), slot_temp, out);
-        for (_, s) in pending.iter_mut() {
-            if *s == Source::Loc(d) {
-                *s = Source::Loc(Loc::Reg(cycle_temp));
-            }
-        }
-    }
+    moves::sequentialize(moves, Loc::Reg(cycle_temp), |d, s| {
+        emit_move(d, s, slot_temp, out)
+    });
 }
 
 fn emit_move(d: Loc, s: Source, slot_temp: Reg, out: &mut Vec<Insn>) {
@@ -157,32 +131,5 @@ mod tests {
         ]);
         check(&[(Loc::Slot(0), s(r(1))), (r(1), s(Loc::Slot(0)))]);
         check(&[(Loc::Slot(2), Source::Imm(5)), (r(3), s(Loc::Slot(2)))]);
-    }
-
-    #[test]
-    fn exhaustive_permutations_of_four() {
-        let mut perm = [0u8, 1, 2, 3];
-        // Heap's algorithm over all 24 permutations.
-        let mut c = [0usize; 4];
-        let mut i = 0;
-        let moves = |p: &[u8; 4]| -> Vec<(Loc, Source)> {
-            (0..4u8).map(|k| (r(k), s(r(p[k as usize])))).collect()
-        };
-        check(&moves(&perm));
-        while i < 4 {
-            if c[i] < i {
-                if i % 2 == 0 {
-                    perm.swap(0, i);
-                } else {
-                    perm.swap(c[i], i);
-                }
-                check(&moves(&perm));
-                c[i] += 1;
-                i = 0;
-            } else {
-                c[i] = 0;
-                i += 1;
-            }
-        }
     }
 }
