@@ -121,8 +121,7 @@ pub(crate) fn apply(f: &mut Function) -> Result<(), String> {
         // After a round that only pulled tests up, the threading usually finds nothing; when
         // that is certain it is skipped (and the dominator tree stays the one just computed).
         let skip_threading = shortcuts && only_pulled && {
-            let tests =
-                test_groups.get_or_insert_with(|| TestGroups::new(f, &numbers, used, &rpo));
+            let tests = test_groups.get_or_insert_with(|| TestGroups::new(f, &numbers, used, &rpo));
             nothing_to_thread(f, tests, used, &rpo, &dom)
         };
         #[cfg(test)]
@@ -140,6 +139,18 @@ pub(crate) fn apply(f: &mut Function) -> Result<(), String> {
             break;
         }
         only_pulled = shortcuts && !changed && !threaded;
+        // Pullup-only rounds follow: lay the blocks out in the order their walks take.
+        if only_pulled {
+            let new_of = renumber_in_reverse_postorder(f);
+            let used_old = cross_block_uses.take().expect("computed this round");
+            let mut moved = vec![false; used_old.len()];
+            for (old, &new) in new_of.iter().enumerate() {
+                moved[new as usize] = used_old[old];
+            }
+            cross_block_uses = Some(moved);
+            test_groups = None;
+        }
+        let used = cross_block_uses.as_ref().expect("computed this round");
         if shortcuts && numbering_stays(used) {
             carried = Some(numbers);
         }
@@ -184,8 +195,16 @@ fn assert_same_numbering(f: &mut Function, carried: &Numbering) -> Result<(), St
         let data = f.block(b);
         for &v in data.params.iter().chain(&data.insts) {
             let (a, c) = (fresh.vn(v), carried.vn(v));
-            assert_eq!(*to_fresh.entry(c).or_insert(a), a, "carried numbering splits {v}");
-            assert_eq!(*to_carried.entry(a).or_insert(c), c, "carried numbering merges {v}");
+            assert_eq!(
+                *to_fresh.entry(c).or_insert(a),
+                a,
+                "carried numbering splits {v}"
+            );
+            assert_eq!(
+                *to_carried.entry(a).or_insert(c),
+                c,
+                "carried numbering merges {v}"
+            );
             assert_eq!(fresh.konst(v), carried.konst(v), "constant of {v}");
         }
     }
@@ -397,4 +416,41 @@ block1:
         .unwrap();
         assert_eq!(apply(&mut f).unwrap_err(), "shift by more than 31 bits");
     }
+}
+
+/// Renumbers the blocks of `f` so that the reachable ones come first, in reverse postorder,
+/// and the others after them in their old order; nothing is dropped. Every rule here reads
+/// the graph through its edges, never through block numbers, so only the memory layout
+/// changes: the walks of later rounds, which follow the reverse postorder closely, read the
+/// blocks in order instead of all over a function of 10^5 blocks. Returns the new number of
+/// each old block.
+fn renumber_in_reverse_postorder(f: &mut Function) -> Vec<u32> {
+    let n = f.blocks.len();
+    let mut new_of = vec![u32::MAX; n];
+    let mut order = f.reverse_postorder();
+    for (i, b) in order.iter().enumerate() {
+        new_of[b.index()] = i as u32;
+    }
+    for b in 0..n {
+        if new_of[b] == u32::MAX {
+            new_of[b] = order.len() as u32;
+            order.push(sift_ir::Block(b as u32));
+        }
+    }
+    let mut old = std::mem::take(&mut f.blocks);
+    f.blocks = order
+        .iter()
+        .map(|b| std::mem::take(&mut old[b.index()]))
+        .collect();
+    for data in &mut f.blocks {
+        for t in data.term.targets_mut() {
+            t.block = sift_ir::Block(new_of[t.block.index()]);
+        }
+    }
+    for inst in &mut f.values {
+        if let sift_ir::Inst::Param(b) = inst {
+            *b = sift_ir::Block(new_of[b.index()]);
+        }
+    }
+    new_of
 }
