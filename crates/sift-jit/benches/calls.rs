@@ -161,6 +161,12 @@ fn main() {
     );
     println!("| program | interp | jit | jit batch | Rust calls | match % |");
     println!("|---|---:|---:|---:|---:|---:|");
+    let rounds: Vec<PacketRef> = refs
+        .iter()
+        .cycle()
+        .take(REPS * refs.len())
+        .copied()
+        .collect();
     for (name, program) in programs(&mut rng) {
         let jit = JitFilter::compile(&program).expect("jit");
         jit.run_refs(&refs, &mut out);
@@ -173,7 +179,7 @@ fn main() {
         }
         let t_interp = time(&packets, |d, w| program.run(&mut cache, d, w));
         let t_jit = time(&packets, |d, w| jit.run(d, w));
-        let t_batch = time_batch(&jit, &refs, &mut out, REPS);
+        let t_batch = time_batch(&jit, &rounds, &mut out);
         let t_rust = direct(&program, &packets);
         println!(
             "| {name} | {t_interp:.2} | {t_jit:.2} | {t_batch:.2} | {t_rust:.2} | {:.1} |",

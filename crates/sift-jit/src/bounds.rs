@@ -99,16 +99,23 @@ pub(crate) struct Bounds {
     /// The instruction is reached (a `Reject` guard cuts off the rest of its block, and blocks
     /// only reached from there).
     pub live: Vec<bool>,
+    /// `need` at the first instruction for constant offsets: a packet shorter than this is
+    /// rejected whatever its bytes. `None`: every path returns 0.
+    pub entry_need: Option<u64>,
 }
 
 impl Bounds {
     /// With `aggregate` off, every load is checked on its own (the baseline for measurement).
     pub(crate) fn new(p: &Program, flow: &Flow, aggregate: bool) -> Bounds {
         let n = p.code.len();
+        let need = anticipate(p, flow);
         let mut bounds = Bounds {
             guard: vec![Guard::Covered; n],
             covered: vec![0; n],
             live: flow.reachable.clone(),
+            entry_need: need
+                .first()
+                .map_or(Some(0), |n| n.as_ref().map(|map| get(map, ABSOLUTE))),
         };
         if !aggregate {
             for i in 0..n {
@@ -119,7 +126,6 @@ impl Bounds {
             }
             return bounds;
         }
-        let need = anticipate(p, flow);
         bounds.place(p, flow, &need);
         bounds
     }

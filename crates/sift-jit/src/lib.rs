@@ -27,7 +27,11 @@
 //! * **atom coalescing** (module `coalesce`): adjacent equality tests with a common exit become one
 //!   wider compare;
 //! * **lookup tables** (module `table`): compare chains, binary search and jump tables by size and
-//!   density, and a collision-free hash for large sparse sets.
+//!   density, and a collision-free hash for large sparse sets;
+//! * **if-conversion** (module `branchless`): a small program without tables or calls is
+//!   evaluated on all its paths at once, with `select`s instead of conditional branches, so a
+//!   mix of packets the branch predictor cannot foresee costs no mispredictions (loads on paths
+//!   not taken read a block of zeros instead of bytes beyond the packet).
 //!
 //! * **coprocessor calls** (module `calls`): `contains` and `member` become calls into
 //!   `sift_coproc::Coprocessors` through `extern "C"` helpers, with a per-thread memo that
@@ -58,6 +62,7 @@
 
 mod arith;
 mod bounds;
+mod branchless;
 mod calls;
 mod coalesce;
 mod flow;
@@ -87,6 +92,9 @@ pub struct Options {
     pub coalesce: bool,
     /// Smallest sparse `switch` table lowered to a hash lookup instead of a compare tree.
     pub hash_min_keys: usize,
+    /// Evaluate small programs without conditional branches (if-conversion), so that
+    /// unpredictable packets cost no mispredictions.
+    pub branchless: bool,
 }
 
 impl Default for Options {
@@ -96,6 +104,7 @@ impl Default for Options {
             native_byte_order: true,
             coalesce: true,
             hash_min_keys: 64,
+            branchless: true,
         }
     }
 }
@@ -108,6 +117,7 @@ impl Options {
             native_byte_order: false,
             coalesce: false,
             hash_min_keys: usize::MAX,
+            branchless: false,
         }
     }
 }

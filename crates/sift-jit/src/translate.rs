@@ -29,6 +29,7 @@ use sift_ir::Chain;
 
 use crate::arith;
 use crate::bounds::{Bounds, Guard};
+use crate::branchless;
 use crate::calls::Helper;
 use crate::coalesce::{pair_at, Pair};
 use crate::flow::{Flow, MULTI};
@@ -55,6 +56,8 @@ pub(crate) struct Plan<'p> {
     pub flow: Flow,
     pub bounds: Bounds,
     pub pairs: Vec<Option<Pair>>,
+    /// Emit the program without conditional branches ([`crate::branchless`]).
+    pub branchless: bool,
     pub options: Options,
 }
 
@@ -73,11 +76,13 @@ impl<'p> Plan<'p> {
                     .flatten()
             })
             .collect();
+        let branchless = options.branchless && branchless::eligible(program, &flow.reachable);
         Plan {
             program,
             flow,
             bounds,
             pairs,
+            branchless,
             options: options.clone(),
         }
     }
@@ -109,7 +114,7 @@ fn branch_to_reject(b: &mut FunctionBuilder<'_>, reject: &mut Option<Block>, fai
 }
 
 /// Memory flags for the packet: never traps (checked), never written during a run.
-fn packet_flags() -> MemFlags {
+pub(crate) fn packet_flags() -> MemFlags {
     MemFlags::new().with_notrap().with_readonly()
 }
 
@@ -122,7 +127,7 @@ pub(crate) fn native_constant(c: u32, width: Width) -> u32 {
     }
 }
 
-fn width_mask(width: Width) -> u32 {
+pub(crate) fn width_mask(width: Width) -> u32 {
     match width {
         Width::Byte => 0xff,
         Width::Half => 0xffff,
@@ -130,7 +135,7 @@ fn width_mask(width: Width) -> u32 {
     }
 }
 
-fn int_cc(cond: Cond) -> IntCC {
+pub(crate) fn int_cc(cond: Cond) -> IntCC {
     match cond {
         Cond::Eq => IntCC::Equal,
         Cond::Ne | Cond::Set => IntCC::NotEqual,
@@ -228,6 +233,13 @@ pub(crate) fn translate(
         data,
         signatures: Vec::new(),
     };
+    if plan.branchless {
+        let p = &t.packet;
+        let result = branchless::emit(t.b, plan, p.data, p.caplen, p.wire_len);
+        t.exit(result);
+        t.b.seal_all_blocks();
+        return;
+    }
     if shape == Shape::Batch && searches(plan.program) {
         // Each packet of the batch starts afresh in the memo (the single entry's caller does
         // this before the call).

@@ -19,11 +19,12 @@ pub fn median_ns(items: usize, mut run: impl FnMut()) -> f64 {
     samples[3]
 }
 
-/// Median ns per packet of the batch entry over `refs`, `reps` times per pass.
-pub fn time_batch(jit: &JitFilter, refs: &[PacketRef<'_>], out: &mut [u32], reps: usize) -> f64 {
-    median_ns(reps * refs.len(), || {
-        for _ in 0..reps {
-            jit.run_refs(black_box(refs), out);
+/// Median ns per packet of the batch entry over `refs` in rounds of `out.len()` packets (the
+/// rounds of a benchmark's visiting order, one call per round).
+pub fn time_batch(jit: &JitFilter, refs: &[PacketRef<'_>], out: &mut [u32]) -> f64 {
+    median_ns(refs.len(), || {
+        for round in refs.chunks(out.len()) {
+            jit.run_refs(black_box(round), out);
             black_box(&out);
         }
     })

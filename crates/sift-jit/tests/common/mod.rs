@@ -26,6 +26,16 @@ pub fn option_sets() -> Vec<Options> {
             hash_min_keys: 4,
             ..Options::default()
         },
+        // Branching code for the programs the default evaluates without branches.
+        Options {
+            branchless: false,
+            ..Options::default()
+        },
+        // Without branches, with a check at every load (path predicates and masked loads).
+        Options {
+            branchless: true,
+            ..Options::baseline()
+        },
     ]
 }
 
