@@ -3,6 +3,8 @@
 //! four agree with each other and with the language's reference evaluator, on generated traffic.
 
 mod common;
+#[path = "common/expectations.rs"]
+mod expectations;
 
 use std::path::Path;
 
@@ -18,22 +20,6 @@ type Case = (
     Vec<Vec<u8>>,
 );
 
-/// The packets of a file's `accept HEX` / `reject HEX` expectation lines.
-fn file_packets(text: &str) -> Vec<Vec<u8>> {
-    text.lines()
-        .filter_map(|l| {
-            let l = l.trim().trim_start_matches(['/', '#', ';']).trim();
-            let hex = l
-                .strip_prefix("accept")
-                .or_else(|| l.strip_prefix("reject"))?;
-            let hex: String = hex.split_whitespace().collect();
-            (0..hex.len() / 2)
-                .map(|i| u8::from_str_radix(&hex[2 * i..2 * i + 2], 16).ok())
-                .collect()
-        })
-        .collect()
-}
-
 fn cases() -> Vec<Case> {
     let dir = Path::new(env!("CARGO_MANIFEST_DIR")).join("tests/programs");
     let mut paths: Vec<_> = std::fs::read_dir(&dir)
@@ -45,7 +31,7 @@ fn cases() -> Vec<Case> {
     for path in paths {
         let text = std::fs::read_to_string(&path).unwrap();
         let name = path.file_name().unwrap().to_string_lossy().into_owned();
-        let extra = file_packets(&text);
+        let extra = expectations::packets(&path, &text);
         match path.extension().and_then(|e| e.to_str()) {
             Some("cspf") => {
                 if let Ok(p) = cspf::parse(&text) {

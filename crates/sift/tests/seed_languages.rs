@@ -4,28 +4,15 @@
 //! differ only in their keys, collapse into one shape of the demultiplexer and dispatch each
 //! packet to its own session.
 
+#[path = "../../sift-seeds/tests/common/expectations.rs"]
+mod expectations;
+
 use std::path::Path;
 
 use sift::{Delivery, Demux, Filter, Matches};
 use sift_seeds::{cspf, dpf, mpf};
 
 const SNAPLEN: u32 = 262_144;
-
-/// The packets of a program file's `accept HEX` / `reject HEX` expectation lines.
-fn file_packets(text: &str) -> Vec<Vec<u8>> {
-    text.lines()
-        .filter_map(|l| {
-            let l = l.trim().trim_start_matches(['/', '#', ';']).trim();
-            let hex = l
-                .strip_prefix("accept")
-                .or_else(|| l.strip_prefix("reject"))?;
-            let hex: String = hex.split_whitespace().collect();
-            (0..hex.len() / 2)
-                .map(|i| u8::from_str_radix(&hex[2 * i..2 * i + 2], 16).ok())
-                .collect()
-        })
-        .collect()
-}
 
 /// Each lifted program with the packets its file names.
 fn lifted_programs() -> Vec<(String, sift_ir::Function, Vec<Vec<u8>>)> {
@@ -50,7 +37,7 @@ fn lifted_programs() -> Vec<(String, sift_ir::Function, Vec<Vec<u8>>)> {
             _ => None,
         };
         if let Some(ir) = ir {
-            out.push((name, ir, file_packets(&text)));
+            out.push((name, ir, expectations::packets(&path, &text)));
         }
     }
     out
