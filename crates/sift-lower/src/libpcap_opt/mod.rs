@@ -148,7 +148,9 @@ pub(crate) fn apply(f: &mut Function) -> Result<(), String> {
                 moved[new as usize] = used_old[old];
             }
             cross_block_uses = Some(moved);
-            test_groups = None;
+            if let Some(tests) = &mut test_groups {
+                tests.renumber(&new_of);
+            }
         }
         let used = cross_block_uses.as_ref().expect("computed this round");
         if shortcuts && numbering_stays(used) {

@@ -90,6 +90,20 @@ impl TestGroups {
         }
         this
     }
+
+    /// The same groups after block `b` became block `new_of[b]`.
+    pub(super) fn renumber(&mut self, new_of: &[u32]) {
+        fn moved<T: Copy>(items: &mut Vec<T>, new_of: &[u32]) {
+            let mut out = items.clone();
+            for (old, &new) in new_of.iter().enumerate() {
+                out[new as usize] = items[old];
+            }
+            *items = out;
+        }
+        moved(&mut self.exact_of, new_of);
+        moved(&mut self.equality_of, new_of);
+        moved(&mut self.decides, new_of);
+    }
 }
 
 /// Whether threading `f` would certainly move nothing; `false` means it may. `groups` were
