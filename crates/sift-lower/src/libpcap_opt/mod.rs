@@ -36,10 +36,14 @@
 //!
 //! libpcap's loops take time quadratic in a long `or` chain (its pullups walk runs of tests of
 //! one value; the chain needs about log2(n) rounds to sort them). The result here is libpcap's,
-//! computed faster: pullups skip whole runs (`runs.rs`), and a round after one that only
-//! pulled tests up reuses what pullups cannot change and skips the threading when a linear
-//! check proves it would move nothing (`thread_check.rs`). [`reference_mode`] turns all of
-//! that off; `pullup_equivalence.rs` compares the two on generated chains and random IR.
+//! computed faster: pullups skip whole runs (`runs.rs`); the first loop numbers the values
+//! once when no block uses another's values (`numbering_stays`); a round after one that only
+//! pulled tests up reuses what pullups cannot change, skips the threading when a linear check
+//! proves it would move nothing (`thread_check.rs`, its groups of tests kept between such
+//! rounds), and finds the blocks laid out in reverse postorder (`renumber.rs`).
+//! [`reference_mode`] turns all of that off; `pullup_equivalence.rs` compares the two on
+//! generated chains and random IR, and tests assert every reused numbering and skipped
+//! threading against the work it skips.
 
 mod branches;
 mod dead_code;
@@ -49,6 +53,7 @@ mod numbering;
 mod pullup;
 #[cfg(test)]
 mod pullup_equivalence;
+mod renumber;
 mod runs;
 mod thread_check;
 mod threading;
@@ -141,13 +146,9 @@ pub(crate) fn apply(f: &mut Function) -> Result<(), String> {
         only_pulled = shortcuts && !changed && !threaded;
         // Pullup-only rounds follow: lay the blocks out in the order their walks take.
         if only_pulled {
-            let new_of = renumber_in_reverse_postorder(f);
-            let used_old = cross_block_uses.take().expect("computed this round");
-            let mut moved = vec![false; used_old.len()];
-            for (old, &new) in new_of.iter().enumerate() {
-                moved[new as usize] = used_old[old];
-            }
-            cross_block_uses = Some(moved);
+            let new_of = renumber::in_reverse_postorder(f);
+            let used = cross_block_uses.take().expect("computed this round");
+            cross_block_uses = Some(renumber::moved(&used, &new_of));
             if let Some(tests) = &mut test_groups {
                 tests.renumber(&new_of);
             }
@@ -418,41 +419,4 @@ block1:
         .unwrap();
         assert_eq!(apply(&mut f).unwrap_err(), "shift by more than 31 bits");
     }
-}
-
-/// Renumbers the blocks of `f` so that the reachable ones come first, in reverse postorder,
-/// and the others after them in their old order; nothing is dropped. Every rule here reads
-/// the graph through its edges, never through block numbers, so only the memory layout
-/// changes: the walks of later rounds, which follow the reverse postorder closely, read the
-/// blocks in order instead of all over a function of 10^5 blocks. Returns the new number of
-/// each old block.
-fn renumber_in_reverse_postorder(f: &mut Function) -> Vec<u32> {
-    let n = f.blocks.len();
-    let mut new_of = vec![u32::MAX; n];
-    let mut order = f.reverse_postorder();
-    for (i, b) in order.iter().enumerate() {
-        new_of[b.index()] = i as u32;
-    }
-    for b in 0..n {
-        if new_of[b] == u32::MAX {
-            new_of[b] = order.len() as u32;
-            order.push(sift_ir::Block(b as u32));
-        }
-    }
-    let mut old = std::mem::take(&mut f.blocks);
-    f.blocks = order
-        .iter()
-        .map(|b| std::mem::take(&mut old[b.index()]))
-        .collect();
-    for data in &mut f.blocks {
-        for t in data.term.targets_mut() {
-            t.block = sift_ir::Block(new_of[t.block.index()]);
-        }
-    }
-    for inst in &mut f.values {
-        if let sift_ir::Inst::Param(b) = inst {
-            *b = sift_ir::Block(new_of[b.index()]);
-        }
-    }
-    new_of
 }

@@ -18,6 +18,7 @@ use super::edges::successors;
 use super::fast_hash::WordMap;
 use super::numbering::{Numbering, Vn};
 use super::pullup::DomIntervals;
+use super::renumber::moved;
 use super::threading::{edge_fact, is_const_equality, single_incoming, FactKey, Incoming};
 
 const NONE: u32 = u32::MAX;
@@ -93,16 +94,9 @@ impl TestGroups {
 
     /// The same groups after block `b` became block `new_of[b]`.
     pub(super) fn renumber(&mut self, new_of: &[u32]) {
-        fn moved<T: Copy>(items: &mut Vec<T>, new_of: &[u32]) {
-            let mut out = items.clone();
-            for (old, &new) in new_of.iter().enumerate() {
-                out[new as usize] = items[old];
-            }
-            *items = out;
-        }
-        moved(&mut self.exact_of, new_of);
-        moved(&mut self.equality_of, new_of);
-        moved(&mut self.decides, new_of);
+        self.exact_of = moved(&self.exact_of, new_of);
+        self.equality_of = moved(&self.equality_of, new_of);
+        self.decides = moved(&self.decides, new_of);
     }
 }
 
