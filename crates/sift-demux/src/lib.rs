@@ -32,7 +32,8 @@
 //!    would compute alone ([`Demux::share_searches`] turns this off, for measuring).
 //! 4. [`Demux`] (the writer) publishes immutable snapshots (`snapshot`) through an atomic
 //!    pointer swap (`arc-swap`); [`Reader`]s and [`LocalReader`]s never block and each match
-//!    sees one whole snapshot. Tables are persistent (a shallow trie of small open-addressing
+//!    sees one whole snapshot (a [`Reader`] revalidates a per-thread cached snapshot with one
+//!    plain atomic load per match; see `reader`). Tables are persistent (a shallow trie of small open-addressing
 //!    arrays), so an update copies one small leaf, not the table.
 //!
 //! Batch matching ([`Reader::match_batch`], module `batch`) gives each packet the same

@@ -59,27 +59,27 @@ impl Reader {
         Reader { shared }
     }
 
-    /// Runs `f` on the current snapshot, from this thread's cache when it can (not inside
-    /// another call of `f` on this thread, nor while the thread is being torn down: those go
-    /// through `arc-swap`'s shared load).
-    #[inline]
-    fn with_snapshot<R>(&self, f: impl FnOnce(&Snapshot) -> R) -> R {
-        let mut f = Some(f);
-        let ran = CACHED.try_with(|cell| {
-            let f = f.take().expect("the closure runs once");
-            match cell.try_borrow_mut() {
+    /// Matches with this thread's cached snapshot; `false` when the cache is unavailable (a
+    /// match inside a batch's callback on this thread, or a thread being torn down).
+    #[inline(always)]
+    fn run_cached(&self, packet: &[u8], wire_len: u32, out: &mut Matches, all: bool) -> bool {
+        CACHED
+            .try_with(|cell| match cell.try_borrow_mut() {
                 Ok(mut caches) => {
                     let i = cache_index(&mut caches, &self.shared);
-                    f(caches[i].cache.load())
+                    caches[i].cache.load().run(packet, wire_len, out, all);
+                    true
                 }
-                Err(_) => f(&self.shared.load()),
-            }
-        });
-        match (ran, f) {
-            (Ok(r), _) => r,
-            (Err(_), Some(f)) => f(&self.shared.load()),
-            (Err(_), None) => unreachable!("`try_with` fails without running its closure"),
-        }
+                Err(_) => false,
+            })
+            .unwrap_or(false)
+    }
+
+    /// Matches through `arc-swap`'s shared load (the uncached way).
+    #[cold]
+    #[inline(never)]
+    fn run_shared(&self, packet: &[u8], wire_len: u32, out: &mut Matches, all: bool) {
+        self.shared.load().run(packet, wire_len, out, all);
     }
 
     /// Matches one packet (`packet`: the captured bytes; `wire_len`: its length on the wire)
@@ -87,13 +87,17 @@ impl Reader {
     /// exclusive filter, then that filter (see [`Matches`]).
     #[inline]
     pub fn match_packet(&self, packet: &[u8], wire_len: u32, out: &mut Matches) {
-        self.with_snapshot(|s| s.run(packet, wire_len, out, false));
+        if !self.run_cached(packet, wire_len, out, false) {
+            self.run_shared(packet, wire_len, out, false);
+        }
     }
 
     /// Every filter that accepts the packet, exclusive or not, in matching order
     /// ([`Matches::exclusive`] is still the CSPF winner).
     pub fn match_all(&self, packet: &[u8], wire_len: u32, out: &mut Matches) {
-        self.with_snapshot(|s| s.run(packet, wire_len, out, true));
+        if !self.run_cached(packet, wire_len, out, true) {
+            self.run_shared(packet, wire_len, out, true);
+        }
     }
 
     /// Matches a batch of packets, calling `deliver(i, matches)` for the `i`-th packet, in
@@ -149,10 +153,14 @@ impl Reader {
 #[inline]
 fn cache_index(caches: &mut Vec<Cached>, shared: &Shared) -> usize {
     let target = Arc::as_ptr(shared);
-    if let Some(i) = caches.iter().position(|c| c.source.as_ptr() == target) {
-        return i;
+    // Most threads match against one demultiplexer: its entry is checked first.
+    if caches.first().is_some_and(|c| c.source.as_ptr() == target) {
+        return 0;
     }
-    add_cache(caches, shared)
+    match caches.iter().position(|c| c.source.as_ptr() == target) {
+        Some(i) => i,
+        None => add_cache(caches, shared),
+    }
 }
 
 #[cold]

@@ -175,6 +175,13 @@ impl Snapshot {
             };
             return deliver_in_order(entries, m);
         }
+        self.run_general(pkt, wire_len, m, all);
+    }
+
+    /// [`Snapshot::run`] when the one-shape fast path does not apply (kept out of line so
+    /// that the fast path inlines into the caller's loop).
+    #[inline(never)]
+    fn run_general(&self, pkt: &[u8], wire_len: u32, m: &mut Matches, all: bool) {
         self.resolve(pkt, wire_len, m, all, |_, shape, regs| {
             let mut key = Key::default();
             if !shape.extractor.extract(pkt, wire_len, regs, &mut key) {

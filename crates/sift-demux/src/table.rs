@@ -25,7 +25,7 @@ use crate::{Delivery, FilterId};
 /// Keys up to which a table is a plain array.
 const SMALL_MAX: usize = 8;
 /// Keys above which a leaf splits into 64 leaves.
-const LEAF_MAX: usize = 64;
+const LEAF_MAX: usize = 256;
 /// Smallest leaf (a power of two).
 const LEAF_MIN_SLOTS: usize = 4;
 const FANOUT_BITS: u32 = 6;
@@ -209,11 +209,7 @@ impl<'a, const W: usize> Spot<'a, W> {
     #[inline]
     fn get(&self, key: &[u64; W]) -> Option<&'a Entries> {
         if self.start == LINEAR {
-            return self
-                .slots
-                .iter()
-                .find(|s| s.holds(key))
-                .map(|s| &s.entries);
+            return self.slots.iter().find(|s| s.holds(key)).map(|s| &s.entries);
         }
         let mask = self.slots.len().wrapping_sub(1);
         let mut i = self.start;
