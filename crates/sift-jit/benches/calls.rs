@@ -7,14 +7,14 @@
 //!
 //! Packets: 2,000 Ethernet/IPv4/TCP packets of 60 to 250 bytes, destination ports drawn from the
 //! sets' members and others, payloads of random text of which a quarter starts with an HTTP
-//! request line. Each cell is the median of 7 timed passes (after a warm-up) of `REPS` rounds
+//! request line. Each cell is the best of 7 timed passes (after a warm-up) of `REPS` rounds
 //! over all packets; the JIT's results are checked against the interpreter's first.
 
 mod common;
 
 use std::hint::black_box;
 
-use common::{median_ns, time_batch};
+use common::{best_ns, time_batch};
 use sift_bytecode::{assemble, verify, Cache, VerifiedProgram};
 use sift_jit::{JitFilter, PacketRef};
 use sift_testgen::Rng;
@@ -44,9 +44,9 @@ fn packets(rng: &mut Rng) -> Vec<Vec<u8>> {
         .collect()
 }
 
-/// Median ns per packet over 7 passes, each running `f` over all packets `REPS` times.
+/// Best ns per packet over 7 passes, each running `f` over all packets `REPS` times.
 fn time(packets: &[Vec<u8>], mut f: impl FnMut(&[u8], u32) -> u32) -> f64 {
-    median_ns(REPS * packets.len(), || {
+    best_ns(REPS * packets.len(), || {
         let mut acc = 0u32;
         for _ in 0..REPS {
             for p in packets {
@@ -156,7 +156,7 @@ fn main() {
     let mut out = vec![0u32; refs.len()];
     let mut cache = Cache::new();
     println!(
-        "{} packets, median of 7 passes x {REPS}; ns/packet\n",
+        "{} packets, best of 7 passes x {REPS}; ns/packet\n",
         packets.len()
     );
     println!("| program | interp | jit | jit batch | Rust calls | match % |");

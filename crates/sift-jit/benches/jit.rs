@@ -7,7 +7,7 @@
 //!
 //! Packets: 4,000 generated Ethernet packets (`sift_testgen`, including truncated and mutated
 //! ones) plus 1,000 IPv4/TCP packets built to match the filters' addresses and ports. Each cell
-//! is the median of 7 timed passes (after one warm-up pass), each pass running `REPS` rounds
+//! is the best of 7 timed passes (after one warm-up pass), each pass running `REPS` rounds
 //! over every packet. Before timing, every engine's result is checked against the interpreter's
 //! on every packet (libpcap's differences, if any, are counted in the `!pcap` column).
 //!
@@ -29,7 +29,7 @@ mod common;
 use std::hint::black_box;
 use std::time::Instant;
 
-use common::{median_ns, time_batch};
+use common::{best_ns, time_batch};
 use sift_bytecode::{Cache, VerifiedProgram};
 use sift_jit::{JitFilter, PacketRef};
 use sift_oracle::Oracle;
@@ -279,9 +279,9 @@ fn visiting_order(n: usize) -> Vec<usize> {
     order
 }
 
-/// Median ns per packet over 7 passes, each running `f` on the packets in `order`.
+/// Best ns per packet over 7 passes, each running `f` on the packets in `order`.
 fn time(packets: &[Packet], order: &[usize], mut f: impl FnMut(&[u8], u32) -> u32) -> f64 {
-    median_ns(order.len(), || {
+    best_ns(order.len(), || {
         let mut acc = 0u32;
         for &i in order {
             let p = &packets[i];
@@ -317,7 +317,7 @@ fn main() {
         filters.push(host_set(n));
     }
     println!(
-        "{} Ethernet packets (4,000 generated + 1,000 built to match), median of 7 passes x {REPS} rounds, {}; ns/packet\n",
+        "{} Ethernet packets (4,000 generated + 1,000 built to match), best of 7 passes x {REPS} rounds, {}; ns/packet\n",
         packets.len(),
         match std::env::var("SIFT_BENCH_ORDER").as_deref() {
             Ok("fixed") => "the same order every round",

@@ -1,34 +1,58 @@
-//! Runs one filter's JIT over generated Ethernet packets in a loop (for `perf stat`).
+//! Runs one filter's JIT over generated Ethernet packets in a loop (for `perf stat` and for
+//! placement effects): `jitloop EXPR [nocoalesce|nonative|noaggregate|branching|baseline]
+//! [shuffled]`.
+//!
+//! Six copies of the same code at different addresses are timed in turn. With one fixed order
+//! of packets, the branch predictor learns the sequence of outcomes and identical code runs at
+//! different speeds depending on where it lies; `shuffled` visits the packets in a new random
+//! order each round, which nothing can learn.
 fn main() {
-    let expr = std::env::args().nth(1).expect("expression");
-    let mut ir = sift::compile_ir(&expr, &sift::Options::new(1, 262144)).expect("compiles");
+    let args: Vec<String> = std::env::args().skip(1).collect();
+    let expr = args.first().expect("expression");
+    let mut ir = sift::compile_ir(expr, &sift::Options::new(1, 262144)).expect("compiles");
     sift_opt::optimize(&mut ir);
     let bc = sift_bytecode::compile(&ir).expect("codegen");
     let mut options = sift_jit::Options::default();
-    match std::env::args().nth(2).as_deref() {
-        Some("nocoalesce") => options.coalesce = false,
-        Some("nonative") => options.native_byte_order = false,
-        Some("noaggregate") => options.aggregate_bounds = false,
-        Some("baseline") => options = sift_jit::Options::baseline(),
-        _ => {}
+    for a in &args[1..] {
+        match a.as_str() {
+            "nocoalesce" => options.coalesce = false,
+            "nonative" => options.native_byte_order = false,
+            "noaggregate" => options.aggregate_bounds = false,
+            "branching" => options.branchless = false,
+            "baseline" => options = sift_jit::Options::baseline(),
+            _ => {}
+        }
     }
+    let shuffled = args.iter().any(|a| a == "shuffled");
     let packets = sift_testgen::generate_packets(1, 0xbe7c, 4000);
-    // Several copies of the same code at different addresses: placement effects show up as
-    // different times for identical code.
+    const ROUNDS: usize = 200;
+    let mut rng = sift_testgen::Rng::new(0x5eed);
+    let mut order = Vec::with_capacity(ROUNDS * packets.len());
+    for _ in 0..ROUNDS {
+        let mut round: Vec<usize> = (0..packets.len()).collect();
+        if shuffled {
+            for i in (1..round.len()).rev() {
+                round.swap(i, rng.index(i + 1));
+            }
+        }
+        order.extend(round);
+    }
     let copies: Vec<_> = (0..6)
         .map(|_| sift_jit::JitFilter::compile_with(&bc, &options).expect("jit"))
         .collect();
     for jit in &copies {
         let start = std::time::Instant::now();
         let mut acc = 0u32;
-        for _ in 0..200 {
-            for p in &packets {
-                acc = acc.wrapping_add(jit.run(std::hint::black_box(&p.data), p.wire_len));
-            }
+        for &i in &order {
+            let p = &packets[i];
+            acc = acc.wrapping_add(jit.run(std::hint::black_box(&p.data), p.wire_len));
         }
-        let ns = start.elapsed().as_nanos() as f64 / (200.0 * packets.len() as f64);
+        let ns = start.elapsed().as_nanos() as f64 / order.len() as f64;
         println!("{ns:.2} ({jit:?})");
         std::hint::black_box(acc);
     }
-    println!("ns/packet");
+    println!(
+        "ns/packet ({})",
+        if shuffled { "shuffled" } else { "fixed order" }
+    );
 }
