@@ -38,8 +38,7 @@ use sift_bytecode::{AluOp, Cond, Insn, Operand, Program, Reg, Width};
 
 use crate::arith;
 use crate::bounds::Guard;
-use crate::flow::MULTI;
-use crate::translate::{int_cc, native_constant, packet_flags, width_mask, Plan};
+use crate::translate::{compare, native_constant, packet_flags, width_mask, Plan, Rhs};
 
 /// Largest program (in reachable instructions) evaluated without branches: every instruction
 /// runs for every packet, so beyond this the work outweighs the mispredictions saved.
@@ -466,7 +465,7 @@ impl Emitter<'_, '_, '_> {
     ) -> Option<(Pred, Value)> {
         match rhs {
             Operand::Imm(k) => {
-                let k = match self.native_operand(i) {
+                let k = match self.plan.native_operand(i) {
                     Some(w) if op == AluOp::And && self.plan.flow.native_order[i].is_some() => {
                         native_constant(k & width_mask(w), w)
                     }
@@ -491,13 +490,6 @@ impl Emitter<'_, '_, '_> {
     }
 
     /// The native byte order width of the definition instruction `i` reads in slot 0, if any.
-    fn native_operand(&self, i: usize) -> Option<Width> {
-        let d = self.plan.flow.use_defs[i][0];
-        (d < MULTI)
-            .then(|| self.plan.flow.native_order[d as usize])
-            .flatten()
-    }
-
     /// Whether the branch at `i` holds: an `i8` value, or `Err(constant)` when it is decided
     /// at compile time.
     fn condition(
@@ -509,35 +501,11 @@ impl Emitter<'_, '_, '_> {
         rhs: Operand,
     ) -> Result<Value, bool> {
         let a = self.reg(state, lhs);
-        Ok(match rhs {
-            Operand::Imm(k) => {
-                let mut k = k;
-                if let Some(w) = self.native_operand(i) {
-                    // Only eq, ne and set read native-order values (see `flow`).
-                    if cond != Cond::Set && k > width_mask(w) {
-                        return Err(cond != Cond::Eq);
-                    }
-                    k = native_constant(k & width_mask(w), w);
-                }
-                match cond {
-                    Cond::Set => {
-                        let m = self.b.ins().band_imm_u(a, i64::from(k));
-                        self.b.ins().icmp_imm_u(IntCC::NotEqual, m, 0)
-                    }
-                    _ => self.b.ins().icmp_imm_u(int_cc(cond), a, i64::from(k)),
-                }
-            }
-            Operand::Reg(r) => {
-                let y = self.reg(state, r);
-                match cond {
-                    Cond::Set => {
-                        let m = self.b.ins().band(a, y);
-                        self.b.ins().icmp_imm_u(IntCC::NotEqual, m, 0)
-                    }
-                    _ => self.b.ins().icmp(int_cc(cond), a, y),
-                }
-            }
-        })
+        let rhs = match rhs {
+            Operand::Imm(k) => Rhs::Imm(k),
+            Operand::Reg(r) => Rhs::Value(self.reg(state, r)),
+        };
+        compare(self.b, cond, a, rhs, self.plan.native_operand(i))
     }
 }
 

@@ -62,6 +62,14 @@ pub(crate) struct Plan<'p> {
 }
 
 impl<'p> Plan<'p> {
+    /// The native byte order width of the definition instruction `i` reads in slot 0, if any.
+    pub(crate) fn native_operand(&self, i: usize) -> Option<Width> {
+        let d = self.flow.use_defs[i][0];
+        (d < MULTI)
+            .then(|| self.flow.native_order[d as usize])
+            .flatten()
+    }
+
     pub(crate) fn new(program: &'p Program, options: &Options) -> Plan<'p> {
         let flow = Flow::new(program);
         let bounds = Bounds::new(program, &flow, options.aggregate_bounds);
@@ -553,12 +561,8 @@ impl Translator<'_, '_, '_> {
         self.b.ins().brif(equal, t, &[], f, &[]);
     }
 
-    /// The native byte order width of the definition instruction `i` reads in slot 0, if any.
     fn native_operand(&self, i: usize) -> Option<Width> {
-        let d = self.plan.flow.use_defs[i][0];
-        (d < MULTI)
-            .then(|| self.plan.flow.native_order[d as usize])
-            .flatten()
+        self.plan.native_operand(i)
     }
 
     fn alu(&mut self, i: usize, op: AluOp, dst: Reg, lhs: Reg, rhs: Operand) -> bool {
@@ -601,36 +605,15 @@ impl Translator<'_, '_, '_> {
             return;
         }
         let a = self.b.use_var(self.var(lhs));
-        let holds = match rhs {
-            Operand::Imm(k) => {
-                let mut k = k;
-                if let Some(w) = self.native_operand(i) {
-                    // Only eq, ne and set read native-order values (see `flow`).
-                    if cond != Cond::Set && k > width_mask(w) {
-                        // A value of this width never equals k.
-                        let target = if cond == Cond::Eq { f } else { t };
-                        self.b.ins().jump(target, &[]);
-                        return;
-                    }
-                    k = native_constant(k & width_mask(w), w);
-                }
-                match cond {
-                    Cond::Set => {
-                        let m = self.b.ins().band_imm_u(a, i64::from(k));
-                        self.b.ins().icmp_imm_u(IntCC::NotEqual, m, 0)
-                    }
-                    _ => self.b.ins().icmp_imm_u(int_cc(cond), a, i64::from(k)),
-                }
-            }
-            Operand::Reg(r) => {
-                let b = self.b.use_var(self.var(r));
-                match cond {
-                    Cond::Set => {
-                        let m = self.b.ins().band(a, b);
-                        self.b.ins().icmp_imm_u(IntCC::NotEqual, m, 0)
-                    }
-                    _ => self.b.ins().icmp(int_cc(cond), a, b),
-                }
+        let rhs = match rhs {
+            Operand::Imm(k) => Rhs::Imm(k),
+            Operand::Reg(r) => Rhs::Value(self.b.use_var(self.var(r))),
+        };
+        let holds = match compare(self.b, cond, a, rhs, self.native_operand(i)) {
+            Ok(holds) => holds,
+            Err(decided) => {
+                self.b.ins().jump(if decided { t } else { f }, &[]);
+                return;
             }
         };
         self.b.ins().brif(holds, t, &[], f, &[]);
@@ -728,4 +711,47 @@ impl Translator<'_, '_, '_> {
         }
         switch.emit(self.b, number, default);
     }
+}
+
+/// The right-hand side of a comparison: a constant, or a value already read.
+pub(crate) enum Rhs {
+    Imm(u32),
+    Value(Value),
+}
+
+/// `a cond rhs` as an `i8` value, or `Err(outcome)` when the outcome is known at compile time.
+/// `native` is the width of `a` when it was loaded in native byte order: the constant is
+/// swapped to match, and one wider than that width can never equal `a`.
+pub(crate) fn compare(
+    b: &mut FunctionBuilder,
+    cond: Cond,
+    a: Value,
+    rhs: Rhs,
+    native: Option<Width>,
+) -> Result<Value, bool> {
+    Ok(match rhs {
+        Rhs::Imm(mut k) => {
+            if let Some(w) = native {
+                // Only eq, ne and set read native-order values (see `flow`).
+                if cond != Cond::Set && k > width_mask(w) {
+                    return Err(cond != Cond::Eq);
+                }
+                k = native_constant(k & width_mask(w), w);
+            }
+            match cond {
+                Cond::Set => {
+                    let m = b.ins().band_imm_u(a, i64::from(k));
+                    b.ins().icmp_imm_u(IntCC::NotEqual, m, 0)
+                }
+                _ => b.ins().icmp_imm_u(int_cc(cond), a, i64::from(k)),
+            }
+        }
+        Rhs::Value(y) => match cond {
+            Cond::Set => {
+                let m = b.ins().band(a, y);
+                b.ins().icmp_imm_u(IntCC::NotEqual, m, 0)
+            }
+            _ => b.ins().icmp(int_cc(cond), a, y),
+        },
+    })
 }
