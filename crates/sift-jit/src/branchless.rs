@@ -38,7 +38,9 @@ use sift_bytecode::{AluOp, Cond, Insn, Operand, Program, Reg, Width};
 
 use crate::arith;
 use crate::bounds::Guard;
-use crate::translate::{compare, native_constant, packet_flags, width_mask, Plan, Rhs};
+use crate::translate::{
+    compare, load_packet_value, native_constant, packet_flags, width_mask, Plan, Rhs,
+};
 
 /// Largest program (in reachable instructions) evaluated without branches: every instruction
 /// runs for every packet, so beyond this the work outweighs the mispredictions saved.
@@ -306,20 +308,9 @@ impl Emitter<'_, '_, '_> {
                 if self.plan.bounds.guard[i] == Guard::Reject {
                     return None; // every path from here returns 0
                 }
-                let ty = match width {
-                    Width::Byte => types::I8,
-                    Width::Half => types::I16,
-                    Width::Word => types::I32,
-                };
                 let (reach, address) = self.load_address(i, reach, state, offset, base, 1);
-                let mut v = self.b.ins().load(ty, packet_flags(), address, 0);
                 let native = self.plan.flow.native_order[i].is_some();
-                if width != Width::Byte && !native && cfg!(target_endian = "little") {
-                    v = self.b.ins().bswap(v);
-                }
-                if ty != types::I32 {
-                    v = self.b.ins().uextend(types::I32, v);
-                }
+                let v = load_packet_value(self.b, address, width, native);
                 set(state, dst, v);
                 return Some(reach);
             }

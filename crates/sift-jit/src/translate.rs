@@ -526,19 +526,8 @@ impl Translator<'_, '_, '_> {
         let Some(address) = self.guarded_address(i, base, offset) else {
             return false;
         };
-        let ty = match width {
-            Width::Byte => types::I8,
-            Width::Half => types::I16,
-            Width::Word => types::I32,
-        };
-        let mut v = self.b.ins().load(ty, packet_flags(), address, 0);
         let native = self.plan.flow.native_order[i].is_some();
-        if width != Width::Byte && !native && cfg!(target_endian = "little") {
-            v = self.b.ins().bswap(v);
-        }
-        if ty != types::I32 {
-            v = self.b.ins().uextend(types::I32, v);
-        }
+        let v = load_packet_value(self.b, address, width, native);
         self.b.def_var(self.var(dst), v);
         true
     }
@@ -711,6 +700,29 @@ impl Translator<'_, '_, '_> {
         }
         switch.emit(self.b, number, default);
     }
+}
+
+/// Loads a `width` packet value at `address` as an `i32`: big-endian (as the bytecode defines
+/// it), or left in the host's order when `native` (its uses compare with swapped constants).
+pub(crate) fn load_packet_value(
+    b: &mut FunctionBuilder,
+    address: Value,
+    width: Width,
+    native: bool,
+) -> Value {
+    let ty = match width {
+        Width::Byte => types::I8,
+        Width::Half => types::I16,
+        Width::Word => types::I32,
+    };
+    let mut v = b.ins().load(ty, packet_flags(), address, 0);
+    if width != Width::Byte && !native && cfg!(target_endian = "little") {
+        v = b.ins().bswap(v);
+    }
+    if ty != types::I32 {
+        v = b.ins().uextend(types::I32, v);
+    }
+    v
 }
 
 /// The right-hand side of a comparison: a constant, or a value already read.
