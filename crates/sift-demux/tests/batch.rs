@@ -7,7 +7,7 @@ mod common;
 
 use common::*;
 use sift_demux::{Delivery, Demux, FilterId, Matches, Placement};
-use sift_ir::{Cache, Function, Inst, Interpreter};
+use sift_ir::{Cache, Function, Inst};
 use sift_testgen::{generate_packets, random_expressions, truncate_packet, Packet, Rng};
 
 const TEMPLATE: &str =
@@ -73,13 +73,7 @@ fn setup(n: u64, seed: u64, mixed: bool, few_shapes: bool, interpreted: bool) ->
         } else {
             Delivery::Exclusive
         };
-        let id = demux.insert(&f, priority, delivery).unwrap();
-        installed.push(Installed {
-            id,
-            priority,
-            delivery,
-            interp: Interpreter::new(f).unwrap(),
-        });
+        install(demux, installed, f, priority, delivery);
     };
     for i in 0..n {
         let c = conn(i);
@@ -237,13 +231,7 @@ fn batch_with_many_shapes() {
             i * 3
         );
         let f = compile(&e).unwrap();
-        let id = demux.insert(&f, 0, Delivery::Copy).unwrap();
-        installed.push(Installed {
-            id,
-            priority: 0,
-            delivery: Delivery::Copy,
-            interp: Interpreter::new(f).unwrap(),
-        });
+        install(&mut demux, &mut installed, f, 0, Delivery::Copy);
     }
     assert!(demux.stats().shapes > 32, "{:?}", demux.stats());
     for _ in 0..300 {

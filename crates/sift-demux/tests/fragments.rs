@@ -10,12 +10,12 @@ mod common;
 
 use std::collections::HashMap;
 
-use common::{oracle, Installed};
+use common::{install, oracle};
 use sift_demux::{
     Delivery, Demux, DropReason, FilterId, FragmentConfig, FragmentDemux, FragmentOutcome, Matches,
     Verdict,
 };
-use sift_ir::{Cache, Interpreter};
+use sift_ir::Cache;
 use sift_testgen::{random_expressions, Rng};
 
 const LINKTYPES: &[u32] = &[1, 0, 108, 101, 113, 276, 228, 229];
@@ -248,13 +248,7 @@ fn run_seed(seed: u64, limits: Option<FragmentConfig>, tally: &mut Tally) {
         } else {
             Delivery::Exclusive
         };
-        let id = demux.insert(&f, priority, delivery).unwrap();
-        installed.push(Installed {
-            id,
-            priority,
-            delivery,
-            interp: Interpreter::new(f).unwrap(),
-        });
+        install(&mut demux, &mut installed, f, priority, delivery);
     }
 
     // Datagrams in sending order, each with its fragments; some first fragments lost, some

@@ -5,10 +5,10 @@
 
 mod common;
 
-use common::{oracle, Installed, ETHERNET, SNAPLEN};
+use common::{install, oracle, Installed, ETHERNET, SNAPLEN};
 use sift_coproc::searches_on_this_thread;
 use sift_demux::{Delivery, Demux, FilterId, Matches};
-use sift_ir::{Cache, Function, Interpreter};
+use sift_ir::{Cache, Function};
 use sift_testgen::Rng;
 
 /// Payload bytes and pattern letters: few, so that patterns occur.
@@ -199,13 +199,7 @@ fn shared_search_delivers_as_each_filter_alone() {
             } else {
                 Delivery::Copy
             };
-            let id = demux.insert(&ir, priority, delivery).unwrap();
-            installed.push(Installed {
-                id,
-                priority,
-                delivery,
-                interp: Interpreter::new(ir).unwrap(),
-            });
+            install(&mut demux, &mut installed, ir, priority, delivery);
         }
         let stats = demux.stats();
         assert!(

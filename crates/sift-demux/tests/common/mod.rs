@@ -3,7 +3,7 @@
 
 #![allow(dead_code)]
 
-use sift_demux::{Delivery, FilterId};
+use sift_demux::{Delivery, Demux, FilterId};
 use sift_ir::{Cache, Function, Interpreter};
 use sift_testgen::Rng;
 
@@ -114,6 +114,24 @@ pub struct Installed {
     pub priority: i32,
     pub delivery: Delivery,
     pub interp: Interpreter,
+}
+
+/// Inserts `f` into `demux` and records it for the oracle; returns its id.
+pub fn install(
+    demux: &mut Demux,
+    installed: &mut Vec<Installed>,
+    f: Function,
+    priority: i32,
+    delivery: Delivery,
+) -> FilterId {
+    let id = demux.insert(&f, priority, delivery).unwrap();
+    installed.push(Installed {
+        id,
+        priority,
+        delivery,
+        interp: Interpreter::new(f).unwrap(),
+    });
+    id
 }
 
 /// CSPF delivery by running every filter alone: (delivered in order, exclusive winner).
