@@ -41,22 +41,17 @@ pub(crate) fn program(min_caplen: usize, steps: &[Step]) -> Option<KeyProgram> {
         next += 1;
         next - 1
     };
+    let load = |index, offset, bytes| KeyStep::Load {
+        index,
+        offset,
+        bytes,
+    };
     for step in steps {
         let reg = |r: u8| value_of.get(usize::from(r)).copied().flatten();
         let (dst, defined) = match *step {
             Step::Const { dst, k } => (dst, define(&mut out, KeyStep::Const(k))),
             Step::WireLen { dst } => (dst, define(&mut out, KeyStep::WireLen)),
-            Step::Load { dst, offset, bytes } => (
-                dst,
-                define(
-                    &mut out,
-                    KeyStep::Load {
-                        index: None,
-                        offset,
-                        bytes,
-                    },
-                ),
-            ),
+            Step::Load { dst, offset, bytes } => (dst, define(&mut out, load(None, offset, bytes))),
             Step::LoadAt {
                 dst,
                 index,
@@ -64,17 +59,7 @@ pub(crate) fn program(min_caplen: usize, steps: &[Step]) -> Option<KeyProgram> {
                 bytes,
             } => {
                 let index = Some(reg(index)?);
-                (
-                    dst,
-                    define(
-                        &mut out,
-                        KeyStep::Load {
-                            index,
-                            offset,
-                            bytes,
-                        },
-                    ),
-                )
+                (dst, define(&mut out, load(index, offset, bytes)))
             }
             Step::Bin { dst, op, a, b } => {
                 let (a, b) = (reg(a)?, reg(b)?);
@@ -104,14 +89,7 @@ pub(crate) fn program(min_caplen: usize, steps: &[Step]) -> Option<KeyProgram> {
                 rel,
                 k,
             } => {
-                let a = define(
-                    &mut out,
-                    KeyStep::Load {
-                        index: None,
-                        offset,
-                        bytes,
-                    },
-                );
+                let a = define(&mut out, load(None, offset, bytes));
                 out.steps.push(KeyStep::Check { rel, a, k });
                 continue;
             }
@@ -126,14 +104,7 @@ pub(crate) fn program(min_caplen: usize, steps: &[Step]) -> Option<KeyProgram> {
                 word,
                 shift,
             } => {
-                let a = define(
-                    &mut out,
-                    KeyStep::Load {
-                        index: None,
-                        offset,
-                        bytes,
-                    },
-                );
+                let a = define(&mut out, load(None, offset, bytes));
                 out.steps.push(KeyStep::Key { a, word, shift });
                 continue;
             }
@@ -145,14 +116,7 @@ pub(crate) fn program(min_caplen: usize, steps: &[Step]) -> Option<KeyProgram> {
                 shift,
             } => {
                 let index = Some(reg(index)?);
-                let a = define(
-                    &mut out,
-                    KeyStep::Load {
-                        index,
-                        offset,
-                        bytes,
-                    },
-                );
+                let a = define(&mut out, load(index, offset, bytes));
                 out.steps.push(KeyStep::Key { a, word, shift });
                 continue;
             }
