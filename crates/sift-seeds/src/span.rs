@@ -1,5 +1,6 @@
-//! Source positions shared by both text syntaxes: byte spans, line/column locations, and the
-//! caret rendering used in error messages.
+//! Source positions shared by the seeds' text syntaxes (CSPF, DPF, MPF): byte spans,
+//! line/column locations, the error type that carries them, and the caret rendering used in
+//! error messages.
 
 use std::fmt;
 
@@ -53,6 +54,41 @@ impl fmt::Display for Location {
         write!(f, "{}:{}", self.line, self.column)
     }
 }
+
+/// An error in one of the seeds' texts: what went wrong (`K`, each syntax's own kinds), the
+/// byte span it points at, and that span's line and column.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct SyntaxError<K> {
+    pub kind: K,
+    pub span: Span,
+    pub location: Location,
+}
+
+impl<K> SyntaxError<K> {
+    /// The error `kind` at `span` of `text`.
+    pub fn new(text: &str, kind: K, span: Span) -> SyntaxError<K> {
+        SyntaxError {
+            kind,
+            span,
+            location: Location::of(text, span.start),
+        }
+    }
+}
+
+impl<K: fmt::Display> SyntaxError<K> {
+    /// The error with the offending source line and a caret under the span.
+    pub fn render(&self, text: &str) -> String {
+        render(text, self.span, &self.kind.to_string())
+    }
+}
+
+impl<K: fmt::Display> fmt::Display for SyntaxError<K> {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        write!(f, "{}: {}", self.location, self.kind)
+    }
+}
+
+impl<K: fmt::Display + fmt::Debug> std::error::Error for SyntaxError<K> {}
 
 /// Renders `message` with the source line holding `span` and a caret line under the span.
 pub fn render(text: &str, span: Span, message: &str) -> String {

@@ -33,16 +33,11 @@ use super::program::{
     ENF_PUSHFFFF, ENF_PUSHLIT, ENF_PUSHONE, ENF_PUSHWORD, ENF_PUSHZERO,
 };
 use crate::number::c_number;
-use crate::span::{Location, Span};
+use crate::span::{Span, SyntaxError};
 
 /// A text parse error (lexical, syntactic, or a failed static check of the program), with its
 /// position.
-#[derive(Clone, Debug, PartialEq, Eq)]
-pub struct ParseError {
-    pub kind: ParseErrorKind,
-    pub span: Span,
-    pub location: Location,
-}
+pub type ParseError = SyntaxError<ParseErrorKind>;
 
 #[derive(Clone, Debug, PartialEq, Eq)]
 pub enum ParseErrorKind {
@@ -106,21 +101,6 @@ impl fmt::Display for ParseErrorKind {
     }
 }
 
-impl fmt::Display for ParseError {
-    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
-        write!(f, "{}: {}", self.location, self.kind)
-    }
-}
-
-impl std::error::Error for ParseError {}
-
-impl ParseError {
-    /// The error with the offending source line and a caret under the span.
-    pub fn render(&self, text: &str) -> String {
-        crate::span::render(text, self.span, &self.kind.to_string())
-    }
-}
-
 /// Parses a program with the default [`Limits`].
 pub fn parse(text: &str) -> Result<Program, ParseError> {
     parse_with(text, &Limits::default())
@@ -157,14 +137,6 @@ const PUNCTS: [&str; 17] = [
 ];
 const TILDE: &str = "~";
 
-fn error(text: &str, kind: ParseErrorKind, span: Span) -> ParseError {
-    ParseError {
-        kind,
-        span,
-        location: Location::of(text, span.start),
-    }
-}
-
 fn lex(text: &str) -> Result<Vec<Token<'_>>, ParseError> {
     let bytes = text.as_bytes();
     let mut out = Vec::new();
@@ -178,7 +150,11 @@ fn lex(text: &str) -> Result<Vec<Token<'_>>, ParseError> {
                 Some(end) => i += end + 4,
                 None => {
                     let span = Span::new(i, i + 2);
-                    return Err(error(text, ParseErrorKind::UnterminatedComment, span));
+                    return Err(ParseError::new(
+                        text,
+                        ParseErrorKind::UnterminatedComment,
+                        span,
+                    ));
                 }
             }
         } else if text[i..].starts_with("//") {
@@ -194,7 +170,11 @@ fn lex(text: &str) -> Result<Vec<Token<'_>>, ParseError> {
                 match c_number(s) {
                     Some(n) => Tok::Num(i64::from(n)),
                     None => {
-                        return Err(error(text, ParseErrorKind::BadNumber(s.into()), span));
+                        return Err(ParseError::new(
+                            text,
+                            ParseErrorKind::BadNumber(s.into()),
+                            span,
+                        ));
                     }
                 }
             } else {
@@ -214,7 +194,11 @@ fn lex(text: &str) -> Result<Vec<Token<'_>>, ParseError> {
         } else {
             let ch = text[i..].chars().next().unwrap_or('?');
             let span = Span::new(i, i + ch.len_utf8());
-            return Err(error(text, ParseErrorKind::UnexpectedChar(ch), span));
+            return Err(ParseError::new(
+                text,
+                ParseErrorKind::UnexpectedChar(ch),
+                span,
+            ));
         }
     }
     out.push(Token {
@@ -268,7 +252,7 @@ impl<'a> Parser<'a> {
     }
 
     fn err<T>(&self, kind: ParseErrorKind, span: Span) -> Result<T, ParseError> {
-        Err(error(self.text, kind, span))
+        Err(ParseError::new(self.text, kind, span))
     }
 
     fn expected<T>(&self, expected: &'static str) -> Result<T, ParseError> {
@@ -365,7 +349,7 @@ impl<'a> Parser<'a> {
         }
         Program::with_limits(priority, values, limits).map_err(|e| {
             let span = words.get(e.word).map_or(self.peek().span, |w| w.1);
-            error(self.text, ParseErrorKind::Program(e.kind), span)
+            ParseError::new(self.text, ParseErrorKind::Program(e.kind), span)
         })
     }
 
@@ -399,7 +383,7 @@ impl<'a> Parser<'a> {
             let rhs = self.binary(level + 1, depth)?;
             let span = start.to(self.tokens[self.pos - 1].span);
             lhs = c_arith(p, lhs, rhs)
-                .ok_or_else(|| error(self.text, ParseErrorKind::BadArithmetic, span))?;
+                .ok_or_else(|| ParseError::new(self.text, ParseErrorKind::BadArithmetic, span))?;
         }
     }
 

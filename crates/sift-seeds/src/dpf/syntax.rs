@@ -24,15 +24,10 @@ use sift_ir::BinOp;
 
 use super::atoms::{Rel, Width};
 use crate::number::c_number;
-use crate::span::{Location, Span};
+use crate::span::{Span, SyntaxError};
 
 /// A syntax error, or a filter that is not a conjunction of canonical atoms, with its position.
-#[derive(Clone, Debug, PartialEq, Eq)]
-pub struct ParseError {
-    pub kind: ParseErrorKind,
-    pub span: Span,
-    pub location: Location,
-}
+pub type ParseError = SyntaxError<ParseErrorKind>;
 
 #[derive(Clone, Debug, PartialEq, Eq)]
 pub enum ParseErrorKind {
@@ -95,29 +90,6 @@ impl fmt::Display for ParseErrorKind {
             ParseErrorKind::Empty => write!(f, "a filter needs at least one atom"),
             ParseErrorKind::TooDeep => write!(f, "nested too deeply"),
         }
-    }
-}
-
-impl fmt::Display for ParseError {
-    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
-        write!(f, "{}: {}", self.location, self.kind)
-    }
-}
-
-impl std::error::Error for ParseError {}
-
-impl ParseError {
-    pub(crate) fn new(text: &str, kind: ParseErrorKind, span: Span) -> ParseError {
-        ParseError {
-            kind,
-            span,
-            location: Location::of(text, span.start),
-        }
-    }
-
-    /// The error with the offending source line and a caret under the span.
-    pub fn render(&self, text: &str) -> String {
-        crate::span::render(text, self.span, &self.kind.to_string())
     }
 }
 

@@ -40,15 +40,10 @@ use sift_bpf::asm::assemble;
 
 use super::program::{Insn, Length, Program, ProgramErrorKind, MAX_KEYS};
 use crate::number::c_number;
-use crate::span::{Location, Span};
+use crate::span::{Span, SyntaxError};
 
 /// A text that is not an MPF program: where, and why.
-#[derive(Clone, Debug, PartialEq, Eq)]
-pub struct ParseError {
-    pub kind: ParseErrorKind,
-    pub span: Span,
-    pub location: Location,
-}
+pub type ParseError = SyntaxError<ParseErrorKind>;
 
 #[derive(Clone, Debug, PartialEq, Eq)]
 pub enum ParseErrorKind {
@@ -78,29 +73,6 @@ impl fmt::Display for ParseErrorKind {
             }
             ParseErrorKind::Program(k) => write!(f, "{k}"),
         }
-    }
-}
-
-impl fmt::Display for ParseError {
-    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
-        write!(f, "{}: {}", self.location, self.kind)
-    }
-}
-
-impl std::error::Error for ParseError {}
-
-impl ParseError {
-    fn new(text: &str, span: Span, kind: ParseErrorKind) -> ParseError {
-        ParseError {
-            kind,
-            span,
-            location: Location::of(text, span.start),
-        }
-    }
-
-    /// The error with the offending source line and a caret under the span.
-    pub fn render(&self, text: &str) -> String {
-        crate::span::render(text, self.span, &self.kind.to_string())
     }
 }
 
@@ -134,8 +106,8 @@ pub fn parse(text: &str) -> Result<Program, ParseError> {
         let start = byte_offset(text, e.line, e.column);
         ParseError::new(
             text,
-            Span::new(start, start + 1),
             ParseErrorKind::Classic(e.kind),
+            Span::new(start, start + 1),
         )
     })?;
     let insns: Vec<Insn> = assembled
@@ -159,8 +131,8 @@ pub fn parse(text: &str) -> Result<Program, ParseError> {
         // reported rather than risking a misplaced MPF instruction.
         return Err(ParseError::new(
             text,
-            Span::new(0, 0),
             ParseErrorKind::Expected("one instruction per line"),
+            Span::new(0, 0),
         ));
     }
     let program = Program::new(insns).map_err(|e| {
@@ -168,7 +140,7 @@ pub fn parse(text: &str) -> Result<Program, ParseError> {
             .slot
             .and_then(|s| slots.get(s))
             .map_or(Span::new(0, 0), |(span, _)| *span);
-        ParseError::new(text, span, ParseErrorKind::Program(e.kind))
+        ParseError::new(text, ParseErrorKind::Program(e.kind), span)
     })?;
     Ok(program.with_spans(slots.iter().map(|(span, _)| *span).collect()))
 }
@@ -340,13 +312,13 @@ fn scan_line(
         line_offset + start + content.len().max(1),
     );
     let in_text = |s: Span| Span::new(line_offset + s.start, line_offset + s.end);
-    let fail = |(s, kind): (Span, ParseErrorKind)| ParseError::new(text, in_text(s), kind);
+    let fail = |(s, kind): (Span, ParseErrorKind)| ParseError::new(text, kind, in_text(s));
     let mpf = match mnemonic.as_str() {
         "unimp" => {
             return Err(ParseError::new(
                 text,
-                in_text(Span::new(start, line.pos)),
                 ParseErrorKind::RawOpcode,
+                in_text(Span::new(start, line.pos)),
             ))
         }
         "ret" => {
