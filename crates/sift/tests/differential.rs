@@ -42,17 +42,28 @@ fn check(suite: &str, report: DiffReport) {
 /// `ip6` then tests the three BSD AF_INET6 values).
 const LINKTYPES: [u32; 8] = [1, 101, 113, 276, 228, 229, 0, 108];
 
+/// Seeds per link type for the random suite: 1, or `SIFT_DIFF_SEEDS` for a longer soak run
+/// (each further seed is a new set of expressions and packets).
+fn seeds_per_linktype() -> u64 {
+    std::env::var("SIFT_DIFF_SEEDS")
+        .ok()
+        .and_then(|v| v.parse().ok())
+        .unwrap_or(1)
+}
+
 #[test]
 fn random_expressions_on_generated_traffic() {
-    for (i, lt) in LINKTYPES.into_iter().enumerate() {
-        let seed = 0x5eed + i as u64;
-        let exprs = sift_testgen::random_expressions(seed, lt, 400);
-        let packets = sift_testgen::generate_packets(lt, seed, 300);
-        let engine = sift_engine;
-        check(
-            "generated",
-            run_diff(&engine, lt, &exprs, &packets, &DiffOptions::default()).unwrap(),
-        );
+    for round in 0..seeds_per_linktype() {
+        for (i, lt) in LINKTYPES.into_iter().enumerate() {
+            let seed = 0x5eed + i as u64 + round * 0x1_0000;
+            let exprs = sift_testgen::random_expressions(seed, lt, 400);
+            let packets = sift_testgen::generate_packets(lt, seed, 300);
+            let engine = sift_engine;
+            check(
+                &format!("generated, seed {seed:#x}"),
+                run_diff(&engine, lt, &exprs, &packets, &DiffOptions::default()).unwrap(),
+            );
+        }
     }
 }
 
