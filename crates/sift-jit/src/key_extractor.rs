@@ -424,6 +424,31 @@ fn emit(b: &mut FunctionBuilder<'_>, program: &KeyProgram) {
     let params = b.block_params(entry).to_vec();
     let (data, caplen, wire_len, key_out) = (params[0], params[1], params[2], params[3]);
     let reject = b.create_block();
+    let words = emit_key(b, program, [data, caplen, wire_len], reject);
+    let key_flags = MemFlagsData::trusted();
+    for (i, w) in words.iter().enumerate() {
+        b.ins().store(key_flags, *w, key_out, (i * 8) as i32);
+    }
+    let one = b.ins().iconst(types::I32, 1);
+    b.ins().return_(&[one]);
+    b.switch_to_block(reject);
+    let zero = b.ins().iconst(types::I32, 0);
+    b.ins().return_(&[zero]);
+    b.seal_all_blocks();
+}
+
+/// Emits a validated program's entry check and steps into the current block: on every path
+/// that accepts, the code continues in the block current on return, with the key's words as
+/// the returned values (`i64`); a path that rejects jumps to `reject` (without arguments).
+/// `packet` is `[data (i64), caplen (i64), wire_len (i32)]`. Shared by the extractor above
+/// and the demultiplexer's matchers (`crate::demux_matcher`), which go on to probe a table.
+pub(crate) fn emit_key(
+    b: &mut FunctionBuilder<'_>,
+    program: &KeyProgram,
+    packet: [ClifValue; 3],
+    reject: Block,
+) -> [ClifValue; KEY_WORDS] {
+    let [data, caplen, wire_len] = packet;
     let mut e = Emitter {
         b,
         data,
@@ -483,16 +508,7 @@ fn emit(b: &mut FunctionBuilder<'_>, program: &KeyProgram) {
             values.push(d);
         }
     }
-    let key_flags = MemFlagsData::trusted();
-    for (i, w) in words.iter().enumerate() {
-        e.b.ins().store(key_flags, *w, key_out, (i * 8) as i32);
-    }
-    let one = e.b.ins().iconst(types::I32, 1);
-    e.b.ins().return_(&[one]);
-    e.b.switch_to_block(reject);
-    let zero = e.b.ins().iconst(types::I32, 0);
-    e.b.ins().return_(&[zero]);
-    e.b.seal_all_blocks();
+    words
 }
 
 #[cfg(test)]

@@ -65,6 +65,8 @@ mod bounds;
 mod branchless;
 mod calls;
 mod coalesce;
+pub mod demux_matcher;
+pub mod demux_table;
 mod flow;
 pub mod key_extractor;
 mod native;

@@ -1,0 +1,696 @@
+//! A demultiplexer shape as one native function: checks, key, hash and table probe.
+//!
+//! [`crate::key_extractor`] compiles a shape's checks and key packing; the table lookup that
+//! follows is most of what is left of a match (hashing the key, walking the trie, probing the
+//! leaf, and the Rust glue around a call). [`DemuxMatcher::compile`] emits all of it into one
+//! function per shape, `match(packet, caplen, wire_len, header) -> slot`, over the fixed
+//! layout of [`crate::demux_table`]: the table is not part of the code but handed over at each
+//! call (its [`Header`]: root and hash seeds), so keys inserted or removed after the code was
+//! generated are seen at once and never cost code generation. A second function matches a
+//! batch of up to [`BATCH`] packets in three passes (extract, hash and walk every packet;
+//! read the first slot of every probe, a short loop whose loads are all in flight together;
+//! then probe), so that the cache misses of a large table overlap.
+//!
+//! Safety: on top of the extractor's guarantees (packet reads bounds-checked), the code reads
+//! only the header it is given and what the header leads to: every node reference it follows
+//! is one the table keeps valid (see `demux_table`), every child index is 6 hash bits into a
+//! 64-entry branch, every slot index is masked by its leaf's mask, a probe visits at most as
+//! many slots as the leaf has, and the walk stops after [`MAX_LEVEL`] levels. It writes only
+//! its own stack and, in the batch function, `out[..count]`. The slot it returns lies in the
+//! table borrowed for the call, so [`DemuxMatcher::lookup`] can hand out a reference to it.
+
+#![allow(unsafe_code)]
+
+use std::fmt;
+
+use cranelift_codegen::ir::condcodes::IntCC;
+use cranelift_codegen::ir::Value as ClifValue;
+use cranelift_codegen::ir::{
+    types, AbiParam, Block, InstBuilder, MemFlagsData, StackSlotData, StackSlotKind, UserFuncName,
+};
+use cranelift_frontend::{FunctionBuilder, FunctionBuilderContext};
+use cranelift_jit::{JITBuilder, JITModule};
+use cranelift_module::{default_libcall_names, Linkage, Module};
+
+use crate::demux_table::{Header, Slot, Table, BRANCH, FANOUT_BITS, MAX_LEVEL, TRIE_SHIFT};
+use crate::key_extractor::{emit_key, KeyProgram, KeyStep};
+use crate::native::{host_isa, CodeMemory};
+use crate::{JitError, PacketRef};
+
+/// Packets per call of the batch function.
+pub const BATCH: usize = 32;
+
+/// `(packet, caplen, wire_len, header) -> slot address or 0`.
+type MatchFn = unsafe extern "C" fn(*const u8, u64, u32, *const Header) -> u64;
+/// `(packets, count, header, out) -> (a value to ignore)`.
+type BatchFn = unsafe extern "C" fn(*const PacketRef<'static>, u64, *const Header, *mut u64) -> u64;
+
+/// A shape's key program and table probe compiled for tables of `W`-word keys. Immutable and
+/// `Send + Sync`; frees its code when dropped.
+pub struct DemuxMatcher<const W: usize> {
+    single: MatchFn,
+    batch: BatchFn,
+    /// Frees the code when dropped.
+    _memory: CodeMemory,
+}
+
+impl<const W: usize> fmt::Debug for DemuxMatcher<W> {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.debug_struct("DemuxMatcher")
+            .field("key_words", &W)
+            .field("address", &format_args!("{:#x}", self.single as usize))
+            .finish_non_exhaustive()
+    }
+}
+
+impl<const W: usize> DemuxMatcher<W> {
+    /// Compiles `program` followed by a probe of a table of `W`-word keys;
+    /// [`JitError::Unsupported`] where the host cannot run generated code,
+    /// [`JitError::Codegen`] for a malformed program or one that writes a key word `>= W`.
+    pub fn compile(program: &KeyProgram) -> Result<DemuxMatcher<W>, JitError> {
+        program
+            .validate()
+            .map_err(|e| JitError::Codegen(e.to_string()))?;
+        let too_wide = program
+            .steps
+            .iter()
+            .any(|s| matches!(s, KeyStep::Key { word, .. } if usize::from(*word) >= W));
+        if too_wide || W == 0 || W > crate::demux_table::MAX_KEY_WORDS {
+            return Err(JitError::Codegen(format!(
+                "key program writes words the {W}-word table lacks"
+            )));
+        }
+        let isa = host_isa()?;
+        let mut module = JITModule::new(JITBuilder::with_isa(isa, default_libcall_names()));
+        let mut ctx = module.make_context();
+        let mut fctx = FunctionBuilderContext::new();
+        let mut ids = Vec::new();
+        for batch in [false, true] {
+            let mut sig = module.make_signature();
+            if batch {
+                sig.params.extend([AbiParam::new(types::I64); 4]);
+            } else {
+                sig.params.push(AbiParam::new(types::I64));
+                sig.params.push(AbiParam::new(types::I64));
+                sig.params.push(AbiParam::new(types::I32));
+                sig.params.push(AbiParam::new(types::I64));
+            }
+            sig.returns.push(AbiParam::new(types::I64));
+            let name = if batch { "demux_batch" } else { "demux_match" };
+            let id = module
+                .declare_function(name, Linkage::Local, &sig)
+                .map_err(|e| JitError::Codegen(e.to_string()))?;
+            ctx.func.signature = sig;
+            ctx.func.name = UserFuncName::user(0, id.as_u32());
+            {
+                let mut b = FunctionBuilder::new(&mut ctx.func, &mut fctx);
+                if batch {
+                    emit_batch::<W>(&mut b, program);
+                } else {
+                    emit_single::<W>(&mut b, program);
+                }
+                b.finalize(module.target_config());
+            }
+            module
+                .define_function(id, &mut ctx)
+                .map_err(|e| JitError::Codegen(format!("{e:?}")))?;
+            module.clear_context(&mut ctx);
+            ids.push(id);
+        }
+        module
+            .finalize_definitions()
+            .map_err(|e| JitError::Codegen(e.to_string()))?;
+        let (single, batch) = (
+            module.get_finalized_function(ids[0]),
+            module.get_finalized_function(ids[1]),
+        );
+        // SAFETY: Cranelift just compiled and mapped these functions with exactly these
+        // signatures in the host's default (C) calling convention; they stay mapped until
+        // `Drop` frees the module.
+        let (single, batch) = unsafe {
+            (
+                std::mem::transmute::<*const u8, MatchFn>(single),
+                std::mem::transmute::<*const u8, BatchFn>(batch),
+            )
+        };
+        Ok(DemuxMatcher {
+            single,
+            batch,
+            _memory: CodeMemory::new(module),
+        })
+    }
+
+    /// Runs the checks on a packet (`packet`: the captured bytes) and, if they hold, looks its
+    /// key up in `table`: the slot holding the key, `None` when a check fails or the key is
+    /// absent. The same answer as extracting the key and calling [`Table::slot`].
+    #[inline]
+    pub fn lookup<'t>(
+        &self,
+        table: &'t Table<W>,
+        packet: &[u8],
+        wire_len: u32,
+    ) -> Option<&'t Slot<W>> {
+        // SAFETY: the code reads only `packet[..packet.len()]` (bounds-checked loads) and the
+        // table's header and nodes (see the module docs); `table` is borrowed for `'t`, so the
+        // slot whose address it returns lives as long, unchanged. `self` keeps the code mapped.
+        unsafe {
+            let slot = (self.single)(
+                packet.as_ptr(),
+                packet.len() as u64,
+                wire_len,
+                table.header(),
+            );
+            (slot as *const Slot<W>).as_ref()
+        }
+    }
+
+    /// [`DemuxMatcher::lookup`] for each of `packets` (at most [`BATCH`]; the rest are left
+    /// out) into `out[i]`, with the probes' cache misses overlapped. Returns how many packets
+    /// it matched (the shorter of the two lengths, at most [`BATCH`]).
+    pub fn lookup_batch<'t>(
+        &self,
+        table: &'t Table<W>,
+        packets: &[PacketRef<'_>],
+        out: &mut [Option<&'t Slot<W>>],
+    ) -> usize {
+        let n = packets.len().min(out.len()).min(BATCH);
+        // SAFETY: the code reads `packets[..n]` (each a valid `PacketRef`: pointer and length
+        // of a live borrowed slice) and, through each, only that packet's captured bytes, plus
+        // the table (as in `lookup`); it writes `out[..n]`, each a slot address of the table
+        // borrowed for `'t` or 0, which is the layout of `Option<&Slot>` (null: `None`).
+        let ignored = unsafe {
+            (self.batch)(
+                packets.as_ptr().cast(),
+                n as u64,
+                table.header(),
+                out.as_mut_ptr().cast(),
+            )
+        };
+        std::hint::black_box(ignored);
+        n
+    }
+}
+
+/// Table memory: never trapping (every address is in the table), never written during a call.
+fn table_flags() -> MemFlagsData {
+    MemFlagsData::trusted().with_readonly()
+}
+
+const SEED0: i32 = std::mem::offset_of!(Header, seeds) as i32;
+const SEED1: i32 = SEED0 + 8;
+const REF_META: i32 = 8;
+const REF_BYTES: i64 = 16;
+
+/// `h = fold((a ^ h) ^ s0, b ^ s1)` over the key's word pairs (see `demux_table`).
+fn emit_hash(b: &mut FunctionBuilder<'_>, words: &[ClifValue], seeds: [ClifValue; 2]) -> ClifValue {
+    let mut h = None;
+    for pair in words.chunks(2) {
+        let mut a = b.ins().bxor(pair[0], seeds[0]);
+        if let Some(h) = h {
+            a = b.ins().bxor(a, h);
+        }
+        let second = match pair.get(1) {
+            Some(&w) => b.ins().bxor(w, seeds[1]),
+            None => seeds[1],
+        };
+        let lo = b.ins().imul(a, second);
+        let hi = b.ins().umulhi(a, second);
+        h = Some(b.ins().bxor(lo, hi));
+    }
+    h.expect("a key has at least one word")
+}
+
+/// Walks the trie from the node `(address, meta)` by the hash `h`; continues in a new block
+/// with the leaf's `(address, mask)` as its parameters (returned), or jumps to `miss`.
+fn emit_walk(
+    b: &mut FunctionBuilder<'_>,
+    h: ClifValue,
+    mut node: [ClifValue; 2],
+    miss: Block,
+) -> (Block, [ClifValue; 2]) {
+    let leaf = b.create_block();
+    let address = b.append_block_param(leaf, types::I64);
+    let mask = b.append_block_param(leaf, types::I64);
+    for level in 0..=MAX_LEVEL {
+        let is_branch = b.ins().icmp_imm_s(IntCC::Equal, node[1], BRANCH as i64);
+        if level == MAX_LEVEL {
+            // Never a branch this deep (the table splits no further): defensively a miss.
+            b.ins().brif(
+                is_branch,
+                miss,
+                &[],
+                leaf,
+                &[node[0].into(), node[1].into()],
+            );
+            break;
+        }
+        let down = b.create_block();
+        b.ins().brif(
+            is_branch,
+            down,
+            &[],
+            leaf,
+            &[node[0].into(), node[1].into()],
+        );
+        b.switch_to_block(down);
+        let shift = i64::from(TRIE_SHIFT + FANOUT_BITS * level);
+        let bits = b.ins().ushr_imm_u(h, shift);
+        let index = b.ins().band_imm_u(bits, (1 << FANOUT_BITS) - 1);
+        let offset = b.ins().imul_imm_u(index, REF_BYTES);
+        let at = b.ins().iadd(node[0], offset);
+        node = [
+            b.ins().load(types::I64, table_flags(), at, 0),
+            b.ins().load(types::I64, table_flags(), at, REF_META),
+        ];
+    }
+    b.switch_to_block(leaf);
+    (leaf, [address, mask])
+}
+
+/// Address of slot `index` of the leaf at `address`.
+fn slot_address<const W: usize>(
+    b: &mut FunctionBuilder<'_>,
+    address: ClifValue,
+    index: ClifValue,
+) -> ClifValue {
+    let offset = b
+        .ins()
+        .imul_imm_u(index, std::mem::size_of::<Slot<W>>() as i64);
+    b.ins().iadd(address, offset)
+}
+
+/// Linear probe of the leaf `(address, mask)` for `key` from slot `start`: jumps to `done`
+/// with the slot's address, or 0 when a vacant slot (or a whole round) ends the probe.
+fn emit_probe<const W: usize>(
+    b: &mut FunctionBuilder<'_>,
+    key: &[ClifValue],
+    [address, mask]: [ClifValue; 2],
+    start: ClifValue,
+    done: Block,
+) {
+    let probe = b.create_block();
+    let i = b.append_block_param(probe, types::I64);
+    let left = b.append_block_param(probe, types::I64);
+    let slots = b.ins().iadd_imm_u(mask, 1);
+    b.ins().jump(probe, &[start.into(), slots.into()]);
+    b.switch_to_block(probe);
+    let slot = slot_address::<W>(b, address, i);
+    let tag = b
+        .ins()
+        .load(types::I64, table_flags(), slot, (8 * W) as i32);
+    let mut diff = None;
+    for (k, &word) in key.iter().enumerate() {
+        let stored = b
+            .ins()
+            .load(types::I64, table_flags(), slot, (8 * k) as i32);
+        let d = b.ins().bxor(stored, word);
+        diff = Some(match diff {
+            None => d,
+            Some(acc) => b.ins().bor(acc, d),
+        });
+    }
+    let same = b
+        .ins()
+        .icmp_imm_u(IntCC::Equal, diff.expect("key words"), 0);
+    let occupied = b.ins().icmp_imm_u(IntCC::NotEqual, tag, 0);
+    let found = b.ins().band(same, occupied);
+    let not_found = b.create_block();
+    b.ins().brif(found, done, &[slot.into()], not_found, &[]);
+    b.switch_to_block(not_found);
+    let zero = b.ins().iconst(types::I64, 0);
+    let next = b.create_block();
+    b.ins().brif(occupied, next, &[], done, &[zero.into()]);
+    b.switch_to_block(next);
+    let i_next = b.ins().iadd_imm_u(i, 1);
+    let i_next = b.ins().band(i_next, mask);
+    let left_next = b.ins().iadd_imm_s(left, -1);
+    b.ins().brif(
+        left_next,
+        probe,
+        &[i_next.into(), left_next.into()],
+        done,
+        &[zero.into()],
+    );
+}
+
+/// Loads the header's hash seeds and root reference.
+fn emit_header(b: &mut FunctionBuilder<'_>, header: ClifValue) -> ([ClifValue; 2], [ClifValue; 2]) {
+    let seeds = [
+        b.ins().load(types::I64, table_flags(), header, SEED0),
+        b.ins().load(types::I64, table_flags(), header, SEED1),
+    ];
+    let root = [
+        b.ins().load(types::I64, table_flags(), header, 0),
+        b.ins().load(types::I64, table_flags(), header, REF_META),
+    ];
+    (seeds, root)
+}
+
+fn emit_single<const W: usize>(b: &mut FunctionBuilder<'_>, program: &KeyProgram) {
+    let entry = b.create_block();
+    b.append_block_params_for_function_params(entry);
+    b.switch_to_block(entry);
+    let params = b.block_params(entry).to_vec();
+    let (packet, header) = ([params[0], params[1], params[2]], params[3]);
+    let done = b.create_block();
+    let result = b.append_block_param(done, types::I64);
+    let miss = b.create_block();
+    let words = emit_key(b, program, packet, miss);
+    let (seeds, root) = emit_header(b, header);
+    let h = emit_hash(b, &words[..W], seeds);
+    let (_, leaf) = emit_walk(b, h, root, miss);
+    let start = b.ins().band(h, leaf[1]);
+    emit_probe::<W>(b, &words[..W], leaf, start, done);
+    b.switch_to_block(miss);
+    let zero = b.ins().iconst(types::I64, 0);
+    b.ins().jump(done, &[zero.into()]);
+    b.switch_to_block(done);
+    b.ins().return_(&[result]);
+    b.seal_all_blocks();
+}
+
+/// Per packet of a batch, on the stack: the leaf's address (0: no probe) and mask, the probe's
+/// start, the key.
+const fn state_words<const W: usize>() -> usize {
+    3 + W
+}
+
+fn emit_batch<const W: usize>(b: &mut FunctionBuilder<'_>, program: &KeyProgram) {
+    let stride = (8 * state_words::<W>()) as i64;
+    let state = b.create_sized_stack_slot(StackSlotData::new(
+        StackSlotKind::ExplicitSlot,
+        (BATCH as i64 * stride) as u32,
+        3,
+    ));
+    let entry = b.create_block();
+    b.append_block_params_for_function_params(entry);
+    b.switch_to_block(entry);
+    let params = b.block_params(entry).to_vec();
+    let (refs, count, header, out) = (params[0], params[1], params[2], params[3]);
+    let batch = b.ins().iconst(types::I64, BATCH as i64);
+    let count = b.ins().umin(count, batch);
+    let (seeds, root) = emit_header(b, header);
+    let base = b.ins().stack_addr(types::I64, state, 0);
+    let zero = b.ins().iconst(types::I64, 0);
+    let stack = MemFlagsData::trusted();
+
+    // Pass 1: extract, hash and walk every packet; record where its probe starts.
+    let (extract, i) = loop_head(b, zero);
+    let (extract_body, pass2) = (b.create_block(), b.create_block());
+    let more = b.ins().icmp(IntCC::UnsignedLessThan, i, count);
+    b.ins().brif(more, extract_body, &[], pass2, &[]);
+    b.switch_to_block(extract_body);
+    let at = b.ins().imul_imm_u(i, stride);
+    let entry_state = b.ins().iadd(base, at);
+    let next = b.create_block();
+    let no_probe = b.create_block();
+    let desc_offset = b
+        .ins()
+        .imul_imm_u(i, std::mem::size_of::<PacketRef>() as i64);
+    let desc = b.ins().iadd(refs, desc_offset);
+    let flags = MemFlagsData::trusted().with_readonly();
+    let data = b.ins().load(types::I64, flags, desc, 0);
+    let caplen = b.ins().load(types::I64, flags, desc, PACKET_REF_CAPLEN);
+    let wire_len = b.ins().load(types::I32, flags, desc, PACKET_REF_WIRE_LEN);
+    let words = emit_key(b, program, [data, caplen, wire_len], no_probe);
+    let h = emit_hash(b, &words[..W], seeds);
+    let (_, [address, mask]) = emit_walk(b, h, root, no_probe);
+    let start = b.ins().band(h, mask);
+    b.ins().store(stack, address, entry_state, 0);
+    b.ins().store(stack, mask, entry_state, 8);
+    b.ins().store(stack, start, entry_state, 16);
+    for (k, &w) in words[..W].iter().enumerate() {
+        b.ins().store(stack, w, entry_state, (24 + 8 * k) as i32);
+    }
+    b.ins().jump(next, &[]);
+    b.switch_to_block(no_probe);
+    b.ins().store(stack, zero, entry_state, 0);
+    b.ins().jump(next, &[]);
+    b.switch_to_block(next);
+    let i_next = b.ins().iadd_imm_u(i, 1);
+    b.ins().jump(extract, &[i_next.into()]);
+
+    // Pass 2: read the first slot of every probe (independent loads, all in flight at once).
+    b.switch_to_block(pass2);
+    let touch = b.create_block();
+    let j = b.append_block_param(touch, types::I64);
+    let acc = b.append_block_param(touch, types::I64);
+    b.ins().jump(touch, &[zero.into(), zero.into()]);
+    b.switch_to_block(touch);
+    let (touch_body, pass3) = (b.create_block(), b.create_block());
+    let more = b.ins().icmp(IntCC::UnsignedLessThan, j, count);
+    b.ins().brif(more, touch_body, &[], pass3, &[]);
+    b.switch_to_block(touch_body);
+    let at = b.ins().imul_imm_u(j, stride);
+    let entry_state = b.ins().iadd(base, at);
+    let address = b.ins().load(types::I64, stack, entry_state, 0);
+    let start = b.ins().load(types::I64, stack, entry_state, 16);
+    let (touch_slot, touched) = (b.create_block(), b.create_block());
+    let touched_word = b.append_block_param(touched, types::I64);
+    b.ins()
+        .brif(address, touch_slot, &[], touched, &[zero.into()]);
+    b.switch_to_block(touch_slot);
+    let slot = slot_address::<W>(b, address, start);
+    let word = b.ins().load(types::I64, table_flags(), slot, 0);
+    b.ins().jump(touched, &[word.into()]);
+    b.switch_to_block(touched);
+    let acc_next = b.ins().bxor(acc, touched_word);
+    let j_next = b.ins().iadd_imm_u(j, 1);
+    b.ins().jump(touch, &[j_next.into(), acc_next.into()]);
+
+    // Pass 3: probe, now in cache, and write each packet's slot (or 0).
+    b.switch_to_block(pass3);
+    let (probe_loop, i) = loop_head(b, zero);
+    let (probe_body, finish) = (b.create_block(), b.create_block());
+    let more = b.ins().icmp(IntCC::UnsignedLessThan, i, count);
+    b.ins().brif(more, probe_body, &[], finish, &[]);
+    b.switch_to_block(probe_body);
+    let at = b.ins().imul_imm_u(i, stride);
+    let entry_state = b.ins().iadd(base, at);
+    let address = b.ins().load(types::I64, stack, entry_state, 0);
+    let done = b.create_block();
+    let result = b.append_block_param(done, types::I64);
+    let has_leaf = b.create_block();
+    b.ins().brif(address, has_leaf, &[], done, &[zero.into()]);
+    b.switch_to_block(has_leaf);
+    let mask = b.ins().load(types::I64, stack, entry_state, 8);
+    let start = b.ins().load(types::I64, stack, entry_state, 16);
+    let key: Vec<ClifValue> = (0..W)
+        .map(|k| {
+            b.ins()
+                .load(types::I64, stack, entry_state, (24 + 8 * k) as i32)
+        })
+        .collect();
+    emit_probe::<W>(b, &key, [address, mask], start, done);
+    b.switch_to_block(done);
+    let out_at = b.ins().imul_imm_u(i, 8);
+    let out_at = b.ins().iadd(out, out_at);
+    b.ins().store(MemFlagsData::trusted(), result, out_at, 0);
+    let i_next = b.ins().iadd_imm_u(i, 1);
+    b.ins().jump(probe_loop, &[i_next.into()]);
+
+    b.switch_to_block(finish);
+    b.ins().return_(&[acc]);
+    b.seal_all_blocks();
+}
+
+/// Starts a counting loop: a new block with the counter as its parameter, entered with
+/// `initial`; returns the block (current on return) and the counter.
+fn loop_head(b: &mut FunctionBuilder<'_>, initial: ClifValue) -> (Block, ClifValue) {
+    let head = b.create_block();
+    let i = b.append_block_param(head, types::I64);
+    b.ins().jump(head, &[initial.into()]);
+    b.switch_to_block(head);
+    (head, i)
+}
+
+const PACKET_REF_CAPLEN: i32 = std::mem::offset_of!(PacketRef, caplen) as i32;
+const PACKET_REF_WIRE_LEN: i32 = std::mem::offset_of!(PacketRef, wire_len) as i32;
+const _: () = assert!(std::mem::offset_of!(PacketRef, data) == 0);
+
+#[cfg(test)]
+mod tests {
+    //! Native probing against the Rust walk of the same table ([`Table::slot`] on the key the
+    //! extractor computes), over random key sets changed by random inserts and removals.
+
+    use std::num::NonZeroU64;
+
+    use super::*;
+    use crate::demux_table::{KeyHash, Value};
+    use crate::key_extractor::{KeyRel, NativeExtractor};
+    use sift_ir::BinOp;
+
+    /// Ethernet, IPv4, TCP (not a fragment): addresses and ports packed as `word_of(field)`
+    /// says (field 0 = source address, 1 = destination, 2 = source port, 3 = destination port).
+    fn four_tuple(word_of: [u8; 4]) -> KeyProgram {
+        let load = |offset, bytes| KeyStep::Load {
+            index: None,
+            offset,
+            bytes,
+        };
+        let mut steps = vec![
+            load(12, 2),
+            KeyStep::Check {
+                rel: KeyRel::Eq,
+                a: 0,
+                k: 0x0800,
+            },
+            load(23, 1),
+            KeyStep::Check {
+                rel: KeyRel::Eq,
+                a: 1,
+                k: 6,
+            },
+            load(20, 2),
+            KeyStep::Check {
+                rel: KeyRel::Clear,
+                a: 2,
+                k: 0x1fff,
+            },
+            load(14, 1),
+            KeyStep::BinK {
+                op: BinOp::And,
+                a: 3,
+                k: 15,
+            },
+            KeyStep::BinK {
+                op: BinOp::Shl,
+                a: 4,
+                k: 2,
+            },
+            load(26, 4),
+            load(30, 4),
+            KeyStep::Load {
+                index: Some(5),
+                offset: 14,
+                bytes: 2,
+            },
+            KeyStep::Load {
+                index: Some(5),
+                offset: 16,
+                bytes: 2,
+            },
+        ];
+        for (field, &word) in word_of.iter().enumerate() {
+            let shift = [32, 0, 16, 0][field];
+            steps.push(KeyStep::Key {
+                a: 6 + field as u32,
+                word,
+                shift,
+            });
+        }
+        KeyProgram {
+            min_caplen: 34,
+            steps,
+        }
+    }
+
+    struct Rng(u64);
+
+    impl Rng {
+        fn next(&mut self) -> u64 {
+            self.0 ^= self.0 << 13;
+            self.0 ^= self.0 >> 7;
+            self.0 ^= self.0 << 17;
+            self.0
+        }
+    }
+
+    /// A packet of connection `c` (a small number, so that sets collide), sometimes damaged.
+    fn packet(rng: &mut Rng, c: u64) -> Vec<u8> {
+        let mut p = vec![0u8; 60];
+        p[12] = 0x08;
+        p[14] = 0x45;
+        p[23] = 6;
+        p[26..30].copy_from_slice(&(0x0a00_0000 | (c as u32 & 0xff)).to_be_bytes());
+        p[30..34].copy_from_slice(&(0xc0a8_0000 | (c as u32 >> 8 & 0xff)).to_be_bytes());
+        p[34..36].copy_from_slice(&(1024 + (c >> 16 & 0x3f) as u16).to_be_bytes());
+        p[36..38].copy_from_slice(&[80u16, 443][(c >> 22 & 1) as usize].to_be_bytes());
+        match rng.next() % 16 {
+            0 => p.truncate((rng.next() % 60) as usize),
+            1 => p[14] = 0x40 | (rng.next() % 16) as u8,
+            2 => p[20] = 0x20,
+            _ => {}
+        }
+        p
+    }
+
+    fn differential<const W: usize>(word_of: [u8; 4], seed: u64) {
+        let program = four_tuple(word_of);
+        let matcher = DemuxMatcher::<W>::compile(&program).unwrap();
+        let extractor = NativeExtractor::compile(&program).unwrap();
+        let mut rng = Rng(seed);
+        let mut table = Table::<W>::new(KeyHash::random());
+        let (mut hits, mut compared) = (0, 0);
+        for round in 0..40 {
+            // Grow for a while, then shrink: tables from empty to a few thousand keys.
+            let grow = round < 25;
+            for _ in 0..300 {
+                let c = rng.next() % 5000;
+                let p = packet(&mut Rng(c + 1), c);
+                let mut key = [0u64; crate::key_extractor::KEY_WORDS];
+                if !extractor.extract(&p, 60, &mut key) {
+                    continue;
+                }
+                let key: [u64; W] = std::array::from_fn(|i| key[i]);
+                if grow || rng.next().is_multiple_of(4) {
+                    let tag = NonZeroU64::new(c + 1).unwrap();
+                    table.insert(key, Value { tag, data: c });
+                } else {
+                    table.remove(&key);
+                }
+            }
+            table.check_layout().unwrap();
+            let packets: Vec<Vec<u8>> = (0..200)
+                .map(|_| {
+                    let c = rng.next() % 6000;
+                    packet(&mut rng, c)
+                })
+                .collect();
+            let mut expected = Vec::new();
+            for p in &packets {
+                let mut key = [0u64; crate::key_extractor::KEY_WORDS];
+                let want = extractor
+                    .extract(p, 60, &mut key)
+                    .then(|| table.slot(&std::array::from_fn(|i| key[i])))
+                    .flatten();
+                let got = matcher.lookup(&table, p, 60);
+                assert_eq!(got.map(|s| s as *const _), want.map(|s| s as *const _));
+                hits += usize::from(got.is_some());
+                compared += 1;
+                expected.push(want);
+            }
+            let refs: Vec<PacketRef> = packets.iter().map(|p| PacketRef::new(p, 60)).collect();
+            for (chunk, want) in refs.chunks(BATCH).zip(expected.chunks(BATCH)) {
+                let mut out = [None; BATCH];
+                assert_eq!(matcher.lookup_batch(&table, chunk, &mut out), chunk.len());
+                assert_eq!(&out[..chunk.len()], want);
+            }
+        }
+        assert!(
+            hits > 1000 && hits < compared - 1000,
+            "{hits} of {compared}"
+        );
+    }
+
+    #[test]
+    fn native_probing_equals_the_rust_walk() {
+        if !crate::supported() {
+            return;
+        }
+        differential::<2>([0, 0, 1, 1], 1);
+        differential::<1>([0, 0, 0, 0], 2);
+        differential::<6>([0, 3, 5, 4], 3);
+    }
+
+    #[test]
+    fn keys_wider_than_the_table_are_refused() {
+        if !crate::supported() {
+            return;
+        }
+        assert!(matches!(
+            DemuxMatcher::<1>::compile(&four_tuple([0, 0, 1, 1])),
+            Err(JitError::Codegen(_))
+        ));
+    }
+}
