@@ -1,5 +1,5 @@
 //! Runs one filter's JIT over generated Ethernet packets in a loop (for `perf stat` and for
-//! placement effects): `jitloop EXPR [nocoalesce|nonative|noaggregate|branching|baseline]
+//! placement effects): `jitloop EXPR [nocoalesce|nonative|noaggregate|branching|noexits|baseline]
 //! [shuffled]`.
 //!
 //! Six copies of the same code at different addresses are timed in turn. With one fixed order
@@ -19,6 +19,7 @@ fn main() {
             "nonative" => options.native_byte_order = false,
             "noaggregate" => options.aggregate_bounds = false,
             "branching" => options.branchless = false,
+            "noexits" => options.early_exits = false,
             "baseline" => options = sift_jit::Options::baseline(),
             _ => {}
         }

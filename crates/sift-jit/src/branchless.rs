@@ -1,4 +1,5 @@
-//! If-conversion: small programs as straight-line code, without a conditional branch.
+//! If-conversion: small programs as straight-line code, with at most a few well-predicted
+//! branches.
 //!
 //! A filter's tests depend on the packet, and on a mix of traffic (truncated packets, IPv4 or
 //! not, matching addresses or not) the CPU cannot predict them: each mispredicted branch costs
@@ -10,11 +11,20 @@
 //! tables. Without branches, the same filter ran at 1.8 to 1.9 ns (one order) and 2.3 to 2.5
 //! ns (random orders) at every offset. `examples/jitloop.rs` shows both orders.
 //!
-//! So a small program without calls (and with `switch` tables of few keys) is evaluated on
-//! every path at once, as predicated code: each block gets a *reach* predicate (the OR over its incoming edges of the
-//! predecessor's reach AND the edge's condition), each register at a join becomes a `select`
-//! over the incoming edges, and each `ret` folds `select(reach, value, result)` into the
-//! result. Exactly one `ret` is reached, so the result is the interpreter's.
+//! So a small program without calls is evaluated on every path at once, as predicated code:
+//! each block gets a *reach* predicate (the OR over its incoming edges of the predecessor's reach
+//! AND the edge's condition), and each register at a join becomes a `select` over the incoming
+//! edges. The result is assembled backwards from the blocks' exits ([`crate::outcome`]): one
+//! `and` or `or` per test of a chain. Switch tables of a few keys become one equality per key,
+//! larger ones a branch-free lookup in a collision-free hash ([`crate::table`]).
+//!
+//! **Early exits.** Evaluating everything costs every instruction on every packet, while
+//! branching code stops at the first failed test. Where every path still going somewhere other
+//! than `ret 0` has passed a *rare* test (equality of a 32-bit or wider field with a constant:
+//! an address, a coalesced address pair, a key of a large set), the code branches out with the
+//! result so far unless one of those paths holds. That branch almost always leaves, whatever the
+//! order of the packets, so it is predicted; on a predictor that has learnt a fixed order it
+//! also saves the tail's work, as branching code would.
 //!
 //! Loads now run on paths that would not have made them, so every load reads a safe address:
 //!
@@ -22,32 +32,44 @@
 //!   instruction) means the program returns 0 whatever the bytes; so one `select` points the
 //!   loads below that bound at the packet or, when it is shorter, at a block of zeros, and the
 //!   result is forced to 0 then;
-//! * any other load points at the packet only when its own bytes fit below `caplen`, else at the
-//!   zeros; a bounds check the aggregation placed there (return 0 unless `caplen` covers `n`
-//!   bytes) becomes part of the path's predicate;
-//! * a division by a register divides by 1 instead of 0, and the zero divisor ends the path
-//!   (returns 0), as in the interpreter.
+//! * any other load points at the packet only when its own bytes (or the bytes its bounds check
+//!   covers) fit below `caplen`, else at the zeros; a bounds check the aggregation placed there
+//!   (return 0 unless `caplen` covers `n` bytes) becomes a guard of its block;
+//! * a division by a register divides by 1 instead of 0, and the zero divisor is a guard (the
+//!   path returns 0), as in the interpreter.
 //!
-//! The values computed on paths not taken are never observed: they only feed `select`s whose
-//! condition is false.
+//! The values computed on paths not taken are never observed: they only feed `select`s and
+//! outcomes whose condition is false.
+
+use std::collections::HashMap;
 
 use cranelift_codegen::ir::condcodes::IntCC;
-use cranelift_codegen::ir::{types, InstBuilder, Value};
+use cranelift_codegen::ir::{types, Block, InstBuilder, Value};
 use cranelift_frontend::FunctionBuilder;
 use sift_bytecode::{AluOp, Cond, Insn, Operand, Program, Reg, Width};
 
 use crate::arith;
 use crate::bounds::Guard;
+use crate::flow::MULTI;
+use crate::outcome::{Domain, Outcome, Outcomes, Term};
+use crate::table::{emit_lookup, PerfectHash};
 use crate::translate::{
-    compare, load_packet_value, native_constant, packet_flags, width_mask, Plan, Rhs,
+    compare, exit_with, load_packet_value, native_constant, packet_flags, width_mask, Plan, Rhs,
 };
 
 /// Largest program (in reachable instructions) evaluated without branches: every instruction
 /// runs for every packet, so beyond this the work outweighs the mispredictions saved.
-const MAX_INSNS: usize = 48;
-/// Most conditional branches, counting each case of a `switch` (each costs a few instructions
-/// of predicate logic).
-const MAX_BRANCHES: usize = 12;
+const MAX_INSNS: usize = 64;
+/// Most conditional branches, counting each case of a small `switch` and a few for a hashed
+/// one (each costs a few instructions of predicate logic).
+const MAX_BRANCHES: usize = 16;
+/// Largest `switch` tested key by key; larger ones are hashed.
+const SMALL_SWITCH: usize = 4;
+/// Fewest instructions after an early exit that make it worth a branch.
+const MIN_TAIL: usize = 4;
+/// Most early exits in one program: the first one already leaves on almost every packet, and a
+/// second one on the few that stay would be taken about as often as not.
+const MAX_EXITS: usize = 1;
 
 /// Bytes of zeros that loads read instead of the packet on paths not taken. Loads below the
 /// entry bound use it only when that bound fits.
@@ -64,10 +86,18 @@ pub(crate) fn eligible(p: &Program, reachable: &[bool]) -> bool {
             Insn::Contains { .. } | Insn::Member { .. } | Insn::Protochain { .. } => return false,
             Insn::Branch { .. } => branches += 1,
             Insn::Switch { table, .. } => {
-                branches += p
-                    .tables
-                    .get(*table as usize)
-                    .map_or(usize::MAX, |t| t.entries.len())
+                let Some(t) = p.tables.get(*table as usize) else {
+                    return false;
+                };
+                branches += match t.entries.len() {
+                    n if n <= SMALL_SWITCH => n,
+                    _ => {
+                        let mut targets: Vec<u32> = t.entries.iter().map(|e| e.1).collect();
+                        targets.sort_unstable();
+                        targets.dedup();
+                        2 + targets.len()
+                    }
+                };
             }
             _ => {}
         }
@@ -89,6 +119,15 @@ struct State {
     scratch: Vec<Option<Value>>,
 }
 
+/// One incoming edge of a block.
+#[derive(Clone, Debug)]
+struct Edge {
+    pred: Pred,
+    state: State,
+    /// Every path along this edge passed a rare test (see the module docs).
+    rare: bool,
+}
+
 struct Emitter<'a, 'b, 'p> {
     b: &'a mut FunctionBuilder<'b>,
     plan: &'a Plan<'p>,
@@ -100,32 +139,52 @@ struct Emitter<'a, 'b, 'p> {
     /// whether the packet reaches the bound, and the bound; `None` when the bound is 0 or does
     /// not fit the zeros.
     entry: Option<(Value, Value, u64)>,
-    /// Incoming edges of each instruction that starts a block: predicate and state.
-    incoming: Vec<Vec<(Pred, State)>>,
-    result: Value,
+    /// Incoming edges of each instruction that starts a block.
+    incoming: Vec<Vec<Edge>>,
+    /// The block being evaluated (its first instruction), and its guards so far.
+    block: usize,
+    guards: Vec<Value>,
+    outcomes: Outcomes,
+    /// Bases already checked: (start, checked bytes) -> (fits, start, start or the zeros).
+    bases: HashMap<(Value, u64), (Value, Value, Value)>,
+    /// Per instruction: reachable instructions from there on that are not `ret`s.
+    tail: Vec<usize>,
+    exits_left: usize,
+    /// Where results go (batch shape), see [`exit_with`].
+    finish: Option<Block>,
+    /// Hash tables the code reads; owned by the compiled filter.
+    tables: &'a mut Vec<Box<[u32]>>,
 }
 
-/// Emits the whole program as straight-line code into the current block of `b` and returns
-/// its result (`i32`). The caller checked [`eligible`].
+/// Emits the whole program into the current block of `b`, ending every way out (the early
+/// exits and the end) with its result. The caller checked [`eligible`].
+#[allow(clippy::too_many_arguments)]
 pub(crate) fn emit(
     b: &mut FunctionBuilder<'_>,
     plan: &Plan<'_>,
     data: Value,
     caplen: Value,
     wire_len: Value,
-) -> Value {
+    finish: Option<Block>,
+    tables: &mut Vec<Box<[u32]>>,
+) {
     let p = plan.program;
-    let zeros = b.ins().iconst(types::I64, ZEROS.as_ptr() as usize as i64);
-    let result = b.ins().iconst(types::I32, 0);
     let Some(need) = plan.bounds.entry_need else {
-        return result; // every path returns 0
+        let zero = b.ins().iconst(types::I32, 0);
+        return exit_with(b, finish, zero); // every path returns 0
     };
+    let zeros = b.ins().iconst(types::I64, ZEROS.as_ptr() as usize as i64);
     let entry = (need > 0 && need <= ZEROS_LEN as u64).then(|| {
         let fits = b
             .ins()
             .icmp_imm_u(IntCC::UnsignedGreaterThanOrEqual, caplen, need as i64);
         (b.ins().select(fits, data, zeros), fits, need)
     });
+    let mut tail = vec![0; p.code.len() + 1];
+    for i in (0..p.code.len()).rev() {
+        let counts = plan.flow.reachable[i] && !matches!(p.code[i], Insn::Return { .. });
+        tail[i] = tail[i + 1] + usize::from(counts);
+    }
     let mut e = Emitter {
         b,
         plan,
@@ -135,22 +194,31 @@ pub(crate) fn emit(
         zeros,
         entry,
         incoming: vec![Vec::new(); p.code.len() + 1],
-        result,
+        block: 0,
+        guards: Vec::new(),
+        outcomes: Outcomes::new(Domain::of(p, &plan.flow.reachable), p.code.len()),
+        bases: HashMap::new(),
+        tail,
+        exits_left: if plan.options.early_exits {
+            MAX_EXITS
+        } else {
+            0
+        },
+        finish,
+        tables,
     };
-    e.incoming[0].push((
-        Pred::True,
-        State {
+    e.incoming[0].push(Edge {
+        pred: Pred::True,
+        state: State {
             regs: [None; 16],
             scratch: vec![None; usize::from(p.scratch_words)],
         },
-    ));
+        rare: false,
+    });
     e.run();
-    let mut result = e.result;
-    if let Some((_, fits, _)) = e.entry {
-        let zero = e.b.ins().iconst(types::I32, 0);
-        result = e.b.ins().select(fits, result, zero);
-    }
-    result
+    let fits = e.entry.map(|(_, fits, _)| fits);
+    let result = e.outcomes.result(e.b, p.code.len(), fits);
+    exit_with(e.b, finish, result);
 }
 
 impl Emitter<'_, '_, '_> {
@@ -183,25 +251,42 @@ impl Emitter<'_, '_, '_> {
         }
     }
 
-    /// The join of the incoming edges of block `i`: its reach and state (`None`: unreached).
-    fn join(&mut self, i: usize) -> Option<(Pred, State)> {
+    fn push(&mut self, target: u32, pred: Pred, state: &State, rare: bool) {
+        self.incoming[target as usize].push(Edge {
+            pred,
+            state: state.clone(),
+            rare,
+        });
+    }
+
+    /// Ends the current block with `term`.
+    fn end(&mut self, term: Term) {
+        let guards = std::mem::take(&mut self.guards);
+        self.outcomes.record(self.block, guards, term);
+    }
+
+    /// The join of the incoming edges of block `i`: its reach, state and rareness (`None`:
+    /// unreached).
+    fn join(&mut self, i: usize) -> Option<(Pred, State, bool)> {
         let edges = std::mem::take(&mut self.incoming[i]);
-        let (mut reach, mut state) = edges.first().cloned()?;
-        for (pred, _) in &edges[1..] {
-            reach = self.or(reach, *pred);
+        let first = edges.first()?;
+        let (mut reach, mut state) = (first.pred, first.state.clone());
+        let rare = edges.iter().all(|e| e.rare);
+        for e in &edges[1..] {
+            reach = self.or(reach, e.pred);
         }
         let merge = |e: &mut Self, pick: &dyn Fn(&State) -> Option<Value>| {
-            let first = pick(&edges[0].1);
-            if edges.iter().all(|(_, s)| pick(s) == first) {
+            let first = pick(&edges[0].state);
+            if edges.iter().all(|edge| pick(&edge.state) == first) {
                 return first;
             }
             // The last edge's value is the default; each earlier edge overrides where it holds.
             let zero = e.b.ins().iconst(types::I32, 0);
-            let (_, last) = edges.last()?;
-            let mut v = pick(last).unwrap_or(zero);
-            for (pred, s) in edges[..edges.len() - 1].iter().rev() {
-                let x = pick(s).unwrap_or(zero);
-                v = e.pick(*pred, x, v);
+            let last = edges.last()?;
+            let mut v = pick(&last.state).unwrap_or(zero);
+            for edge in edges[..edges.len() - 1].iter().rev() {
+                let x = pick(&edge.state).unwrap_or(zero);
+                v = e.pick(edge.pred, x, v);
             }
             Some(v)
         };
@@ -211,32 +296,87 @@ impl Emitter<'_, '_, '_> {
         for w in 0..state.scratch.len() {
             state.scratch[w] = merge(self, &|s: &State| s.scratch[w]);
         }
-        Some((reach, state))
+        Some((reach, state, rare))
+    }
+
+    /// Whether block `i` does nothing but `ret 0` (paths into it decide nothing).
+    fn rejects(&self, i: usize) -> bool {
+        matches!(
+            self.plan.program.code.get(i),
+            Some(Insn::Return {
+                value: Operand::Imm(0)
+            })
+        )
+    }
+
+    /// Before block `x`: leaves with the result so far unless a path into `x` or a later
+    /// block (other than a `ret 0`) holds, when every such path is rare and enough work
+    /// follows.
+    fn early_exit(&mut self, x: usize) {
+        if self.exits_left == 0 || self.tail[x] < MIN_TAIL {
+            return;
+        }
+        let mut alive: Option<Pred> = None;
+        let mut preds = Vec::new();
+        for j in x..self.incoming.len() {
+            if self.rejects(j) {
+                continue;
+            }
+            for e in &self.incoming[j] {
+                if !e.rare || e.pred == Pred::True {
+                    return;
+                }
+                preds.push(e.pred);
+            }
+        }
+        for p in preds {
+            alive = Some(match alive {
+                None => p,
+                Some(a) => self.or(a, p),
+            });
+        }
+        let Some(Pred::Value(alive)) = alive else {
+            return;
+        };
+        self.exits_left -= 1;
+        let fits = self.entry.map(|(_, fits, _)| fits);
+        let result = self.outcomes.result(self.b, x, fits);
+        let (leave, go_on) = (self.b.create_block(), self.b.create_block());
+        self.b.ins().brif(alive, go_on, &[], leave, &[]);
+        self.b.switch_to_block(leave);
+        exit_with(self.b, self.finish, result);
+        self.b.switch_to_block(go_on);
     }
 
     fn run(&mut self) {
         let plan = self.plan;
         let p = plan.program;
-        // The block being evaluated: its reach and state; `None` after a terminator or on a
-        // path that has returned.
-        let mut current: Option<(Pred, State)> = None;
+        // The block being evaluated: its reach, state and rareness; `None` after a terminator
+        // or on a path that has returned.
+        let mut current: Option<(Pred, State, bool)> = None;
         for i in 0..p.code.len() {
             if plan.flow.block_start[i] {
-                if let Some(edge) = current.take() {
-                    self.incoming[i].push(edge); // fall through
+                if let Some((pred, state, rare)) = current.take() {
+                    // Falls through.
+                    self.incoming[i].push(Edge { pred, state, rare });
+                    self.end(Term::Goto(i));
                 }
+                self.early_exit(i);
                 current = self.join(i);
+                self.block = i;
+                self.guards.clear();
             }
             if !plan.flow.reachable[i] {
                 continue;
             }
-            let Some((reach, mut state)) = current.take() else {
+            let Some((reach, mut state, rare)) = current.take() else {
                 continue;
             };
             if let Some(pair) = plan.pairs[i] {
                 // The wide compare replaces this load and the two branches (the second
                 // test's block is reached only from here: it gets no edge, so it is skipped).
                 if plan.bounds.guard[i] == Guard::Reject {
+                    self.end(Term::Return(Outcome::Const(0)));
                     continue;
                 }
                 let wide = match pair.width {
@@ -251,11 +391,18 @@ impl Emitter<'_, '_, '_> {
                     .icmp_imm_u(IntCC::Equal, v, pair.constant as i64);
                 let t = self.and(reach, equal);
                 let f = self.and_not(reach, equal);
-                self.incoming[pair.equal as usize].push((t, state.clone()));
-                self.incoming[pair.unequal as usize].push((f, state));
+                // Both halves are 16 bits or more: 32 bits or more in all.
+                self.push(pair.equal, t, &state, true);
+                self.push(pair.unequal, f, &state, rare);
+                self.end(Term::Cases {
+                    cases: vec![(equal, pair.equal as usize)],
+                    default: pair.unequal as usize,
+                });
                 continue;
             }
-            current = self.insn(i, reach, &mut state).map(|r| (r, state));
+            current = self
+                .insn(i, reach, &mut state, rare)
+                .map(|r| (r, state, rare));
         }
     }
 
@@ -275,9 +422,23 @@ impl Emitter<'_, '_, '_> {
         }
     }
 
+    /// Whether the value instruction `i` reads first is a 32-bit field of the packet, which
+    /// rarely equals a given constant.
+    fn reads_word(&self, i: usize) -> bool {
+        let d = self.plan.flow.use_defs[i][0];
+        d < MULTI
+            && matches!(
+                self.plan.program.code.get(d as usize),
+                Some(Insn::Load {
+                    width: Width::Word,
+                    ..
+                })
+            )
+    }
+
     /// Evaluates instruction `i` on the path `reach`; returns the path's predicate after it
     /// (`None`: the path has left, by a terminator or a certain reject).
-    fn insn(&mut self, i: usize, reach: Pred, state: &mut State) -> Option<Pred> {
+    fn insn(&mut self, i: usize, reach: Pred, state: &mut State, rare: bool) -> Option<Pred> {
         let set = |state: &mut State, r: Reg, v: Value| state.regs[r.index() & 15] = Some(v);
         match self.plan.program.code[i] {
             Insn::Mov { dst, src } => {
@@ -306,7 +467,9 @@ impl Emitter<'_, '_, '_> {
                 offset,
             } => {
                 if self.plan.bounds.guard[i] == Guard::Reject {
-                    return None; // every path from here returns 0
+                    // Every path from here returns 0.
+                    self.end(Term::Return(Outcome::Const(0)));
+                    return None;
                 }
                 let (reach, address) = self.load_address(i, reach, state, offset, base, 1);
                 let native = self.plan.flow.native_order[i].is_some();
@@ -316,12 +479,16 @@ impl Emitter<'_, '_, '_> {
             }
             Insn::Alu { op, dst, lhs, rhs } => {
                 let a = self.reg(state, lhs);
-                let (reach, v) = self.alu(i, reach, op, a, state, rhs)?;
+                let Some((reach, v)) = self.alu(i, reach, op, a, state, rhs) else {
+                    self.end(Term::Return(Outcome::Const(0)));
+                    return None;
+                };
                 set(state, dst, v);
                 return Some(reach);
             }
             Insn::Jump { target } => {
-                self.incoming[target as usize].push((reach, state.clone()));
+                self.push(target, reach, state, rare);
+                self.end(Term::Goto(target as usize));
                 return None;
             }
             Insn::Branch {
@@ -331,28 +498,38 @@ impl Emitter<'_, '_, '_> {
                 then_,
                 else_,
             } => {
+                let rare_when_equal = matches!(rhs, Operand::Imm(_)) && self.reads_word(i);
                 match self.condition(i, state, cond, lhs, rhs) {
                     _ if then_ == else_ => {
-                        self.incoming[then_ as usize].push((reach, state.clone()))
+                        self.push(then_, reach, state, rare);
+                        self.end(Term::Goto(then_ as usize));
                     }
                     Ok(holds) => {
                         let t = self.and(reach, holds);
                         let f = self.and_not(reach, holds);
-                        self.incoming[then_ as usize].push((t, state.clone()));
-                        self.incoming[else_ as usize].push((f, state.clone()));
+                        let then_rare = rare || (rare_when_equal && cond == Cond::Eq);
+                        let else_rare = rare || (rare_when_equal && cond == Cond::Ne);
+                        self.push(then_, t, state, then_rare);
+                        self.push(else_, f, state, else_rare);
+                        self.end(Term::Cases {
+                            cases: vec![(holds, then_ as usize)],
+                            default: else_ as usize,
+                        });
                     }
-                    Err(true) => self.incoming[then_ as usize].push((reach, state.clone())),
-                    Err(false) => self.incoming[else_ as usize].push((reach, state.clone())),
+                    Err(decided) => {
+                        let target = if decided { then_ } else { else_ };
+                        self.push(target, reach, state, rare);
+                        self.end(Term::Goto(target as usize));
+                    }
                 }
                 return None;
             }
-            // The result starts at 0: nothing to fold.
-            Insn::Return {
-                value: Operand::Imm(0),
-            } => return None,
             Insn::Return { value } => {
-                let v = self.operand(state, value);
-                self.result = self.pick(reach, v, self.result);
+                let v = match value {
+                    Operand::Imm(k) => Outcome::Const(k),
+                    Operand::Reg(r) => Outcome::Value(self.reg(state, r)),
+                };
+                self.end(Term::Return(v));
                 return None;
             }
             Insn::Switch {
@@ -360,23 +537,7 @@ impl Emitter<'_, '_, '_> {
                 table,
                 default,
             } => {
-                // One equality per case; the default where none holds (keys are distinct).
-                let key = self.reg(state, key);
-                let mut matched: Option<Value> = None;
-                for &(k, target) in &self.plan.program.tables[table as usize].entries {
-                    let equal = self.b.ins().icmp_imm_u(IntCC::Equal, key, i64::from(k));
-                    let edge = self.and(reach, equal);
-                    self.incoming[target as usize].push((edge, state.clone()));
-                    matched = Some(match matched {
-                        None => equal,
-                        Some(m) => self.b.ins().bor(m, equal),
-                    });
-                }
-                let edge = match matched {
-                    None => reach,
-                    Some(m) => self.and_not(reach, m),
-                };
-                self.incoming[default as usize].push((edge, state.clone()));
+                self.switch(i, reach, state, rare, key, table, default);
                 return None;
             }
             Insn::Contains { .. } | Insn::Member { .. } | Insn::Protochain { .. } => {
@@ -386,8 +547,70 @@ impl Emitter<'_, '_, '_> {
         Some(reach)
     }
 
+    /// A `switch`: one equality per key for a few keys, else a hashed lookup; either way each
+    /// distinct target gets one condition, and the default the rest.
+    #[allow(clippy::too_many_arguments)]
+    fn switch(
+        &mut self,
+        i: usize,
+        reach: Pred,
+        state: &State,
+        rare: bool,
+        key: Reg,
+        table: u32,
+        default: u32,
+    ) {
+        let entries = &self.plan.program.tables[table as usize].entries;
+        let key = self.reg(state, key);
+        let keys: Vec<u32> = entries.iter().map(|e| e.0).collect();
+        let hash = (entries.len() > SMALL_SWITCH)
+            .then(|| PerfectHash::build(&keys))
+            .flatten();
+        let mut cases: Vec<(Value, u32)> = Vec::new();
+        let mut any: Option<Value> = None;
+        if let Some(hash) = hash {
+            let targets: Vec<u32> = entries.iter().map(|e| e.1).collect();
+            let lookup = emit_lookup(self.b, key, &hash, &targets, self.tables);
+            for (n, &target) in lookup.distinct.iter().enumerate() {
+                let cond = match lookup.number {
+                    None => lookup.found,
+                    Some(number) => {
+                        let is = self.b.ins().icmp_imm_u(IntCC::Equal, number, n as i64);
+                        self.b.ins().band(lookup.found, is)
+                    }
+                };
+                cases.push((cond, target));
+            }
+            any = Some(lookup.found);
+        } else {
+            for &(k, target) in entries {
+                let equal = self.b.ins().icmp_imm_u(IntCC::Equal, key, i64::from(k));
+                cases.push((equal, target));
+                any = Some(match any {
+                    None => equal,
+                    Some(m) => self.b.ins().bor(m, equal),
+                });
+            }
+        }
+        let rare_case = rare || self.reads_word(i);
+        for &(cond, target) in &cases {
+            let edge = self.and(reach, cond);
+            self.push(target, edge, state, rare_case);
+        }
+        let edge = match any {
+            None => reach,
+            Some(m) => self.and_not(reach, m),
+        };
+        self.push(default, edge, state, rare);
+        self.end(Term::Cases {
+            cases: cases.iter().map(|&(c, t)| (c, t as usize)).collect(),
+            default: default as usize,
+        });
+    }
+
     /// The path predicate after the load's guard and a safe address for the load at `i`
-    /// (`units` loads of the instruction's width wide, for a coalesced pair).
+    /// (`units` loads of the instruction's width wide, for a coalesced pair). A bounds check
+    /// the aggregation placed here becomes a guard of the block.
     fn load_address(
         &mut self,
         i: usize,
@@ -414,8 +637,43 @@ impl Emitter<'_, '_, '_> {
                 }
             }
         }
-        // `fits`: the checked bytes (at least the load's) lie below `caplen`.
-        let (fits, address) = match base {
+        // `start`: where the checked bytes are counted from (the packet, or the packet plus
+        // the base register).
+        let start = match base {
+            None => self.data,
+            Some(r) => self.reg(state, r),
+        };
+        let (fits, unchecked, safe) = match self.bases.get(&(start, checked)) {
+            Some(&known) => known,
+            None => {
+                let known = self.safe_base(base.map(|_| start), checked);
+                self.bases.insert((start, checked), known);
+                known
+            }
+        };
+        // The zeros serve as the base only while the load stays inside them; else the
+        // address itself is selected.
+        let address = if end <= ZEROS_LEN as u64 {
+            self.b.ins().iadd_imm_u(safe, i64::from(offset))
+        } else {
+            let at = self.b.ins().iadd_imm_u(unchecked, i64::from(offset));
+            self.b.ins().select(fits, at, self.zeros)
+        };
+        let reach = match self.plan.bounds.guard[i] {
+            // The interpreter rejects here when the checked bytes do not fit.
+            Guard::Check(_) => {
+                self.guards.push(fits);
+                self.and(reach, fits)
+            }
+            _ => reach,
+        };
+        (reach, address)
+    }
+
+    /// Whether `checked` bytes from the packet (plus `base`, an `i32` register value) fit below
+    /// `caplen`, that start, and the start or the zeros when they do not fit.
+    fn safe_base(&mut self, base: Option<Value>, checked: u64) -> (Value, Value, Value) {
+        let (fits, start) = match base {
             None => {
                 let fits = self.b.ins().icmp_imm_u(
                     IntCC::UnsignedGreaterThanOrEqual,
@@ -424,8 +682,7 @@ impl Emitter<'_, '_, '_> {
                 );
                 (fits, self.data)
             }
-            Some(r) => {
-                let v = self.reg(state, r);
+            Some(v) => {
                 let b64 = self.b.ins().uextend(types::I64, v);
                 let last = self.b.ins().iadd_imm_u(b64, checked as i64);
                 let fits = self
@@ -435,14 +692,7 @@ impl Emitter<'_, '_, '_> {
                 (fits, self.b.ins().iadd(self.data, b64))
             }
         };
-        let address = self.b.ins().iadd_imm_u(address, i64::from(offset));
-        let address = self.b.ins().select(fits, address, self.zeros);
-        let reach = match self.plan.bounds.guard[i] {
-            // The interpreter rejects here when the checked bytes do not fit.
-            Guard::Check(_) => self.and(reach, fits),
-            _ => reach,
-        };
-        (reach, address)
+        (fits, start, self.b.ins().select(fits, start, self.zeros))
     }
 
     fn alu(
@@ -475,12 +725,12 @@ impl Emitter<'_, '_, '_> {
                 let one = self.b.ins().iconst(types::I32, 1);
                 let divisor = self.b.ins().select(nonzero, y, one);
                 let v = arith::binary(self.b, op, a, divisor, |_, _| {});
+                self.guards.push(nonzero);
                 Some((self.and(reach, nonzero), v))
             }
         }
     }
 
-    /// The native byte order width of the definition instruction `i` reads in slot 0, if any.
     /// Whether the branch at `i` holds: an `i8` value, or `Err(constant)` when it is decided
     /// at compile time.
     fn condition(
@@ -536,5 +786,75 @@ mod tests {
         let text = "ld.b r0, [0]\n switch r0, T0, L3\nL1:\n ret 1\nL2:\n ret 2\nL3:\n ret 0\n.table T0\n 1 -> L1\n 7 -> L2\n 9 -> L1\n";
         let ir = filter_ir(text, &Options::default());
         assert!(!ir.contains("brif") && !ir.contains("br_table"), "{ir}");
+    }
+
+    /// The JIT with `options` against the interpreter on `packets` and all their truncations.
+    fn agrees(text: &str, options: &Options, packets: &[Vec<u8>]) {
+        let program = sift_bytecode::verify(sift_bytecode::assemble(text).unwrap()).unwrap();
+        let jit = JitFilter::compile_with(&program, options).unwrap();
+        let mut cache = sift_bytecode::Cache::new();
+        for p in packets {
+            for n in 0..=p.len() {
+                let want = program.run(&mut cache, &p[..n], 100);
+                assert_eq!(jit.run(&p[..n], 100), want, "{:02x?}", &p[..n]);
+            }
+        }
+    }
+
+    /// `ld.h [12] = 0x800, ld.w [26] = 10.1.1.1, ld.b [23] = 6, ld.h [20] & 0x1fff = 0`, then
+    /// a byte at a header-length offset: the address test is rare, so the rest is skipped by
+    /// one branch.
+    const ADDRESS_THEN_MORE: &str = "ld.h r0, [12]\n jeq r0, 2048, L2, L12\nL2:\n ld.w r0, [26]\n jeq r0, 167837953, L4, L12\nL4:\n ld.b r0, [23]\n jeq r0, 6, L6, L12\nL6:\n ld.h r0, [20]\n jset r0, 8191, L12, L8\nL8:\n ld.b r1, [14]\n and r1, r1, 15\n shl r1, r1, 2\n ld.b r0, [r1+14]\n jgt r0, 3, L13, L12\nL12:\n ret 0\nL13:\n ret 96\n";
+
+    fn ipv4_like(src: [u8; 4], proto: u8, ihl: u8) -> Vec<u8> {
+        let mut p = vec![0u8; 40];
+        p[12] = 8;
+        p[14] = 0x40 | ihl;
+        p[23] = proto;
+        p[26..30].copy_from_slice(&src);
+        for (k, b) in p.iter_mut().enumerate().skip(34) {
+            *b = k as u8;
+        }
+        p
+    }
+
+    #[test]
+    fn a_rare_test_opens_an_early_exit() {
+        if !crate::supported() {
+            return;
+        }
+        let ir = filter_ir(ADDRESS_THEN_MORE, &Options::default());
+        assert_eq!(ir.matches("brif").count(), 1, "{ir}");
+        let no_exits = Options {
+            early_exits: false,
+            ..Options::default()
+        };
+        assert!(!filter_ir(ADDRESS_THEN_MORE, &no_exits).contains("brif"));
+        // Tests that are not rare (an EtherType, a protocol) open none.
+        assert!(!filter_ir(AND_CHAIN, &Options::default()).contains("brif"));
+        let mut packets = Vec::new();
+        for src in [[10, 1, 1, 1], [10, 1, 1, 2]] {
+            for proto in [6, 17] {
+                for ihl in [0, 2, 5, 6] {
+                    packets.push(ipv4_like(src, proto, ihl));
+                }
+            }
+        }
+        for options in [Options::default(), no_exits] {
+            agrees(ADDRESS_THEN_MORE, &options, &packets);
+        }
+    }
+
+    #[test]
+    fn a_large_switch_is_hashed_without_branches() {
+        if !crate::supported() {
+            return;
+        }
+        // Ten keys, three targets and a default.
+        let text = "ld.b r0, [0]\n switch r0, T0, L4\nL1:\n ret 1\nL2:\n ret 2\nL3:\n ld.w r1, [1]\n ret r1\nL4:\n ret 0\n.table T0\n 1 -> L1\n 7 -> L2\n 9 -> L1\n 20 -> L3\n 33 -> L2\n 60 -> L1\n 61 -> L1\n 99 -> L3\n 200 -> L2\n 255 -> L1\n";
+        let ir = filter_ir(text, &Options::default());
+        assert!(!ir.contains("brif") && !ir.contains("br_table"), "{ir}");
+        let packets: Vec<Vec<u8>> = (0..=255u8).map(|b| vec![b, 1, 2, 3, 4]).collect();
+        agrees(text, &Options::default(), &packets);
     }
 }

@@ -28,10 +28,11 @@
 //!   wider compare;
 //! * **lookup tables** (module `table`): compare chains, binary search and jump tables by size and
 //!   density, and a collision-free hash for large sparse sets;
-//! * **if-conversion** (module `branchless`): a small program without tables or calls is
-//!   evaluated on all its paths at once, with `select`s instead of conditional branches, so a
-//!   mix of packets the branch predictor cannot foresee costs no mispredictions (loads on paths
-//!   not taken read a block of zeros instead of bytes beyond the packet).
+//! * **if-conversion** (module `branchless`): a small program without calls is evaluated on
+//!   all its paths at once, with `select`s instead of conditional branches, so a mix of packets
+//!   the branch predictor cannot foresee costs no mispredictions (loads on paths not taken read
+//!   a block of zeros instead of bytes beyond the packet); it leaves early only by branches that
+//!   almost always go one way (after a rare test such as an address equality).
 //!
 //! * **coprocessor calls** (module `calls`): `contains` and `member` become calls into
 //!   `sift_coproc::Coprocessors` through `extern "C"` helpers, with a per-thread memo that
@@ -70,6 +71,7 @@ pub mod demux_table;
 mod flow;
 pub mod key_extractor;
 mod native;
+mod outcome;
 mod table;
 mod translate;
 
@@ -97,6 +99,9 @@ pub struct Options {
     /// Evaluate small programs without conditional branches (if-conversion), so that
     /// unpredictable packets cost no mispredictions.
     pub branchless: bool,
+    /// In branch-free code, leave early with a (predictable) branch once every path still
+    /// going somewhere has passed a rare test, such as an address equality.
+    pub early_exits: bool,
 }
 
 impl Default for Options {
@@ -107,6 +112,7 @@ impl Default for Options {
             coalesce: true,
             hash_min_keys: 64,
             branchless: true,
+            early_exits: true,
         }
     }
 }
@@ -120,6 +126,7 @@ impl Options {
             coalesce: false,
             hash_min_keys: usize::MAX,
             branchless: false,
+            early_exits: false,
         }
     }
 }

@@ -13,6 +13,81 @@
 //! Empty slots hold a key of the table that hashes elsewhere, so no probe of an empty slot can
 //! ever match.
 
+use cranelift_codegen::ir::condcodes::IntCC;
+use cranelift_codegen::ir::{types, InstBuilder, MemFlagsData as MemFlags, Value};
+use cranelift_frontend::FunctionBuilder;
+
+/// The code of one hashed lookup: whether the key is in the table, and which of its distinct
+/// targets it maps to.
+pub(crate) struct Lookup {
+    /// `i8`: the key is one of the table's.
+    pub found: Value,
+    /// `i32`: index in `distinct` of the key's target (meaningless when not `found`); `None`
+    /// when every key has the same target.
+    pub number: Option<Value>,
+    /// The distinct targets, ascending.
+    pub distinct: Vec<u32>,
+}
+
+/// Emits a lookup of `key` (`i32`) in a table laid out as `[displacements | slot keys | slot
+/// target numbers]`, which is appended to `data` (the compiled filter owns it; the code holds
+/// its address). `targets[i]` is the target of the `i`-th key given to `hash`. No branch; every
+/// index is below the table's length by construction (multiplicative hashes keep the top bits,
+/// displacements are below the slot count).
+pub(crate) fn emit_lookup(
+    b: &mut FunctionBuilder<'_>,
+    key: Value,
+    hash: &PerfectHash,
+    targets: &[u32],
+    data: &mut Vec<Box<[u32]>>,
+) -> Lookup {
+    let mut distinct: Vec<u32> = targets.to_vec();
+    distinct.sort_unstable();
+    distinct.dedup();
+    let mut table: Vec<u32> = hash.displacement.clone();
+    let keys_at = table.len();
+    table.extend(&hash.keys);
+    let targets_at = table.len();
+    if distinct.len() > 1 {
+        table.extend(hash.entry.iter().map(|&e| {
+            let t = targets[e as usize];
+            distinct.binary_search(&t).unwrap_or(0) as u32
+        }));
+    }
+    let table: Box<[u32]> = table.into_boxed_slice();
+    let base_address = table.as_ptr() as usize as i64;
+    data.push(table);
+
+    let flags = MemFlags::trusted().with_readonly();
+    let base = b.ins().iconst(types::I64, base_address);
+    let h1 = b.ins().imul_imm_u(key, i64::from(hash.bucket_multiplier));
+    let bucket = b.ins().ushr_imm_u(h1, i64::from(32 - hash.bucket_bits));
+    let bucket = b.ins().uextend(types::I64, bucket);
+    let at = b.ins().ishl_imm_u(bucket, 2);
+    let at = b.ins().iadd(base, at);
+    let displacement = b.ins().load(types::I32, flags, at, 0);
+    let h2 = b.ins().imul_imm_u(key, i64::from(hash.slot_multiplier));
+    let h2 = b.ins().ushr_imm_u(h2, i64::from(32 - hash.slot_bits));
+    // The displacement is below 1 << slot_bits, so the slot is too.
+    let slot = b.ins().bxor(h2, displacement);
+    let slot = b.ins().uextend(types::I64, slot);
+    let slot_at = b.ins().ishl_imm_u(slot, 2);
+    let slot_at = b.ins().iadd(base, slot_at);
+    let stored = b
+        .ins()
+        .load(types::I32, flags, slot_at, (keys_at * 4) as i32);
+    let found = b.ins().icmp(IntCC::Equal, stored, key);
+    let number = (distinct.len() > 1).then(|| {
+        b.ins()
+            .load(types::I32, flags, slot_at, (targets_at * 4) as i32)
+    });
+    Lookup {
+        found,
+        number,
+        distinct,
+    }
+}
+
 /// A collision-free hash for one table's keys.
 #[derive(Clone, Debug, PartialEq, Eq)]
 pub(crate) struct PerfectHash {

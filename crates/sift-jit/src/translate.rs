@@ -33,7 +33,7 @@ use crate::branchless;
 use crate::calls::Helper;
 use crate::coalesce::{pair_at, Pair};
 use crate::flow::{Flow, MULTI};
-use crate::table::PerfectHash;
+use crate::table::{emit_lookup, PerfectHash};
 use crate::Options;
 
 /// Size of [`crate::PacketRef`] and the offsets of its fields (checked by a test in lib.rs).
@@ -119,6 +119,19 @@ fn branch_to_reject(b: &mut FunctionBuilder<'_>, reject: &mut Option<Block>, fai
     let cont = b.create_block();
     b.ins().brif(fails, reject, &[], cont, &[]);
     b.switch_to_block(cont);
+}
+
+/// Ends the current block with "the result is `value`": returns it (single shape), or passes it
+/// to the batch loop's `finish` block.
+pub(crate) fn exit_with(b: &mut FunctionBuilder<'_>, finish: Option<Block>, value: Value) {
+    match finish {
+        None => {
+            b.ins().return_(&[value]);
+        }
+        Some(finish) => {
+            b.ins().jump(finish, &[value.into()]);
+        }
+    }
 }
 
 /// Memory flags for the packet: never traps (checked), never written during a run.
@@ -243,8 +256,8 @@ pub(crate) fn translate(
     };
     if plan.branchless {
         let p = &t.packet;
-        let result = branchless::emit(t.b, plan, p.data, p.caplen, p.wire_len);
-        t.exit(result);
+        let (data, caplen, wire_len, finish) = (p.data, p.caplen, p.wire_len, p.finish);
+        branchless::emit(t.b, plan, data, caplen, wire_len, finish, t.data);
         t.b.seal_all_blocks();
         return;
     }
@@ -276,14 +289,7 @@ impl Translator<'_, '_, '_> {
 
     /// Ends the current block with "the result is `value`".
     fn exit(&mut self, value: Value) {
-        match self.packet.finish {
-            None => {
-                self.b.ins().return_(&[value]);
-            }
-            Some(finish) => {
-                self.b.ins().jump(finish, &[value.into()]);
-            }
-        }
+        exit_with(self.b, self.packet.finish, value);
     }
 
     /// Leaves for the reject block when `fails` is nonzero; continues in a fresh block otherwise.
@@ -632,69 +638,19 @@ impl Translator<'_, '_, '_> {
         switch.emit(self.b, key, default);
     }
 
-    /// A lookup in a collision-free hash table laid out as
-    /// `[displacements | slot keys | slot target numbers]`.
+    /// A lookup in a collision-free hash table ([`crate::table::emit_lookup`]).
     fn hashed_switch(&mut self, key: Value, hash: &PerfectHash, targets: &[u32], default: Block) {
-        let mut distinct: Vec<u32> = targets.to_vec();
-        distinct.sort_unstable();
-        distinct.dedup();
-        let mut table: Vec<u32> = hash.displacement.clone();
-        let keys_at = table.len();
-        table.extend(&hash.keys);
-        let targets_at = table.len();
-        if distinct.len() > 1 {
-            table.extend(hash.entry.iter().map(|&e| {
-                let t = targets[e as usize];
-                distinct.binary_search(&t).unwrap_or(0) as u32
-            }));
-        }
-        let table: Box<[u32]> = table.into_boxed_slice();
-        let base_address = table.as_ptr() as usize as i64;
-        self.data.push(table);
-
-        let flags = MemFlags::trusted().with_readonly();
-        let base = self.b.ins().iconst(types::I64, base_address);
-        let h1 = self
-            .b
-            .ins()
-            .imul_imm_u(key, i64::from(hash.bucket_multiplier));
-        let bucket = self
-            .b
-            .ins()
-            .ushr_imm_u(h1, i64::from(32 - hash.bucket_bits));
-        let bucket = self.b.ins().uextend(types::I64, bucket);
-        let at = self.b.ins().ishl_imm_u(bucket, 2);
-        let at = self.b.ins().iadd(base, at);
-        let displacement = self.b.ins().load(types::I32, flags, at, 0);
-        let h2 = self
-            .b
-            .ins()
-            .imul_imm_u(key, i64::from(hash.slot_multiplier));
-        let h2 = self.b.ins().ushr_imm_u(h2, i64::from(32 - hash.slot_bits));
-        // The displacement is below 1 << slot_bits, so the slot is too.
-        let slot = self.b.ins().bxor(h2, displacement);
-        let slot = self.b.ins().uextend(types::I64, slot);
-        let slot_at = self.b.ins().ishl_imm_u(slot, 2);
-        let slot_at = self.b.ins().iadd(base, slot_at);
-        let stored = self
-            .b
-            .ins()
-            .load(types::I32, flags, slot_at, (keys_at * 4) as i32);
-        let found = self.b.ins().icmp(IntCC::Equal, stored, key);
-        if distinct.len() == 1 {
-            let t = self.block(distinct[0]);
-            self.b.ins().brif(found, t, &[], default, &[]);
+        let lookup = emit_lookup(self.b, key, hash, targets, self.data);
+        let Some(number) = lookup.number else {
+            let t = self.block(lookup.distinct[0]);
+            self.b.ins().brif(lookup.found, t, &[], default, &[]);
             return;
-        }
+        };
         let dispatch = self.b.create_block();
-        self.b.ins().brif(found, dispatch, &[], default, &[]);
+        self.b.ins().brif(lookup.found, dispatch, &[], default, &[]);
         self.b.switch_to_block(dispatch);
-        let number = self
-            .b
-            .ins()
-            .load(types::I32, flags, slot_at, (targets_at * 4) as i32);
         let mut switch = Switch::new();
-        for (n, &t) in distinct.iter().enumerate() {
+        for (n, &t) in lookup.distinct.iter().enumerate() {
             let block = self.block(t);
             switch.set_entry(n as u128, block);
         }
@@ -710,19 +666,26 @@ pub(crate) fn load_packet_value(
     width: Width,
     native: bool,
 ) -> Value {
-    let ty = match width {
-        Width::Byte => types::I8,
-        Width::Half => types::I16,
-        Width::Word => types::I32,
-    };
-    let mut v = b.ins().load(ty, packet_flags(), address, 0);
-    if width != Width::Byte && !native && cfg!(target_endian = "little") {
-        v = b.ins().bswap(v);
+    let flags = packet_flags();
+    match width {
+        Width::Byte => b.ins().uload8(types::I32, flags, address, 0),
+        Width::Half if native || cfg!(target_endian = "big") => {
+            b.ins().uload16(types::I32, flags, address, 0)
+        }
+        Width::Half => {
+            let v = b.ins().load(types::I16, flags, address, 0);
+            let v = b.ins().bswap(v);
+            b.ins().uextend(types::I32, v)
+        }
+        Width::Word => {
+            let v = b.ins().load(types::I32, flags, address, 0);
+            if native || cfg!(target_endian = "big") {
+                v
+            } else {
+                b.ins().bswap(v)
+            }
+        }
     }
-    if ty != types::I32 {
-        v = b.ins().uextend(types::I32, v);
-    }
-    v
 }
 
 /// The right-hand side of a comparison: a constant, or a value already read.

@@ -31,6 +31,11 @@ pub fn option_sets() -> Vec<Options> {
             branchless: false,
             ..Options::default()
         },
+        // Without branches at all (no early exits).
+        Options {
+            early_exits: false,
+            ..Options::default()
+        },
         // Without branches, with a check at every load (path predicates and masked loads).
         Options {
             branchless: true,
