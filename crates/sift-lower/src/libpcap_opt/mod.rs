@@ -36,7 +36,9 @@
 //!
 //! libpcap's loops take time quadratic in a long `or` chain (its pullups walk runs of tests of
 //! one value; the chain needs about log2(n) rounds to sort them). The result here is libpcap's,
-//! computed faster: pullups skip whole runs (`runs.rs`); the first loop numbers the values
+//! computed faster: chains that nothing else sees into are put straight into the order the
+//! pullup rounds would end with (`grouping.rs`), which saves the log2(n) rounds of sorting
+//! them; pullups skip whole runs (`runs.rs`); the first loop numbers the values
 //! once when no block uses another's values (`numbering_stays`); a round after one that only
 //! pulled tests up reuses what pullups cannot change, skips the threading when a linear check
 //! proves it would move nothing (`thread_check.rs`, its groups of tests kept between such
@@ -49,6 +51,7 @@ mod branches;
 mod dead_code;
 mod edges;
 mod fast_hash;
+mod grouping;
 mod numbering;
 mod pullup;
 #[cfg(test)]
@@ -63,6 +66,7 @@ use sift_ir::{Function, Terminator};
 
 use branches::{decide_branches, jset_peephole};
 use dead_code::remove_dead_code;
+use grouping::group_closed_chains;
 use numbering::Numbering;
 use pullup::{pullups, DomIntervals};
 use thread_check::{nothing_to_thread, TestGroups};
@@ -121,6 +125,10 @@ pub(crate) fn apply(f: &mut Function) -> Result<(), String> {
             }
         }
         let used = cross_block_uses.get_or_insert_with(|| used_outside_own_block(f));
+        // Closed chains go straight to the order the pullup rounds would end with.
+        if shortcuts {
+            group_closed_chains(f, &numbers, used);
+        }
         let (idom, rpo) = dominators(f);
         let dom = DomIntervals::new(&idom);
         // After a round that only pulled tests up, the threading usually finds nothing; when

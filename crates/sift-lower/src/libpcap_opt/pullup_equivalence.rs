@@ -247,3 +247,100 @@ fn random_chain_functions_match_the_reference() {
         assert_eq!(fast, reference, "on\n{text}");
     }
 }
+
+/// A random function with a dispatch on top and chains below it shaped like the ones
+/// `grouping.rs` sorts directly: tests sharing a return along one edge, each chain comparing
+/// loads of its own few offsets, with now and then what makes a chain not closed (an offset
+/// the dispatch compares too, a test repeated, an entry into its middle, a held equality).
+fn random_grouping_function(rng: &mut Rng) -> String {
+    let chains = 1 + rng.below(4) as usize;
+    let lens: Vec<usize> = (0..chains).map(|_| 1 + rng.below(40) as usize).collect();
+    let dispatch = chains + rng.below(3) as usize;
+    let total = dispatch + lens.iter().sum::<usize>();
+    let (reject, accept) = (total, total + 1);
+    let heads: Vec<usize> = (0..chains)
+        .map(|c| dispatch + lens[..c].iter().sum::<usize>())
+        .collect();
+    let mut text = String::new();
+    let mut value = 0;
+    let mut test = |text: &mut String, i: usize, offset: u64, k: u64, op: &str, t, e| {
+        text.push_str(&format!(
+            "block{i}:\n    v{value} = load.b [{offset}]\n    v{} = const {k}\n    \
+             br {op} v{value}, v{}, block{t}, block{e}\n",
+            value + 1,
+            value + 1,
+        ));
+        value += 2;
+    };
+    for i in 0..dispatch {
+        // Each dispatch block leads to a chain head or a later dispatch block, or a return.
+        let pick = |rng: &mut Rng| match rng.below(4) {
+            0 if i + 1 < dispatch => i + 1 + rng.below((dispatch - i - 1) as u64) as usize,
+            1 => [reject, accept][rng.below(2) as usize],
+            _ => heads[rng.below(chains as u64) as usize],
+        };
+        let (t, e) = (pick(rng), pick(rng));
+        let mut e = if t == e { reject + accept - t } else { e };
+        if t == e {
+            e = reject;
+        }
+        test(&mut text, i, 12 + rng.below(2), rng.below(3), "eq", t, e);
+    }
+    for c in 0..chains {
+        let or = rng.below(3) != 0;
+        let shared = [reject, accept][rng.below(2) as usize];
+        let exit = reject + accept - shared;
+        let offsets = 2 + rng.below(2);
+        let base = if rng.below(8) == 0 {
+            12
+        } else {
+            20 + 4 * c as u64
+        };
+        for j in 0..lens[c] {
+            let i = heads[c] + j;
+            let mut next = if j + 1 == lens[c] { exit } else { i + 1 };
+            if rng.below(40) == 0 {
+                next = heads[rng.below(chains as u64) as usize]
+                    .max(i + 1)
+                    .min(exit);
+            }
+            // `ne` holds an equality along the chain: rare, or few chains would be closed.
+            let op = match rng.below(30) {
+                0 => "ne",
+                1..=3 => "gt",
+                4..=6 => "set",
+                _ => "eq",
+            };
+            let (t, e) = if or { (shared, next) } else { (next, shared) };
+            let range = if rng.below(100) == 0 { 2 } else { 1000 };
+            let k = rng.below(range);
+            test(&mut text, i, base + rng.below(offsets), k, op, t, e);
+        }
+    }
+    text.push_str(&format!(
+        "block{reject}:\n    ret 0\nblock{accept}:\n    ret 1\n"
+    ));
+    text
+}
+
+#[test]
+fn random_closed_chains_match_the_reference() {
+    let mut rng = Rng(0x1234_5678_9abc_def1);
+    let before = super::grouping::chains_grouped();
+    for _ in 0..3000 {
+        let text = random_grouping_function(&mut rng);
+        let run = || {
+            let mut f = sift_ir::parse_function(&text).expect("generated IR parses");
+            super::apply(&mut f).map(|()| {
+                crate::reachable_from(f, sift_ir::Function::ENTRY)
+                    .0
+                    .to_string()
+            })
+        };
+        let fast = run();
+        let reference = with_reference_mode(run);
+        assert_eq!(fast, reference, "on\n{text}");
+    }
+    let grouped = super::grouping::chains_grouped() - before;
+    assert!(grouped > 500, "only {grouped} chains grouped");
+}

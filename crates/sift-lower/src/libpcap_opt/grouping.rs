@@ -1,0 +1,239 @@
+//! The fixed point of the pullup rounds on a closed chain, computed at once.
+//!
+//! A long `or` chain (`host A or host B or ...`) becomes, after the first rounds, a chain of
+//! tests that all lead to one return on success and to the next test on failure, ending in a
+//! return: `src == A`, `dst == A`, `src == B`, `dst == B`, .... libpcap's pullups then sort it
+//! by value, one sweep per round, the runs of equal values roughly doubling each round: about
+//! log2(n) more rounds, each a walk over the whole function. Their result is known in advance:
+//!
+//! * a pullup moves a test of value `v` up to just after a run of `v` tests, past tests of
+//!   other values, so the tests of one value keep their order, and the order in which the
+//!   values first appear never changes;
+//! * the rounds stop when no pullup applies, which in such a chain means every value's tests
+//!   are contiguous.
+//!
+//! So the chain ends grouped by value, the groups in order of first appearance, each group in
+//! its original order. [`group_closed_chains`] writes that order directly, for the chains the
+//! rest of the function cannot see into or be seen from (below, "closed"); the rounds then go
+//! on for the rest of the function exactly as before and find nothing left to do in them.
+//!
+//! A chain `c1 .. cm` (m >= 2) is closed when:
+//!
+//! 1. every `ci` is a two-way branch whose shared edge (the true edge of an `or` chain, the
+//!    false edge of an `and` chain) leads to one return block `T`, and whose other edge leads
+//!    to `c(i+1)`, for `cm` to a return;
+//! 2. `c2 .. cm` are entered only from the block before them; no block entering `c1` shares
+//!    `T` along its edge to `c1` (it would continue the chain upwards);
+//! 3. no branch outside the chains compares a value that a test of the chain compares;
+//! 4. no two tests of the chain are the same comparison of the same operands, and no edge along
+//!    the chain is an equality with a constant that held;
+//! 5. no block uses a value another block defines (nor has parameters).
+//!
+//! Then pullups anywhere else never walk into the chain (1, 2: their walks follow edges that
+//! share their successor; 3: nothing in it is the value they pull), pullups in the chain never
+//! leave it (its exits are returns) nor move its first test (3), threading never skips one of
+//! its tests (4: no fact along it decides another of its tests; 3: no fact from outside does),
+//! and its order changes no value numbers (5). Those conditions persist: no rule moves the
+//! chain's edges except its own pullups, which keep it a chain. So the rest of the function
+//! evolves round by round as it would have, and the chain reaches the same fixed point.
+
+use sift_ir::{Block, Function, Terminator};
+
+use super::edges::successors;
+use super::fast_hash::WordMap;
+use super::numbering::{Numbering, Vn};
+use super::runs::Chain;
+use super::threading::{edge_fact, is_const_equality, FactKey};
+
+/// Groups the tests of every closed chain of `f` by value (see the module doc); returns
+/// whether an edge moved. `used_elsewhere` is `threading::used_outside_own_block` for `f`.
+pub(super) fn group_closed_chains(
+    f: &mut Function,
+    numbers: &Numbering,
+    used_elsewhere: &[bool],
+) -> bool {
+    // Condition 5.
+    if used_elsewhere.iter().any(|&u| u) || f.blocks.iter().any(|b| !b.params.is_empty()) {
+        return false;
+    }
+    let rpo = f.reverse_postorder();
+    let mut entries = vec![0u32; f.blocks.len()];
+    for &b in &rpo {
+        for s in successors(&f.block(b).term) {
+            entries[s.index()] += 1;
+        }
+    }
+    let compared = |b: Block| match f.block(b).term {
+        Terminator::Branch { lhs, .. } => Some(numbers.vn(lhs)),
+        _ => None,
+    };
+    let mut chains = Vec::new();
+    let mut member = vec![false; f.blocks.len()];
+    for kind in [Chain::Or, Chain::And] {
+        // Blocks entered along the chain edge of a test sharing their shared return: not heads.
+        let mut entered_along = vec![false; f.blocks.len()];
+        for &p in &rpo {
+            if let Some((shared, next)) = link(f, kind, p) {
+                if link(f, kind, next).is_some_and(|(s, _)| s == shared) {
+                    entered_along[next.index()] = true;
+                }
+            }
+        }
+        for &head in rpo.iter().filter(|h| !entered_along[h.index()]) {
+            let chain = closed_chain_from(f, kind, head, &entries);
+            // A block in two chains (not known to arise) is left to the rounds.
+            if let Some(chain) = chain.filter(|c| c.blocks.iter().all(|b| !member[b.index()])) {
+                for &c in &chain.blocks {
+                    member[c.index()] = true;
+                }
+                chains.push(chain);
+            }
+        }
+    }
+    // Condition 3, against the values compared outside the chains kept: a chain dropped
+    // counts as outside for the others.
+    let mut chains_comparing: WordMap<Vn, Vec<usize>> = WordMap::default();
+    for (i, chain) in chains.iter().enumerate() {
+        for &c in &chain.blocks {
+            chains_comparing
+                .entry(compared(c).expect("chain tests branch"))
+                .or_default()
+                .push(i);
+        }
+    }
+    let mut kept = vec![true; chains.len()];
+    let mut outside: Vec<Vn> = rpo
+        .iter()
+        .filter(|b| !member[b.index()])
+        .filter_map(|&b| compared(b))
+        .collect();
+    while let Some(v) = outside.pop() {
+        for i in chains_comparing.remove(&v).unwrap_or_default() {
+            if std::mem::replace(&mut kept[i], false) {
+                outside.extend(chains[i].blocks.iter().filter_map(|&c| compared(c)));
+            }
+        }
+    }
+    let mut changed = false;
+    let kept: Vec<&ClosedChain> = chains
+        .iter()
+        .zip(kept)
+        .filter(|&(chain, kept)| kept && tests_are_distinct(f, numbers, chain))
+        .map(|(chain, _)| chain)
+        .collect();
+    for chain in kept {
+        changed |= group(f, numbers, chain);
+    }
+    changed
+}
+
+struct ClosedChain {
+    kind: Chain,
+    blocks: Vec<Block>,
+}
+
+/// The block a test of a `kind` chain leads to when the chain goes on, and the return its
+/// shared edge leads to (condition 1, without the next block's part).
+fn link(f: &Function, kind: Chain, b: Block) -> Option<(Block, Block)> {
+    let (shared, next) = kind.edges(f, b)?;
+    let returns = |x: Block| {
+        matches!(
+            f.block(x).term,
+            Terminator::Return(_) | Terminator::ReturnValue(_)
+        )
+    };
+    (shared != next && returns(shared)).then_some((shared, next))
+}
+
+/// The closed chain headed by `head` (conditions 1 and 2), if `head` heads one of two or more
+/// tests; `head` is not entered along the chain edge of a test sharing its return.
+fn closed_chain_from(
+    f: &Function,
+    kind: Chain,
+    head: Block,
+    entries: &[u32],
+) -> Option<ClosedChain> {
+    let (shared, mut next) = link(f, kind, head)?;
+    let mut blocks = vec![head];
+    while let Some((s, after)) = link(f, kind, next) {
+        if s != shared || entries[next.index()] != 1 {
+            break;
+        }
+        blocks.push(next);
+        next = after;
+        if blocks.len() > entries.len() {
+            return None; // a cycle: not a chain
+        }
+    }
+    let ends_in_return = matches!(
+        f.block(next).term,
+        Terminator::Return(_) | Terminator::ReturnValue(_)
+    );
+    if blocks.len() < 2 || !ends_in_return {
+        return None;
+    }
+    Some(ClosedChain { kind, blocks })
+}
+
+/// Condition 4.
+fn tests_are_distinct(f: &Function, numbers: &Numbering, chain: &ClosedChain) -> bool {
+    let along_then = chain.kind == Chain::And;
+    let mut seen: WordMap<(FactKey, Vn), ()> = WordMap::default();
+    chain.blocks.iter().all(|&c| {
+        let Some((key, fact)) = edge_fact(f, numbers, c, along_then) else {
+            return false;
+        };
+        !is_const_equality(key, fact) && seen.insert((key, fact.rhs), ()).is_none()
+    })
+}
+
+/// Puts `chain`'s tests in their final order; returns whether it changed.
+fn group(f: &mut Function, numbers: &Numbering, chain: &ClosedChain) -> bool {
+    let value = |f: &Function, b: Block| match f.block(b).term {
+        Terminator::Branch { lhs, .. } => numbers.vn(lhs),
+        _ => unreachable!("chain tests branch"),
+    };
+    // Rank of each value by first appearance, then a stable sort by rank.
+    let mut rank: WordMap<Vn, u32> = WordMap::default();
+    let mut order: Vec<(u32, Block)> = chain
+        .blocks
+        .iter()
+        .map(|&c| {
+            let next = rank.len() as u32;
+            (*rank.entry(value(f, c)).or_insert(next), c)
+        })
+        .collect();
+    if order.windows(2).all(|w| w[0].0 <= w[1].0) {
+        return false;
+    }
+    order.sort_by_key(|&(r, _)| r);
+    #[cfg(test)]
+    GROUPED.with(|g| g.set(g.get() + 1));
+    let last = *chain.blocks.last().expect("two or more tests");
+    let exit = chain.kind.edges(f, last).expect("a branch").1;
+    for (i, &(_, c)) in order.iter().enumerate() {
+        let next = order.get(i + 1).map_or(exit, |&(_, n)| n);
+        set_next(f, chain.kind, c, next);
+    }
+    true
+}
+
+fn set_next(f: &mut Function, kind: Chain, b: Block, next: Block) {
+    if let Terminator::Branch { then_, else_, .. } = &mut f.block_mut(b).term {
+        match kind {
+            Chain::Or => else_.block = next,
+            Chain::And => then_.block = next,
+        }
+    }
+}
+
+#[cfg(test)]
+thread_local! {
+    static GROUPED: std::cell::Cell<usize> = const { std::cell::Cell::new(0) };
+}
+
+/// How many chains this thread has grouped (tests check that theirs exercise the grouping).
+#[cfg(test)]
+pub(super) fn chains_grouped() -> usize {
+    GROUPED.with(std::cell::Cell::get)
+}
