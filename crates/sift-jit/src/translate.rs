@@ -257,7 +257,7 @@ pub(crate) fn translate(
     if plan.branchless {
         let p = &t.packet;
         let (data, caplen, wire_len, finish) = (p.data, p.caplen, p.wire_len, p.finish);
-        branchless::emit(t.b, plan, data, caplen, wire_len, finish, t.data);
+        branchless::emit(t.b, plan, [data, caplen, wire_len], finish, t.data);
         t.b.seal_all_blocks();
         return;
     }
