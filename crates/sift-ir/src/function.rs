@@ -202,6 +202,27 @@ impl Inst {
         }
     }
 
+    /// Calls `visit` on each value this instruction reads, in the order of
+    /// [`Inst::operands`], without building the list (whole-function walks ask this of every
+    /// instruction, and the lists' allocations dominated some of them).
+    pub fn for_each_operand(&self, mut visit: impl FnMut(Value)) {
+        match *self {
+            Inst::Const(_) | Inst::WireLen | Inst::Param(_) => {}
+            Inst::Load { index, .. } => index.into_iter().for_each(visit),
+            Inst::Binary(_, a, b)
+            | Inst::Protochain {
+                proto: a,
+                offset: b,
+                ..
+            } => {
+                visit(a);
+                visit(b);
+            }
+            Inst::Neg(a) | Inst::Contains { start: a, .. } => visit(a),
+            Inst::Member { ref key, .. } => key.iter().copied().for_each(visit),
+        }
+    }
+
     /// Applies `map` to each operand (in the order of [`Inst::operands`]).
     pub fn map_operands(&mut self, mut map: impl FnMut(Value) -> Value) {
         match self {
@@ -349,6 +370,30 @@ impl Terminator {
             for a in &mut t.args {
                 *a = map(*a);
             }
+        }
+    }
+
+    /// Calls `visit` on each value the terminator reads, in the order of
+    /// [`Terminator::operands`], without building the list.
+    pub fn for_each_operand(&self, mut visit: impl FnMut(Value)) {
+        match self {
+            Terminator::Branch { lhs, rhs, .. } => {
+                visit(*lhs);
+                visit(*rhs);
+            }
+            Terminator::Switch { value, .. } | Terminator::ReturnValue(value) => visit(*value),
+            Terminator::Unset | Terminator::Jump(_) | Terminator::Return(_) => {}
+        }
+        for i in 0..self.successor_count() {
+            let target = match self {
+                Terminator::Branch { then_, else_, .. } => [then_, else_][i],
+                Terminator::Jump(t) => t,
+                Terminator::Switch { cases, default, .. } => {
+                    cases.get(i).map_or(default, |(_, t)| t)
+                }
+                Terminator::Unset | Terminator::Return(_) | Terminator::ReturnValue(_) => break,
+            };
+            target.args.iter().copied().for_each(&mut visit);
         }
     }
 
@@ -527,5 +572,64 @@ mod tests {
         f.set_term(b1, Terminator::Jump(b2.into()));
         f.set_term(b2, Terminator::Return(1));
         assert_eq!(f.reverse_postorder(), vec![b0, b1, b2]);
+    }
+
+    /// `for_each_operand` visits what `operands` lists, in order, for every kind.
+    #[test]
+    fn operands_visited_as_listed() {
+        let (a, b, c) = (Value(1), Value(2), Value(3));
+        let insts = [
+            Inst::Const(4),
+            Inst::WireLen,
+            Inst::Param(Block(1)),
+            Inst::Load {
+                index: None,
+                offset: 2,
+                size: LoadSize::Word,
+            },
+            Inst::Load {
+                index: Some(a),
+                offset: 2,
+                size: LoadSize::Byte,
+            },
+            Inst::Binary(BinOp::Sub, b, a),
+            Inst::Neg(c),
+            Inst::Member {
+                set: 0,
+                key: vec![c, a, b],
+            },
+        ];
+        for inst in &insts {
+            let mut seen = Vec::new();
+            inst.for_each_operand(|v| seen.push(v));
+            assert_eq!(seen, inst.operands(), "{inst:?}");
+        }
+        let with_args = |block, args: &[Value]| Target {
+            block: Block(block),
+            args: args.to_vec(),
+        };
+        let terms = [
+            Terminator::Unset,
+            Terminator::Return(0),
+            Terminator::ReturnValue(b),
+            Terminator::Jump(with_args(1, &[a, b])),
+            Terminator::Branch {
+                op: CmpOp::Gt,
+                lhs: c,
+                rhs: a,
+                then_: with_args(1, &[b]),
+                else_: with_args(2, &[c, c]),
+            },
+            Terminator::Switch {
+                value: a,
+                cases: vec![(1, with_args(1, &[b])), (2, with_args(2, &[]))],
+                default: with_args(3, &[c]),
+            },
+        ];
+        for term in &terms {
+            let mut seen = Vec::new();
+            term.for_each_operand(|v| seen.push(v));
+            assert_eq!(seen, term.operands(), "{term:?}");
+        }
     }
 }
