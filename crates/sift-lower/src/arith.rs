@@ -11,7 +11,7 @@ use sift_syntax::ast::{Arith, ArithOp, Proto, RelOp};
 use crate::cond::Cond;
 use crate::gen::{Gen, GenResult, OffRel, RuntimeOffset};
 use crate::proto::IPPROTO_ICMPV6;
-use crate::scratch::{Register, RegisterWrite};
+use crate::scratch::{Register, RegisterWrite, Stored};
 
 /// Arithmetic whose instructions are emitted later, into the block of the comparison that uses
 /// it; its protocol checks are already built.
@@ -243,7 +243,7 @@ impl Gen {
         self.register_writes.push(RegisterWrite {
             block,
             register: t.register,
-            value: Some(value),
+            value: Stored::Value(value),
         });
         value
     }

@@ -20,7 +20,7 @@ use crate::gen::{AbsOffset, Gen, GenResult, OffRel};
 use crate::linktype::Dlt;
 use crate::port::PortProto;
 use crate::proto::IPPROTO_UDP;
-use crate::scratch::{Register, RegisterWrite};
+use crate::scratch::{Register, RegisterWrite, Stored};
 
 /// The UDP port Geneve uses.
 const GENEVE_PORT: u32 = 6081;
@@ -179,7 +179,7 @@ impl Gen {
             self.register_writes.push(RegisterWrite {
                 block,
                 register,
-                value: Some(value),
+                value: Stored::Value(value),
             });
         }
         let l = &mut self.link;

@@ -234,7 +234,7 @@ impl Gen {
         patch(&mut self.f, &body.when_true, accept);
         patch(&mut self.f, &body.when_false, reject);
         let (mut f, renumber) = reachable_from(std::mem::take(&mut self.f), body.entry);
-        offset_reads::resolve(&mut f, &renumber, &self.register_writes, &self.offset_uses)?;
+        offset_reads::resolve(&mut f, &renumber, &self.register_writes, &self.offset_uses);
         if self.no_optimize {
             return Ok(f);
         }

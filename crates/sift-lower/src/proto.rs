@@ -8,7 +8,7 @@ use sift_syntax::ast::{Dir, Proto};
 use crate::cond::{Cond, Edge, Exit, UNPATCHED};
 use crate::gen::{Gen, GenResult, OffRel};
 use crate::linktype::*;
-use crate::scratch::RegisterWrite;
+use crate::scratch::{RegisterWrite, Stored};
 
 pub(crate) const IPPROTO_ICMP: u32 = 1;
 pub(crate) const IPPROTO_IGMP: u32 = 2;
@@ -222,7 +222,12 @@ impl Gen {
         self.register_writes.push(RegisterWrite {
             block: entry,
             register,
-            value: None,
+            value: Stored::Walk {
+                chain,
+                first: a0,
+                last: a_end,
+                target: v,
+            },
         });
         let f = &mut self.f;
         let kv = f.iconst(entry, v);

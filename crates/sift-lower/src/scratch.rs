@@ -8,6 +8,7 @@
 //! earlier arithmetic value that had the same number. So the allocation is reproduced exactly
 //! and every store is logged with its block, for [`crate::offset_reads`].
 
+use sift_ir::protochain::Chain;
 use sift_ir::{Block, Value};
 
 /// libpcap's `BPF_MEMWORDS`.
@@ -51,9 +52,22 @@ impl Registers {
 pub(crate) struct RegisterWrite {
     pub block: Block,
     pub register: Register,
-    /// The value stored; `None` where sift does not compute it (`protochain` saves the protocol
-    /// of the header its loop is at, which sift's walk keeps to itself).
-    pub value: Option<Value>,
+    pub value: Stored,
+}
+
+/// What a store puts in its register.
+#[derive(Clone, Copy, Debug)]
+pub(crate) enum Stored {
+    Value(Value),
+    /// `protochain`'s loop, which saves the protocol of each header it steps to: after the
+    /// walk from protocol `first` that stopped at `last`, the register holds `last` if the walk
+    /// took a step, else what it held before.
+    Walk {
+        chain: Chain,
+        first: Value,
+        last: Value,
+        target: u32,
+    },
 }
 
 #[cfg(test)]

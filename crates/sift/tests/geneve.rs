@@ -294,6 +294,74 @@ fn packets(linktype: u32) -> Vec<Vec<u8>> {
 /// offsets where it did not match looks (at offsets from the registers' earlier values): Ethernet
 /// and IP types, addresses and ports at random places in the first 48 bytes.
 fn planted(linktype: u32) -> Vec<Vec<u8>> {
+    let tcp80 = ipv4(6, [10, 1, 1, 1], [10, 2, 2, 2], 0, &tcp(80));
+    let udp53 = ipv4(17, [10, 2, 2, 2], [10, 1, 1, 1], 0, &udp(53, &[0; 40]));
+    let bases = [
+        frame(linktype, false, 0x0800, tcp80),
+        frame(linktype, false, 0x0800, udp53),
+    ];
+    plant(0x9e7e + u64::from(linktype), &bases)
+}
+
+/// Packets whose header chains `protochain` walks (IPv6 extension headers, AH after IPv4 and
+/// IPv6), planted as [`planted`]'s are: after a walk that took a step, its register holds the
+/// protocol it stopped at, which a later test reading `geneve`'s offsets there uses.
+fn chained(linktype: u32) -> Vec<Vec<u8>> {
+    // An extension header (next header, length in 8-byte units after the first 8) and an AH
+    // header (next header, length in 4-byte units minus 2).
+    let ext = |next: u8, rest: &[u8]| -> Vec<u8> {
+        let mut h = vec![next, 0, 1, 4, 0, 0, 0, 0];
+        h.extend(rest);
+        h
+    };
+    let ah = |next: u8, rest: &[u8]| -> Vec<u8> {
+        let mut h = vec![
+            next, 4, 0, 0, 0, 0, 1, 0, 0, 0, 0, 1, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0,
+        ];
+        h.extend(rest);
+        h
+    };
+    let ip6 = [
+        ipv6(0, &ext(60, &ext(6, &tcp(80)))),
+        ipv6(43, &ext(44, &ext(17, &udp(53, &[0; 8])))),
+        ipv6(51, &ah(6, &tcp(443))),
+        ipv6(0, &ext(59, &[0; 16])),
+        ipv6(60, &ext(58, &[128, 0, 0, 0, 0, 0, 0, 0])),
+    ];
+    let ip4 = [
+        ipv4(51, [10, 1, 1, 1], [10, 2, 2, 2], 0, &ah(6, &tcp(80))),
+        ipv4(
+            51,
+            [10, 2, 2, 2],
+            [10, 1, 1, 1],
+            0,
+            &ah(51, &ah(17, &udp(53, &[0; 8]))),
+        ),
+    ];
+    let bases: Vec<Vec<u8>> = ip6
+        .into_iter()
+        .map(|p| frame(linktype, false, 0x86dd, p))
+        .chain(ip4.into_iter().map(|p| frame(linktype, false, 0x0800, p)))
+        .collect();
+    let mut out = bases.clone();
+    // The protocols the walks stop at, as offsets: where the reads land after a step.
+    for base in &bases {
+        for at in [6, 17, 51, 58, 59] {
+            for token in [[0x08, 0x00], [0x86, 0xdd]] {
+                let mut p = base.clone();
+                if let Some(bytes) = p.get_mut(at..at + 2) {
+                    bytes.copy_from_slice(&token);
+                    out.push(p);
+                }
+            }
+        }
+    }
+    out.extend(plant(0xc4a1 + u64::from(linktype), &bases));
+    out
+}
+
+/// 150 copies of random `bases` with tokens planted at random places in their first 48 bytes.
+fn plant(seed: u64, bases: &[Vec<u8>]) -> Vec<Vec<u8>> {
     const TOKENS: &[&[u8]] = &[
         &[0x08, 0x00],
         &[0x86, 0xdd],
@@ -308,16 +376,10 @@ fn planted(linktype: u32) -> Vec<Vec<u8>> {
         &[0x00, 0x35],
         &[0x00, 0x11, 0x22, 0x33, 0x44, 0x55],
     ];
-    let mut rng = sift_testgen::Rng::new(0x9e7e + u64::from(linktype));
-    let tcp80 = ipv4(6, [10, 1, 1, 1], [10, 2, 2, 2], 0, &tcp(80));
-    let udp53 = ipv4(17, [10, 2, 2, 2], [10, 1, 1, 1], 0, &udp(53, &[0; 40]));
-    let bases = [
-        frame(linktype, false, 0x0800, tcp80),
-        frame(linktype, false, 0x0800, udp53),
-    ];
+    let mut rng = sift_testgen::Rng::new(seed);
     let mut out = Vec::new();
     for _ in 0..150 {
-        let mut p = rng.pick(&bases).clone();
+        let mut p = rng.pick(bases).clone();
         for _ in 0..1 + rng.index(4) {
             let token = *rng.pick(TOKENS);
             let at = rng.index(48);
@@ -444,6 +506,22 @@ const UNMATCHED_READS: &[&str] = &[
     "not (udp[0:2] = 1 or geneve) and ip",
 ];
 
+/// Filters where such a read may see what a `protochain` walk saved in the register `geneve`
+/// takes next (or that the walk's register kept from before, when it took no step).
+const PROTOCHAIN_READS: &[&str] = &[
+    "ip protochain 6 or geneve or ip",
+    "ip6 protochain 6 or geneve or ip",
+    "ip6 protochain 17 or geneve 5 or udp port 53",
+    "protochain 51 or geneve or tcp",
+    "ip6 protochain 60 or geneve or ip6",
+    "ip6 protochain 44 or not geneve and ip",
+    "ip6 protochain 58 or geneve or icmp6",
+    "ip6 protochain 59 or geneve or ether src 00:11:22:33:44:55",
+    "(ip protochain 17 and udp) or geneve or ip host 10.1.1.1",
+    "ether[0] = 1 or ip6 protochain 6 or geneve or tcp port 80",
+    "protochain 51 or arp net 10.0.0.0/30 or protochain 58 and !geneve 1 || ip proto 17",
+];
+
 fn compare(linktype: u32, expr: &str, packets: &[Vec<u8>]) -> Result<usize, String> {
     let oracle = Oracle::new(linktype, SNAPLEN).unwrap();
     let lib = oracle.compile(expr, true, 0);
@@ -486,11 +564,16 @@ fn geneve_matches_libpcap_on_built_packets() {
         let packets = packets(linktype);
         let mut with_planted = packets.clone();
         with_planted.extend(planted(linktype));
-        for expr in EXPRESSIONS.iter().chain(UNMATCHED_READS) {
-            let packets = if UNMATCHED_READS.contains(expr) {
-                &with_planted
-            } else {
+        with_planted.extend(chained(linktype));
+        for expr in EXPRESSIONS
+            .iter()
+            .chain(UNMATCHED_READS)
+            .chain(PROTOCHAIN_READS)
+        {
+            let packets = if EXPRESSIONS.contains(expr) {
                 &packets
+            } else {
+                &with_planted
             };
             match compare(linktype, expr, packets) {
                 Ok(n) => pairs += n,
@@ -544,14 +627,29 @@ fn reads_where_geneve_did_not_match_are_accepted() {
 }
 
 #[test]
-fn reads_that_may_see_protochains_register_are_refused() {
-    // `protochain`'s loop saves protocol numbers in the register the next `geneve` takes.
-    let expr = "ip protochain 6 or geneve or ip";
-    let oracle = Oracle::new(1, SNAPLEN).unwrap();
-    assert!(oracle.compile(expr, true, 0).is_ok());
-    let err = sift::Filter::compile(expr, 1, SNAPLEN).unwrap_err();
-    assert!(err.to_string().contains("'protochain'"), "{err}");
-    assert_eq!(err.span().map(|s| &expr[s.start..s.end]), Some("ip"));
+fn reads_of_protochains_register_follow_the_walk() {
+    // `ip6 protochain 17` steps over the hop-by-hop and destination options headers and stops
+    // at TCP, leaving 6 in its register. `geneve`, which did not match, takes that register for
+    // the offset of the inner frame's type, so `ip` then reads the type at 6 (in the source
+    // MAC address). With an IPv6 next header of 59 the walk takes no step and the register
+    // keeps its 0: `ip` reads the destination MAC address.
+    let expr = "ip6 protochain 17 or geneve or ip";
+    let f = sift::Filter::compile(expr, 1, SNAPLEN).unwrap();
+    let oracle = Oracle::new(1, SNAPLEN)
+        .unwrap()
+        .compile(expr, true, 0)
+        .unwrap();
+    let mut walked = vec![60, 0, 1, 4, 0, 0, 0, 0, 6, 0, 1, 4, 0, 0, 0, 0];
+    walked.extend(tcp(80));
+    let mut p = frame(1, false, 0x86dd, ipv6(0, &walked));
+    p[6..8].copy_from_slice(&[0x08, 0x00]);
+    let mut unwalked = p.clone();
+    unwalked[20] = 59;
+    for (pkt, want) in [(p, true), (unwalked, false)] {
+        let len = pkt.len() as u32;
+        assert_eq!(oracle.run(&pkt, len) != 0, want, "libpcap");
+        assert_eq!(f.matches(&pkt, len), want, "sift");
+    }
 }
 
 #[test]
