@@ -4,40 +4,29 @@
 //! (tens of nanoseconds from main memory). Matching packets one by one serializes those
 //! misses: each packet's extraction, hash, probe and delivery make too long a stretch of
 //! work for the processor to reach the next packet's probe before the current one's data
-//! arrives. A batch is matched in chunks, in two phases:
+//! arrives. A batch is matched in chunks of [`BATCH`] packets: for each shape, one call of its
+//! native batch matcher (`sift_jit::demux_matcher`) extracts, hashes and walks to the leaf of
+//! every packet of the chunk, then reads the first slot of every probe in a short loop (the
+//! loads are independent, so they are all in flight together), then probes, now in cache.
+//! Then every packet's delivery is resolved exactly as a single match resolves it
+//! ([`Snapshot::resolve`] and [`deliver_in_order`] are shared) and handed to the caller.
+//! Interpreted shapes are looked up packet by packet within the chunk.
 //!
-//! 1. for every packet of the chunk and every shape: run the extractor and, where it
-//!    accepts, hash the key and read the probe's first slot (a software prefetch: the loads
-//!    are independent of one another, and nothing waits on their values, so they are all in
-//!    flight together);
-//! 2. for every packet: probe with the saved key and hash (now in cache) and resolve the
-//!    delivery exactly as a single match does ([`Snapshot::resolve`] and
-//!    [`deliver_in_order`] are shared), then hand it to the caller.
-//!
-//! The phase-1 state of a chunk is a fixed array on the stack ([`LOOKUPS`] lookups), so a
-//! batch allocates nothing per packet; a chunk holds `LOOKUPS / shapes` packets, and a
-//! snapshot with more shapes than that is matched packet by packet (its matching cost is in
-//! the extractors, not in one probe). The whole batch uses one snapshot: an update published
-//! during the batch is seen by the next batch, not by later packets of this one.
+//! A chunk's state is a fixed array on the stack, so a batch allocates nothing per packet; a
+//! snapshot with more than [`MAX_SHAPES`] shapes is matched packet by packet (its matching
+//! cost is in the shapes' checks, not in one probe). The whole batch uses one snapshot: an
+//! update published during the batch is seen by the next batch, not by later packets of
+//! this one.
 
-use crate::shape::Key;
+use sift_jit::demux_matcher::BATCH;
+use sift_jit::PacketRef;
+
+use crate::dispatch::Found;
 use crate::snapshot::{deliver_in_order, Matches, ShapeView, Snapshot};
-use crate::table::TableSpot;
 
-/// Lookups (packets × shapes) per chunk. 32 one-shape packets are enough to keep the
-/// processor's outstanding misses busy (about 10-12 at once on current x86-64 cores) while
-/// the chunk's keys (2 KB) stay in L1.
-const LOOKUPS: usize = 32;
-
-/// One lookup's phase-1 result: the packet's key and, when the shape's checks accepted
-/// it, where its probe searches (computed once: phase 2 does not walk the table again).
-#[derive(Clone, Copy, Default)]
-struct Pending<'s> {
-    key: Key,
-    /// The shape's checks accepted the packet (the key is valid).
-    accepted: bool,
-    spot: Option<TableSpot<'s>>,
-}
+/// Most shapes a snapshot may have to be matched in chunks (beyond, its cost is in the
+/// shapes' checks, not in one probe, and it is matched packet by packet).
+const MAX_SHAPES: usize = 8;
 
 impl Snapshot {
     /// Matches `packets` with CSPF delivery, calling `deliver(i, m)` for the `i`-th, in order;
@@ -50,7 +39,7 @@ impl Snapshot {
     ) {
         let mut packets = packets.into_iter();
         let shapes = self.shapes.len();
-        if shapes > LOOKUPS || shapes == 0 {
+        if shapes > MAX_SHAPES || shapes == 0 {
             for (i, (pkt, wire_len)) in packets.enumerate() {
                 self.run(pkt, wire_len, m, false);
                 deliver(i, m);
@@ -58,112 +47,74 @@ impl Snapshot {
             return;
         }
         if let Some(shape) = self.one_shape(false) {
-            return self.run_batch_one_shape(shape, packets, m, deliver);
+            return run_batch_one_shape(shape, packets, m, deliver);
         }
-        let per_chunk = LOOKUPS / shapes;
-        let mut chunk: [(&[u8], u32); LOOKUPS] = [(&[], 0); LOOKUPS];
-        let mut pending = [Pending::default(); LOOKUPS];
+        let mut chunk: [(&[u8], u32); BATCH] = [(&[], 0); BATCH];
+        let mut refs = [PacketRef::new(&[], 0); BATCH];
+        let mut found: [[Option<Found<'_>>; BATCH]; MAX_SHAPES] = [[None; BATCH]; MAX_SHAPES];
         let mut first = 0;
         loop {
-            let mut n = 0;
-            for (slot, p) in chunk[..per_chunk].iter_mut().zip(&mut packets) {
-                *slot = p;
-                n += 1;
-            }
+            let n = fill(&mut packets, &mut chunk, &mut refs);
             if n == 0 {
                 return;
             }
-            self.prepare(&chunk[..n], &mut pending, m);
+            for (shape, out) in self.shapes.iter().zip(&mut found) {
+                shape.lookup_batch(&chunk[..n], &refs[..n], &mut m.regs, &mut out[..n]);
+            }
             for (j, &(pkt, wire_len)) in chunk[..n].iter().enumerate() {
-                let mine = &pending[j * shapes..(j + 1) * shapes];
-                self.resolve(pkt, wire_len, m, false, |s, _, _| {
-                    let p = &mine[s];
-                    p.spot.and_then(|spot| spot.get(&p.key))
-                });
+                self.resolve(pkt, wire_len, m, false, |s, _, _| found[s][j]);
                 deliver(first + j, m);
             }
             first += n;
-            if n < per_chunk {
+            if n < BATCH {
                 return;
             }
         }
     }
+}
 
-    /// [`Snapshot::run_batch`] when every filter is in one shape (the common server case),
-    /// with the bookkeeping of several shapes left out: its per-packet overhead is what a
-    /// small, cached table pays.
-    fn run_batch_one_shape<'p>(
-        &self,
-        shape: &ShapeView,
-        mut packets: impl Iterator<Item = (&'p [u8], u32)>,
-        m: &mut Matches,
-        mut deliver: impl FnMut(usize, &Matches),
-    ) {
-        let table = &shape.table;
-        let mut keys = [Key::default(); LOOKUPS];
-        let mut spots: [Option<TableSpot<'_>>; LOOKUPS] = [None; LOOKUPS];
-        let mut accepted = [false; LOOKUPS];
-        let mut first = 0;
-        loop {
-            let mut n = 0;
-            for (i, (pkt, wire_len)) in (&mut packets).take(LOOKUPS).enumerate() {
-                keys[i] = Key::default();
-                accepted[i] = shape
-                    .extractor
-                    .extract(pkt, wire_len, &mut m.regs, &mut keys[i]);
-                n = i + 1;
-            }
-            let mut touched = 0u64;
-            for i in 0..n {
-                spots[i] = None;
-                if accepted[i] {
-                    let spot = table.spot(&keys[i], &self.hasher);
-                    touched ^= spot.touch();
-                    spots[i] = Some(spot);
-                }
-            }
-            std::hint::black_box(touched);
-            for i in 0..n {
-                let entries = spots[i].and_then(|spot| spot.get(&keys[i]));
-                deliver_in_order(entries, m);
-                deliver(first + i, m);
-            }
-            first += n;
-            if n < LOOKUPS {
-                return;
-            }
-        }
+/// Takes up to [`BATCH`] packets into `chunk` and `refs`; how many.
+#[inline]
+fn fill<'p>(
+    packets: &mut impl Iterator<Item = (&'p [u8], u32)>,
+    chunk: &mut [(&'p [u8], u32); BATCH],
+    refs: &mut [PacketRef<'p>; BATCH],
+) -> usize {
+    let mut n = 0;
+    for ((slot, r), (pkt, wire_len)) in chunk.iter_mut().zip(refs.iter_mut()).zip(packets) {
+        *slot = (pkt, wire_len);
+        *r = PacketRef::new(pkt, wire_len);
+        n += 1;
     }
+    n
+}
 
-    /// Phase 1 for a chunk: extract every packet's key in every shape, hash it and touch
-    /// the slot its probe starts at. `pending[j * shapes + s]` is packet `j` in shape `s`.
-    #[inline]
-    fn prepare<'s>(
-        &'s self,
-        chunk: &[(&[u8], u32)],
-        pending: &mut [Pending<'s>; LOOKUPS],
-        m: &mut Matches,
-    ) {
-        let shapes = self.shapes.len();
-        for (j, &(pkt, wire_len)) in chunk.iter().enumerate() {
-            for (s, shape) in self.shapes.iter().enumerate() {
-                let p = &mut pending[(j * shapes + s) % LOOKUPS];
-                p.key = Key::default();
-                p.spot = None;
-                p.accepted = shape
-                    .extractor
-                    .extract(pkt, wire_len, &mut m.regs, &mut p.key);
-            }
+/// [`Snapshot::run_batch`] when every filter is in one shape (the common server case), with
+/// the bookkeeping of several shapes left out: its per-packet overhead is what a small,
+/// cached table pays.
+fn run_batch_one_shape<'p>(
+    shape: &ShapeView,
+    mut packets: impl Iterator<Item = (&'p [u8], u32)>,
+    m: &mut Matches,
+    mut deliver: impl FnMut(usize, &Matches),
+) {
+    let mut chunk: [(&[u8], u32); BATCH] = [(&[], 0); BATCH];
+    let mut refs = [PacketRef::new(&[], 0); BATCH];
+    let mut found = [None; BATCH];
+    let mut first = 0;
+    loop {
+        let n = fill(&mut packets, &mut chunk, &mut refs);
+        if n == 0 {
+            return;
         }
-        // A separate loop: short, so that many of its loads are in flight at once.
-        let mut touched = 0u64;
-        for (i, p) in pending[..chunk.len() * shapes].iter_mut().enumerate() {
-            if p.accepted {
-                let spot = self.shapes[i % shapes].table.spot(&p.key, &self.hasher);
-                touched ^= spot.touch();
-                p.spot = Some(spot);
-            }
+        shape.lookup_batch(&chunk[..n], &refs[..n], &mut m.regs, &mut found[..n]);
+        for (i, f) in found[..n].iter().enumerate() {
+            deliver_in_order(*f, m);
+            deliver(first + i, m);
         }
-        std::hint::black_box(touched);
+        first += n;
+        if n < BATCH {
+            return;
+        }
     }
 }

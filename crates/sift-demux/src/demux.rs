@@ -7,13 +7,15 @@ use std::sync::Arc;
 use arc_swap::ArcSwap;
 use sift_coproc::SharedSearch;
 use sift_ir::{Function, Interpreter, VerifyError};
+use sift_jit::demux_table::KeyHash;
 
+use crate::dispatch::Dispatch;
 use crate::extract::Extractor;
 use crate::paths::{decompose, Limits, NotDecomposed};
 use crate::reader::Reader;
 use crate::shape::{split, Key, ShapeSig};
 use crate::snapshot::{Engine, Residual, ShapeView, Snapshot};
-use crate::table::{Entry, KeyHasher, Table};
+use crate::table::Entry;
 
 /// Identifies an installed filter. Ids are never reused; their order is insertion order, which
 /// breaks ties between filters of equal priority (the earlier filter wins). Never 0.
@@ -129,7 +131,8 @@ pub struct Demux {
     share_searches: bool,
     pub(crate) filters: HashMap<FilterId, Installed>,
     next_id: u64,
-    hasher: KeyHasher,
+    /// The hash of every shape's table (seeded per demultiplexer).
+    key_hash: KeyHash,
     limits: Limits,
     /// Whether new shapes get native extractors and new residuals native code.
     native: bool,
@@ -165,7 +168,7 @@ impl Demux {
             share_searches: true,
             filters: HashMap::new(),
             next_id: 1,
-            hasher: KeyHasher::default(),
+            key_hash: KeyHash::random(),
             limits: Limits::default(),
             native: false,
         }
@@ -294,7 +297,7 @@ impl Demux {
                         continue;
                     }
                     let s = self.shapes[shape].as_mut().expect("live shape");
-                    s.view.table.insert(key, entry, &self.hasher);
+                    s.view.table.insert(&key, entry);
                     placed.push((shape, key));
                 }
                 Where::Paths(placed)
@@ -344,7 +347,7 @@ impl Demux {
             // Only a new shape compiles: a key added to an existing one never does.
             extractor.compile_native();
         }
-        let table = Table::new(extractor.key_words);
+        let table = Dispatch::new(extractor.key_words, self.key_hash);
         let sig = Arc::new(sig);
         let shape = Shape {
             sig: sig.clone(),
@@ -377,7 +380,7 @@ impl Demux {
                     let Some(s) = self.shapes[shape].as_mut() else {
                         continue;
                     };
-                    s.view.table.remove(&key, id, &self.hasher);
+                    s.view.table.remove(&key, id);
                     if s.view.table.len() == 0 {
                         self.by_sig.remove(&s.sig);
                         self.shapes[shape] = None;
@@ -411,7 +414,6 @@ impl Demux {
                 .collect(),
             residuals: self.published_residuals.clone(),
             shared_search: self.shared_search.clone(),
-            hasher: self.hasher.clone(),
         };
         self.shared.store(Arc::new(snapshot));
     }
@@ -437,7 +439,7 @@ impl Demux {
     }
 
     /// The shapes and their signatures (for the overlap check).
-    pub(crate) fn shape_list(&self) -> impl Iterator<Item = (usize, &ShapeSig, &Table)> {
+    pub(crate) fn shape_list(&self) -> impl Iterator<Item = (usize, &ShapeSig, &Dispatch)> {
         self.shapes
             .iter()
             .enumerate()
@@ -446,10 +448,6 @@ impl Demux {
 
     pub(crate) fn shape_index(&self, sig: &ShapeSig) -> Option<usize> {
         self.by_sig.get(sig).copied()
-    }
-
-    pub(crate) fn hasher(&self) -> &KeyHasher {
-        &self.hasher
     }
 
     pub(crate) fn limits(&self) -> Limits {

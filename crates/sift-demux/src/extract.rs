@@ -17,7 +17,7 @@ use sift_ir::BinOp;
 /// Registers an extractor may use; a shape needing more is not compiled (its filters run whole).
 pub(crate) const MAX_REGS: usize = 64;
 
-/// Register file for [`Extractor::extract`] (in [`crate::Matches`], reused across packets).
+/// Register file for [`Extractor::interpret`] (in [`crate::Matches`], reused across packets).
 pub(crate) type Regs = [u32; MAX_REGS];
 
 #[derive(Clone, Copy, Debug)]
@@ -99,10 +99,11 @@ pub(crate) enum Step {
 /// host has a JIT (see `native`).
 #[derive(Debug)]
 pub(crate) struct Extractor {
-    min_caplen: usize,
-    steps: Vec<Step>,
+    pub(crate) min_caplen: usize,
+    pub(crate) steps: Vec<Step>,
     pub(crate) key_words: usize,
-    native: Option<sift_jit::key_extractor::NativeExtractor>,
+    /// The steps and the table probe as one native function (see `native`).
+    pub(crate) native: Option<crate::native::Matcher>,
 }
 
 struct Builder {
@@ -334,11 +335,12 @@ impl Extractor {
         })
     }
 
-    /// Adds native code for the steps (where the host has a JIT; otherwise, or if Cranelift
-    /// fails, the extractor stays interpreted). Whether it is native afterwards.
+    /// Adds native code for the steps and the probe of the shape's table (where the host has a
+    /// JIT; otherwise, or if Cranelift fails, the shape stays interpreted). Whether it is
+    /// native afterwards.
     pub(crate) fn compile_native(&mut self) -> bool {
         if self.native.is_none() {
-            self.native = crate::native::compile(self.min_caplen, &self.steps);
+            self.native = crate::native::compile(self.min_caplen, &self.steps, self.key_words);
         }
         self.native.is_some()
     }
@@ -349,18 +351,8 @@ impl Extractor {
 
     /// Runs the checks on a packet and packs its key; `false` when a check fails or a value
     /// cannot be computed (a load out of bounds, a division by zero), which rejects the packet
-    /// for every filter of the shape. Native code where there is some, else the steps.
-    #[inline]
-    pub(crate) fn extract(&self, pkt: &[u8], wire_len: u32, r: &mut Regs, key: &mut Key) -> bool {
-        match &self.native {
-            Some(code) => code.extract(pkt, wire_len, &mut key.0),
-            None => self.interpret(pkt, wire_len, r, key),
-        }
-    }
-
-    /// [`Extractor::extract`] by interpreting the steps (on success `key` is written; on
-    /// failure it is left as it was). Not inlined: it is the fallback, and keeping it out
-    /// lets the native call inline into the matching loop.
+    /// for every filter of the shape (on success `key` is written; on failure it is left as it
+    /// was). The fallback where there is no native code (see `dispatch`).
     #[inline(never)]
     pub(crate) fn interpret(&self, pkt: &[u8], wire_len: u32, r: &mut Regs, key: &mut Key) -> bool {
         if pkt.len() < self.min_caplen {

@@ -73,6 +73,7 @@
 mod batch;
 mod canon;
 mod demux;
+mod dispatch;
 mod extract;
 mod fragments;
 mod native;

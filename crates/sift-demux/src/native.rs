@@ -1,29 +1,42 @@
-//! A shape's extractor as native code: its steps handed to `sift-jit`'s key-extractor
-//! compiler.
+//! A shape as native code: its steps handed to `sift-jit`, which compiles them, followed by
+//! the probe of the shape's table, into one function (`sift_jit::demux_matcher`).
 //!
 //! The interpreted steps (`extract`) number registers and fuse a load with its only use;
 //! [`sift_jit::key_extractor::KeyProgram`] numbers values in order of definition and has no
 //! fused forms (Cranelift's register allocator does that job). The translation keeps the order
 //! of the steps, so checks still run before the key loads they guard and a failing check stops
 //! early, and the native function accepts exactly the packets the interpreter accepts, with the
-//! same key (the differential test in `extract`'s tests compares both on generated packets).
+//! same key, and finds what a walk of the table in Rust finds (the differential test below).
 //!
-//! Only the shape's code is native: its table stays a Rust structure, so adding a key to an
-//! existing shape never compiles anything; a new shape compiles once when it is created.
+//! The table is handed to the code at each call, so adding a key to an existing shape never
+//! compiles anything; a new shape compiles once when it is created.
 
-use sift_jit::key_extractor::{KeyProgram, KeyStep, NativeExtractor};
+use sift_jit::demux_matcher::DemuxMatcher;
+use sift_jit::key_extractor::{KeyProgram, KeyStep};
 
 use crate::extract::{Step, MAX_REGS};
 
 const _: () = assert!(crate::shape::KEY_WORDS == sift_jit::key_extractor::KEY_WORDS);
 
-/// Compiles the steps of an extractor; `None` where the host has no JIT or Cranelift fails
-/// (the shape is then interpreted).
-pub(crate) fn compile(min_caplen: usize, steps: &[Step]) -> Option<NativeExtractor> {
+/// A shape's native matcher, for its table's key width (see `dispatch`).
+#[derive(Debug)]
+pub(crate) enum Matcher {
+    Narrow(DemuxMatcher<2>),
+    Wide(DemuxMatcher<{ crate::shape::KEY_WORDS }>),
+}
+
+/// Compiles the steps of an extractor whose keys use `key_words` words; `None` where the host
+/// has no JIT or Cranelift fails (the shape is then interpreted).
+pub(crate) fn compile(min_caplen: usize, steps: &[Step], key_words: usize) -> Option<Matcher> {
     if !sift_jit::supported() {
         return None;
     }
-    NativeExtractor::compile(&program(min_caplen, steps)?).ok()
+    let program = program(min_caplen, steps)?;
+    if key_words <= 2 {
+        DemuxMatcher::compile(&program).ok().map(Matcher::Narrow)
+    } else {
+        DemuxMatcher::compile(&program).ok().map(Matcher::Wide)
+    }
 }
 
 /// The key program for the steps; `None` if a step reads a register no step wrote (never for
@@ -138,9 +151,21 @@ mod tests {
         generate_packets, mutate_packet, random_expressions, truncate_packet, Packet, Rng,
     };
 
+    use std::sync::Arc;
+
+    use sift_jit::demux_matcher::BATCH;
+    use sift_jit::demux_table::KeyHash;
+    use sift_jit::key_extractor::NativeExtractor;
+    use sift_jit::PacketRef;
+
+    use super::program;
+    use crate::dispatch::{Dispatch, Found};
     use crate::extract::{Extractor, MAX_REGS};
     use crate::paths::{decompose, Limits};
     use crate::shape::{split, Key, ShapeSig};
+    use crate::snapshot::ShapeView;
+    use crate::table::Entry;
+    use crate::{Delivery, FilterId};
 
     const ETHERNET: u32 = 1;
 
@@ -189,13 +214,17 @@ mod tests {
         out
     }
 
+    /// Native code against interpretation, shape by shape: the same verdict and key from the
+    /// key program alone (`NativeExtractor`), and the same filters from the whole matcher
+    /// (checks, key, hash, probe) as from the interpreted steps and a Rust walk of the table,
+    /// one packet at a time and in batches, with half of the accepted packets' keys installed.
     #[test]
-    fn native_extraction_equals_interpretation() {
+    fn native_matching_equals_interpretation() {
         if !sift_jit::supported() {
             eprintln!("no JIT on this host: nothing to compare");
             return;
         }
-        let (mut compared, mut accepted, mut native_shapes) = (0usize, 0usize, 0usize);
+        let (mut compared, mut accepted, mut native_shapes, mut found) = (0, 0, 0, 0);
         for seed in 1..=4u64 {
             let packets = packets(seed);
             for sig in shapes(seed) {
@@ -204,21 +233,67 @@ mod tests {
                 };
                 assert!(x.compile_native(), "the JIT compiles every shape: {sig:?}");
                 native_shapes += 1;
+                let keys_only = program(x.min_caplen, &x.steps)
+                    .and_then(|p| NativeExtractor::compile(&p).ok())
+                    .expect("compiles");
+                let mut table = Dispatch::new(x.key_words, KeyHash::random());
                 let mut regs = [0u32; MAX_REGS];
-                for p in &packets {
+                for (i, p) in packets.iter().enumerate() {
                     let (mut by_steps, mut by_code) = (Key::default(), Key([!0; 6]));
                     let a = x.interpret(&p.data, p.wire_len, &mut regs, &mut by_steps);
-                    let b = x.extract(&p.data, p.wire_len, &mut regs, &mut by_code);
+                    let b = keys_only.extract(&p.data, p.wire_len, &mut by_code.0);
                     assert_eq!(a, b, "verdicts differ for {sig:?} on {:02x?}", p.data);
                     if a {
                         assert_eq!(by_steps, by_code, "keys differ for {sig:?}");
                         accepted += 1;
+                        if i % 2 == 0 && table.get(&by_steps).is_none() {
+                            table.insert(&by_steps, entry(i as u64 + 1));
+                        }
                     }
                     compared += 1;
                 }
+                let view = ShapeView {
+                    extractor: Arc::new(x),
+                    table,
+                };
+                let ids = |f: Option<Found>| f.map(|f| f.as_slice().to_vec());
+                for p in &packets {
+                    let native = view.lookup(&p.data, p.wire_len, &mut regs);
+                    let interpreted = view.lookup_interpreted(&p.data, p.wire_len, &mut regs);
+                    found += usize::from(native.is_some());
+                    assert_eq!(ids(native), ids(interpreted), "{sig:?} on {:02x?}", p.data);
+                }
+                for chunk in packets.chunks(BATCH) {
+                    let list: Vec<(&[u8], u32)> =
+                        chunk.iter().map(|p| (&p.data[..], p.wire_len)).collect();
+                    let refs: Vec<PacketRef> = chunk
+                        .iter()
+                        .map(|p| PacketRef::new(&p.data, p.wire_len))
+                        .collect();
+                    let mut out = [None; BATCH];
+                    view.lookup_batch(&list, &refs, &mut regs, &mut out);
+                    for (p, got) in chunk.iter().zip(out) {
+                        let want = view.lookup_interpreted(&p.data, p.wire_len, &mut regs);
+                        assert_eq!(ids(got), ids(want), "batch: {sig:?}");
+                    }
+                }
             }
         }
-        eprintln!("{native_shapes} shapes, {compared} packets compared, {accepted} accepted");
-        assert!(native_shapes > 50 && accepted > 1000);
+        eprintln!(
+            "{native_shapes} shapes, {compared} packets compared, {accepted} accepted, {found} found"
+        );
+        assert!(native_shapes > 50 && accepted > 1000 && found > 500);
+    }
+
+    fn entry(id: u64) -> Entry {
+        Entry {
+            priority: (id % 7) as i32 - 3,
+            id: FilterId(id),
+            delivery: if id.is_multiple_of(3) {
+                Delivery::Copy
+            } else {
+                Delivery::Exclusive
+            },
+        }
     }
 }

@@ -92,7 +92,7 @@ impl Demux {
             let same = self.shape_index(&sig);
             if let Some(i) = same {
                 let (_, _, table) = self.shape_list().find(|(j, _, _)| *j == i).expect("live");
-                if let Some(entries) = table.get(&key, self.hasher()) {
+                if let Some(entries) = table.get(&key) {
                     out.extend(entries.as_slice().iter().map(|e| e.id));
                 }
             }

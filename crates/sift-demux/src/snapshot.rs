@@ -14,16 +14,16 @@ use sift_coproc::{Coprocessors, SharedSearch};
 use sift_ir::Interpreter;
 use sift_jit::JitFilter;
 
+use crate::dispatch::{Dispatch, Found};
 use crate::extract::{Extractor, Regs, MAX_REGS};
-use crate::shape::Key;
-use crate::table::{Entries, Entry, KeyHasher, Table};
+use crate::table::Entry;
 use crate::{Delivery, FilterId};
 
 /// A shape as readers see it.
 #[derive(Clone, Debug)]
 pub(crate) struct ShapeView {
     pub(crate) extractor: Arc<Extractor>,
-    pub(crate) table: Table,
+    pub(crate) table: Dispatch,
 }
 
 /// How a filter that was not decomposed runs.
@@ -57,7 +57,6 @@ pub(crate) struct Snapshot {
     pub(crate) residuals: Arc<[Residual]>,
     /// The residuals' pattern sets searched together (when at least two residuals search).
     pub(crate) shared_search: Option<Arc<SharedSearch>>,
-    pub(crate) hasher: KeyHasher,
 }
 
 /// The result of matching one packet, and the scratch space matching needs (keep one per thread
@@ -121,6 +120,21 @@ impl Matches {
         self.delivered.is_empty()
     }
 
+    /// No filter receives the packet.
+    #[inline(always)]
+    pub(crate) fn deliver_none(&mut self) {
+        self.delivered.clear();
+        self.exclusive = 0;
+    }
+
+    /// Only filter `id` receives the packet.
+    #[inline(always)]
+    pub(crate) fn deliver_one(&mut self, id: u64, exclusive: bool) {
+        self.delivered.clear();
+        self.delivered.push(FilterId(id));
+        self.exclusive = if exclusive { id } else { 0 };
+    }
+
     /// Sets a delivery decided elsewhere (fragment dispatch: the first fragment's recipients).
     pub(crate) fn set_delivery(&mut self, delivered: &[FilterId], exclusive: Option<FilterId>) {
         self.delivered.clear();
@@ -161,19 +175,12 @@ impl Engine {
 
 impl Snapshot {
     /// Fills `m` for one packet. `all`: every accepting filter instead of CSPF delivery.
-    #[inline]
+    /// Always inlined: the one-shape path (a server's connection filters) is a call of native
+    /// code and a few stores, and a call around it would cost as much again.
+    #[inline(always)]
     pub(crate) fn run(&self, pkt: &[u8], wire_len: u32, m: &mut Matches, all: bool) {
         if let Some(shape) = self.one_shape(all) {
-            let mut key = Key::default();
-            let entries = if shape
-                .extractor
-                .extract(pkt, wire_len, &mut m.regs, &mut key)
-            {
-                shape.table.get(&key, &self.hasher)
-            } else {
-                None
-            };
-            return deliver_in_order(entries, m);
+            return shape.deliver(pkt, wire_len, m);
         }
         self.run_general(pkt, wire_len, m, all);
     }
@@ -183,17 +190,13 @@ impl Snapshot {
     #[inline(never)]
     fn run_general(&self, pkt: &[u8], wire_len: u32, m: &mut Matches, all: bool) {
         self.resolve(pkt, wire_len, m, all, |_, shape, regs| {
-            let mut key = Key::default();
-            if !shape.extractor.extract(pkt, wire_len, regs, &mut key) {
-                return None;
-            }
-            shape.table.get(&key, &self.hasher)
+            shape.lookup(pkt, wire_len, regs)
         });
     }
 
     /// The only shape, when CSPF delivery can take the one-shape fast path
     /// ([`deliver_in_order`]): every filter is in it (a server's connection filters).
-    #[inline]
+    #[inline(always)]
     pub(crate) fn one_shape(&self, all: bool) -> Option<&ShapeView> {
         match (&self.shapes[..], &self.residuals[..], all) {
             ([shape], [], false) => Some(shape),
@@ -211,7 +214,7 @@ impl Snapshot {
         wire_len: u32,
         m: &mut Matches,
         all: bool,
-        mut lookup: impl FnMut(usize, &'s ShapeView, &mut Regs) -> Option<&'s Entries>,
+        mut lookup: impl FnMut(usize, &'s ShapeView, &mut Regs) -> Option<Found<'s>>,
     ) {
         m.delivered.clear();
         m.candidates.clear();
@@ -297,13 +300,22 @@ impl Snapshot {
 /// already in matching order, so the delivery is their prefix up to the first exclusive one;
 /// no candidate list, no sort.
 #[inline]
-pub(crate) fn deliver_in_order(entries: Option<&Entries>, m: &mut Matches) {
+pub(crate) fn deliver_in_order(found: Option<Found<'_>>, m: &mut Matches) {
     m.delivered.clear();
     m.exclusive = 0;
-    let Some(entries) = entries else {
-        return;
+    let list = match found {
+        None => return,
+        // A connection's filter: the common case, without a loop.
+        Some(Found::One(e)) => {
+            m.delivered.push(e.id);
+            if e.delivery == Delivery::Exclusive {
+                m.exclusive = e.id.0;
+            }
+            return;
+        }
+        Some(Found::Many(list)) => list,
     };
-    for e in entries.as_slice() {
+    for e in list {
         m.delivered.push(e.id);
         if e.delivery == Delivery::Exclusive {
             m.exclusive = e.id.0;

@@ -199,12 +199,6 @@ pub(crate) struct Spot<'a, const W: usize> {
 }
 
 impl<'a, const W: usize> Spot<'a, W> {
-    /// The first word of the slot the probe starts at (see [`Table::spot`]).
-    #[inline]
-    fn touch(&self) -> u64 {
-        self.slots.get(self.start).map_or(0, |s| s.key[0])
-    }
-
     /// The entries under `key` (the key this spot was computed for).
     #[inline]
     fn get(&self, key: &[u64; W]) -> Option<&'a Entries> {
@@ -441,37 +435,6 @@ pub(crate) enum Table {
     Wide(Trie<KEY_WORDS>),
 }
 
-/// A [`Spot`] in a [`Table`].
-#[derive(Clone, Copy, Debug)]
-pub(crate) enum TableSpot<'a> {
-    Narrow(Spot<'a, 2>),
-    Wide(Spot<'a, KEY_WORDS>),
-}
-
-impl<'a> TableSpot<'a> {
-    /// Reads the first word of the slot where the probe starts, so that [`TableSpot::get`]
-    /// finds it in cache: a software prefetch (the prefetch instruction needs `unsafe`, which
-    /// this crate forbids). The caller folds the returned word into a value it passes to
-    /// [`std::hint::black_box`], so the load is not removed; it is a plain load whose value
-    /// nothing waits on, and the processor overlaps several.
-    #[inline]
-    pub(crate) fn touch(&self) -> u64 {
-        match self {
-            TableSpot::Narrow(s) => s.touch(),
-            TableSpot::Wide(s) => s.touch(),
-        }
-    }
-
-    /// The entries under `key` (the key the spot was computed for).
-    #[inline]
-    pub(crate) fn get(&self, key: &Key) -> Option<&'a Entries> {
-        match self {
-            TableSpot::Narrow(s) => s.get(&narrow(key)),
-            TableSpot::Wide(s) => s.get(&key.0),
-        }
-    }
-}
-
 /// The first `W` words of a key (the others are zero in every key of a table this narrow).
 #[inline]
 fn narrow<const W: usize>(key: &Key) -> [u64; W] {
@@ -489,6 +452,7 @@ impl Table {
     }
 
     /// Number of keys.
+    #[cfg(test)]
     pub(crate) fn len(&self) -> usize {
         match self {
             Table::Narrow(t) => t.len,
@@ -496,18 +460,13 @@ impl Table {
         }
     }
 
-    #[inline]
     pub(crate) fn get(&self, key: &Key, hasher: &KeyHasher) -> Option<&Entries> {
-        self.spot(key, hasher).get(key)
-    }
-
-    /// The first half of [`Table::get`]: hashes `key` (unless the table is a plain array) and
-    /// walks to the slots its probe searches, without comparing any key.
-    #[inline]
-    pub(crate) fn spot(&self, key: &Key, hasher: &KeyHasher) -> TableSpot<'_> {
         match self {
-            Table::Narrow(t) => TableSpot::Narrow(t.spot(&narrow(key), hasher)),
-            Table::Wide(t) => TableSpot::Wide(t.spot(&key.0, hasher)),
+            Table::Narrow(t) => {
+                let key = narrow(key);
+                t.spot(&key, hasher).get(&key)
+            }
+            Table::Wide(t) => t.spot(&key.0, hasher).get(&key.0),
         }
     }
 
@@ -524,19 +483,6 @@ impl Table {
         match self {
             Table::Narrow(t) => t.remove(&narrow(key), id, hasher),
             Table::Wide(t) => t.remove(&key.0, id, hasher),
-        }
-    }
-
-    /// Calls `f` on every key and its entries.
-    pub(crate) fn for_each(&self, f: &mut impl FnMut(&Key, &[Entry])) {
-        fn widen(words: &[u64]) -> Key {
-            let mut k = Key::default();
-            k.0[..words.len()].copy_from_slice(words);
-            k
-        }
-        match self {
-            Table::Narrow(t) => t.for_each_slot(&mut |s| f(&widen(&s.key), s.entries.as_slice())),
-            Table::Wide(t) => t.for_each_slot(&mut |s| f(&widen(&s.key), s.entries.as_slice())),
         }
     }
 

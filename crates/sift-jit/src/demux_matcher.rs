@@ -68,6 +68,21 @@ impl<const W: usize> DemuxMatcher<W> {
     /// [`JitError::Unsupported`] where the host cannot run generated code,
     /// [`JitError::Codegen`] for a malformed program or one that writes a key word `>= W`.
     pub fn compile(program: &KeyProgram) -> Result<DemuxMatcher<W>, JitError> {
+        DemuxMatcher::compile_listing(program, None)
+    }
+
+    /// Compiles `program` and returns the machine code of both functions (for inspecting
+    /// what the code generator does).
+    pub fn listing(program: &KeyProgram) -> Result<String, JitError> {
+        let mut text = String::new();
+        DemuxMatcher::<W>::compile_listing(program, Some(&mut text))?;
+        Ok(text)
+    }
+
+    fn compile_listing(
+        program: &KeyProgram,
+        mut listing: Option<&mut String>,
+    ) -> Result<DemuxMatcher<W>, JitError> {
         program
             .validate()
             .map_err(|e| JitError::Codegen(e.to_string()))?;
@@ -111,9 +126,17 @@ impl<const W: usize> DemuxMatcher<W> {
                 }
                 b.finalize(module.target_config());
             }
+            if listing.is_some() {
+                ctx.set_disasm(true);
+            }
             module
                 .define_function(id, &mut ctx)
                 .map_err(|e| JitError::Codegen(format!("{e:?}")))?;
+            if let (Some(l), Some(code)) = (listing.as_deref_mut(), ctx.compiled_code()) {
+                if let Some(vcode) = &code.vcode {
+                    l.push_str(&format!("; {name}\n{vcode}\n"));
+                }
+            }
             module.clear_context(&mut ctx);
             ids.push(id);
         }
@@ -221,37 +244,31 @@ fn emit_hash(b: &mut FunctionBuilder<'_>, words: &[ClifValue], seeds: [ClifValue
 }
 
 /// Walks the trie from the node `(address, meta)` by the hash `h`; continues in a new block
-/// with the leaf's `(address, mask)` as its parameters (returned), or jumps to `miss`.
+/// with the leaf's `(address, mask)` and the probe's first slot (`h & mask`) as its
+/// parameters (returned), or jumps to `miss`. The first slot is computed on each path into
+/// the leaf block rather than in it: the leaf block does not need `h` then, which Cranelift
+/// would compute again there (it places a value at each use not dominated by an earlier one).
 fn emit_walk(
     b: &mut FunctionBuilder<'_>,
     h: ClifValue,
     mut node: [ClifValue; 2],
     miss: Block,
-) -> (Block, [ClifValue; 2]) {
+) -> ([ClifValue; 2], ClifValue) {
     let leaf = b.create_block();
     let address = b.append_block_param(leaf, types::I64);
     let mask = b.append_block_param(leaf, types::I64);
+    let start = b.append_block_param(leaf, types::I64);
     for level in 0..=MAX_LEVEL {
         let is_branch = b.ins().icmp_imm_s(IntCC::Equal, node[1], BRANCH as i64);
+        let first = b.ins().band(h, node[1]);
+        let args = [node[0].into(), node[1].into(), first.into()];
         if level == MAX_LEVEL {
             // Never a branch this deep (the table splits no further): defensively a miss.
-            b.ins().brif(
-                is_branch,
-                miss,
-                &[],
-                leaf,
-                &[node[0].into(), node[1].into()],
-            );
+            b.ins().brif(is_branch, miss, &[], leaf, &args);
             break;
         }
         let down = b.create_block();
-        b.ins().brif(
-            is_branch,
-            down,
-            &[],
-            leaf,
-            &[node[0].into(), node[1].into()],
-        );
+        b.ins().brif(is_branch, down, &[], leaf, &args);
         b.switch_to_block(down);
         let shift = i64::from(TRIE_SHIFT + FANOUT_BITS * level);
         let bits = b.ins().ushr_imm_u(h, shift);
@@ -264,7 +281,7 @@ fn emit_walk(
         ];
     }
     b.switch_to_block(leaf);
-    (leaf, [address, mask])
+    ([address, mask], start)
 }
 
 /// Address of slot `index` of the leaf at `address`.
@@ -358,8 +375,7 @@ fn emit_single<const W: usize>(b: &mut FunctionBuilder<'_>, program: &KeyProgram
     let words = emit_key(b, program, packet, miss);
     let (seeds, root) = emit_header(b, header);
     let h = emit_hash(b, &words[..W], seeds);
-    let (_, leaf) = emit_walk(b, h, root, miss);
-    let start = b.ins().band(h, leaf[1]);
+    let (leaf, start) = emit_walk(b, h, root, miss);
     emit_probe::<W>(b, &words[..W], leaf, start, done);
     b.switch_to_block(miss);
     let zero = b.ins().iconst(types::I64, 0);
@@ -414,8 +430,7 @@ fn emit_batch<const W: usize>(b: &mut FunctionBuilder<'_>, program: &KeyProgram)
     let wire_len = b.ins().load(types::I32, flags, desc, PACKET_REF_WIRE_LEN);
     let words = emit_key(b, program, [data, caplen, wire_len], no_probe);
     let h = emit_hash(b, &words[..W], seeds);
-    let (_, [address, mask]) = emit_walk(b, h, root, no_probe);
-    let start = b.ins().band(h, mask);
+    let ([address, mask], start) = emit_walk(b, h, root, no_probe);
     b.ins().store(stack, address, entry_state, 0);
     b.ins().store(stack, mask, entry_state, 8);
     b.ins().store(stack, start, entry_state, 16);
@@ -681,6 +696,15 @@ mod tests {
         differential::<2>([0, 0, 1, 1], 1);
         differential::<1>([0, 0, 0, 0], 2);
         differential::<6>([0, 3, 5, 4], 3);
+    }
+
+    #[test]
+    #[ignore = "prints the generated code"]
+    fn print_listing() {
+        println!(
+            "{}",
+            DemuxMatcher::<2>::listing(&four_tuple([0, 0, 1, 1])).unwrap()
+        );
     }
 
     #[test]

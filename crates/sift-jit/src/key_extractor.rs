@@ -322,17 +322,32 @@ impl Emitter<'_, '_> {
         self.b.switch_to_block(next);
     }
 
+    /// `bytes` (1, 2, 4 or 8) big-endian at `index + offset`, zero-extended to 32 bits (64
+    /// for 8 bytes). With `check_end`, first requires `index + check_end <= caplen` (which
+    /// must cover this load); without, the caller knows the bytes are captured.
     fn load(
         &mut self,
         index: Option<ClifValue>,
         offset: u32,
         bytes: u8,
-        covered: bool,
+        check_end: Option<u64>,
     ) -> ClifValue {
         let index64 = index.map(|v| self.b.ins().uextend(types::I64, v));
-        if !covered {
-            // offset + bytes < 2^33 and index < 2^32: no 64-bit overflow.
-            let end = u64::from(offset) + u64::from(bytes);
+        if let Some(end) = check_end {
+            self.require_captured(index64, end);
+        }
+        let base = match index64 {
+            None => self.data,
+            Some(i) => self.b.ins().iadd(self.data, i),
+        };
+        let address = self.b.ins().iadd_imm_u(base, i64::from(offset));
+        self.read(address, bytes)
+    }
+
+    /// Rejects unless `index + end <= caplen` (`index64`: zero-extended; none for 0).
+    fn require_captured(&mut self, index64: Option<ClifValue>, end: u64) {
+        {
+            // end < 2^33 and index < 2^32: no 64-bit overflow.
             let fits = match index64 {
                 None => self.b.ins().icmp_imm_u(
                     IntCC::UnsignedGreaterThanOrEqual,
@@ -348,11 +363,10 @@ impl Emitter<'_, '_> {
             };
             self.require(fits);
         }
-        let base = match index64 {
-            None => self.data,
-            Some(i) => self.b.ins().iadd(self.data, i),
-        };
-        let address = self.b.ins().iadd_imm_u(base, i64::from(offset));
+    }
+
+    /// `bytes` big-endian at `address`, zero-extended to 32 bits (64 for 8 bytes).
+    fn read(&mut self, address: ClifValue, bytes: u8) -> ClifValue {
         match bytes {
             1 => self.b.ins().uload8(types::I32, packet_flags(), address, 0),
             2 => {
@@ -364,8 +378,16 @@ impl Emitter<'_, '_> {
                 };
                 self.b.ins().uextend(types::I32, v)
             }
-            _ => {
+            4 => {
                 let v = self.b.ins().load(types::I32, packet_flags(), address, 0);
+                if cfg!(target_endian = "little") {
+                    self.b.ins().bswap(v)
+                } else {
+                    v
+                }
+            }
+            _ => {
+                let v = self.b.ins().load(types::I64, packet_flags(), address, 0);
                 if cfg!(target_endian = "little") {
                     self.b.ins().bswap(v)
                 } else {
@@ -468,7 +490,10 @@ pub(crate) fn emit_key(
     let zero64 = e.b.ins().iconst(types::I64, 0);
     let mut words = [zero64; KEY_WORDS];
     let mut values: Vec<ClifValue> = Vec::new();
-    for step in &program.steps {
+    let layout = Layout::of(program);
+    // Indexes whose one bounds check has been made (see `Layout::index_ends`).
+    let mut checked: Vec<u32> = Vec::new();
+    for (at, step) in program.steps.iter().enumerate() {
         let v = |i: u32| values[i as usize];
         let defined = match *step {
             KeyStep::Const(k) => Some(e.b.ins().iconst(types::I32, i64::from(k))),
@@ -478,9 +503,41 @@ pub(crate) fn emit_key(
                 offset,
                 bytes,
             } => {
-                let covered =
-                    index.is_none() && u64::from(offset) + u64::from(bytes) <= program.min_caplen;
-                Some(e.load(index.map(v), offset, bytes, covered))
+                let check = match index {
+                    None => {
+                        let end = u64::from(offset) + u64::from(bytes);
+                        (end > program.min_caplen).then_some(end)
+                    }
+                    Some(index) => (!checked.contains(&index)).then(|| {
+                        checked.push(index);
+                        layout.index_end(index)
+                    }),
+                };
+                let index = index.map(v);
+                if layout.only_in_wide_words[values.len()] {
+                    // Read by a wide word's load instead: only its bounds are checked here.
+                    if let Some(end) = check {
+                        let index64 = index.map(|i| e.b.ins().uextend(types::I64, i));
+                        e.require_captured(index64, end);
+                    }
+                    Some(e.b.ins().iconst(types::I32, 0))
+                } else {
+                    Some(e.load(index, offset, bytes, check))
+                }
+            }
+            KeyStep::Key { word, .. } if layout.wide[usize::from(word)].is_some() => {
+                let wide = layout.wide[usize::from(word)].expect("checked");
+                if wide.last_step == at {
+                    // Every part was loaded (and bounds-checked) by now: one load for all.
+                    let index = wide.index.map(v);
+                    let value = e.load(index, wide.offset, wide.bytes, None);
+                    words[usize::from(word)] = if wide.bytes == 8 {
+                        value
+                    } else {
+                        e.b.ins().uextend(types::I64, value)
+                    };
+                }
+                None
             }
             KeyStep::Bin { op, a, b } => Some(e.binary(op, v(a), v(b))),
             KeyStep::BinK { op, a, k } => Some(e.binary_const(op, v(a), k)),
@@ -509,6 +566,135 @@ pub(crate) fn emit_key(
         }
     }
     words
+}
+
+/// What the emitter knows about a program before emitting it.
+struct Layout {
+    /// Per indexed load's index value: the furthest byte past the index any load at that index
+    /// reads. The first load at an index checks that far, which covers every later one: the
+    /// program is straight-line and any failed check rejects, so checking earlier changes only
+    /// which check rejects, not whether the packet is rejected.
+    index_ends: Vec<(u32, u64)>,
+    /// Key words made of adjacent loads, in big-endian order (addresses, ports): read with one
+    /// wide load instead of one load, swap, shift and or per field.
+    wide: [Option<WideWord>; KEY_WORDS],
+    /// Per value: whether it is a load used only by `Key` steps into wide words (its own load
+    /// is then left out).
+    only_in_wide_words: Vec<bool>,
+}
+
+/// A load packed into a key word: `(offset, bytes, shift, index)`.
+type Part = (u32, u8, u8, Option<u32>);
+
+#[derive(Clone, Copy, Debug)]
+struct WideWord {
+    index: Option<u32>,
+    offset: u32,
+    /// 2, 4 or 8.
+    bytes: u8,
+    /// The last `Key` step into the word, where the load is emitted.
+    last_step: usize,
+}
+
+impl Layout {
+    fn of(program: &KeyProgram) -> Layout {
+        // Value number -> its load (index, offset, bytes).
+        let mut loads: Vec<Option<(Option<u32>, u32, u8)>> = Vec::new();
+        let mut index_ends: Vec<(u32, u64)> = Vec::new();
+        // Per word: each part, and the last step.
+        let mut parts: [Vec<Part>; KEY_WORDS] = Default::default();
+        let mut plain = [false; KEY_WORDS];
+        let mut last = [0usize; KEY_WORDS];
+        for (at, step) in program.steps.iter().enumerate() {
+            match *step {
+                KeyStep::Load {
+                    index,
+                    offset,
+                    bytes,
+                } => {
+                    if let Some(i) = index {
+                        let end = u64::from(offset) + u64::from(bytes);
+                        match index_ends.iter_mut().find(|(x, _)| *x == i) {
+                            Some((_, e)) => *e = (*e).max(end),
+                            None => index_ends.push((i, end)),
+                        }
+                    }
+                    loads.push(Some((index, offset, bytes)));
+                }
+                KeyStep::Key { a, word, shift } => {
+                    let w = usize::from(word);
+                    last[w] = at;
+                    match loads.get(a as usize).copied().flatten() {
+                        Some((index, offset, bytes)) => {
+                            parts[w].push((offset, bytes, shift, index))
+                        }
+                        None => plain[w] = true,
+                    }
+                }
+                ref other if defines_value(other) => loads.push(None),
+                _ => {}
+            }
+        }
+        let wide: [Option<WideWord>; KEY_WORDS] = std::array::from_fn(|w| {
+            if plain[w] || parts[w].len() < 2 {
+                return None;
+            }
+            let mut p = parts[w].clone();
+            p.sort_by_key(|&(offset, ..)| offset);
+            let index = p[0].3;
+            let total: u32 = p.iter().map(|&(_, bytes, ..)| u32::from(bytes)).sum();
+            // Big-endian order: each part follows the previous in memory and sits just below
+            // it in the word; the last part at bit 0.
+            let adjacent = p.windows(2).all(|x| {
+                x[1].0 == x[0].0 + u32::from(x[0].1)
+                    && u32::from(x[0].2) == u32::from(x[1].2) + 8 * u32::from(x[1].1)
+            });
+            let same_index = p.iter().all(|x| x.3 == index);
+            let ok = adjacent && same_index && p[p.len() - 1].2 == 0 && matches!(total, 2 | 4 | 8);
+            ok.then_some(WideWord {
+                index,
+                offset: p[0].0,
+                bytes: total as u8,
+                last_step: last[w],
+            })
+        });
+        // Per value: (is a load, uses outside wide words).
+        let mut uses: Vec<(bool, usize)> = loads.iter().map(|l| (l.is_some(), 0)).collect();
+        let mut count = |v: u32| {
+            if let Some(u) = uses.get_mut(v as usize) {
+                u.1 += 1;
+            }
+        };
+        for step in &program.steps {
+            match *step {
+                KeyStep::Load { index, .. } => index.into_iter().for_each(&mut count),
+                KeyStep::Bin { a, b, .. } | KeyStep::CheckValues { a, b, .. } => {
+                    count(a);
+                    count(b);
+                }
+                KeyStep::BinK { a, .. } | KeyStep::Neg(a) | KeyStep::Check { a, .. } => count(a),
+                KeyStep::Key { a, word, .. } => {
+                    if wide[usize::from(word)].is_none() {
+                        count(a);
+                    }
+                }
+                KeyStep::Const(_) | KeyStep::WireLen => {}
+            }
+        }
+        let only_in_wide_words = uses.iter().map(|&(load, n)| load && n == 0).collect();
+        Layout {
+            index_ends,
+            wide,
+            only_in_wide_words,
+        }
+    }
+
+    fn index_end(&self, index: u32) -> u64 {
+        self.index_ends
+            .iter()
+            .find(|(i, _)| *i == index)
+            .map_or(0, |&(_, end)| end)
+    }
 }
 
 #[cfg(test)]
