@@ -1,6 +1,6 @@
 //! Branches in libpcap's form, its `jset` peephole, and branches decided whatever the packet.
 
-use sift_ir::{BinOp, CmpOp, Function, Inst, Terminator};
+use sift_ir::{BinOp, CmpOp, Function, Inst, Terminator, Value};
 
 use super::numbering::Numbering;
 
@@ -117,12 +117,11 @@ pub(super) fn decide_branches(f: &mut Function, numbers: &Numbering) -> bool {
 fn use_counts(f: &Function) -> Vec<u32> {
     let mut uses = vec![0; f.values.len()];
     for data in &f.blocks {
-        for v in data.insts.iter().flat_map(|&v| f.inst(v).operands()) {
-            uses[v.index()] += 1;
+        let mut count = |v: Value| uses[v.index()] += 1;
+        for &v in &data.insts {
+            f.inst(v).for_each_operand(&mut count);
         }
-        for v in data.term.operands() {
-            uses[v.index()] += 1;
-        }
+        data.term.for_each_operand(count);
     }
     uses
 }

@@ -9,11 +9,11 @@ pub(super) fn remove_dead_code(f: &mut Function) -> bool {
     let mut live = vec![false; f.values.len()];
     let mut work: Vec<Value> = Vec::new();
     for &b in &reachable {
-        work.extend(f.block(b).term.operands());
+        f.block(b).term.for_each_operand(|v| work.push(v));
     }
     while let Some(v) = work.pop() {
         if !std::mem::replace(&mut live[v.index()], true) {
-            work.extend(f.inst(v).operands());
+            f.inst(v).for_each_operand(|o| work.push(o));
         }
     }
     let mut changed = false;

@@ -91,29 +91,39 @@ pub(super) fn group_closed_chains(
         }
     }
     // Condition 3, against the values compared outside the chains kept: a chain dropped
-    // counts as outside for the others.
-    let mut chains_comparing: WordMap<Vn, Vec<usize>> = WordMap::default();
-    for (i, chain) in chains.iter().enumerate() {
-        for &c in &chain.blocks {
-            chains_comparing
-                .entry(compared(c).expect("chain tests branch"))
-                .or_default()
-                .push(i);
-        }
-    }
-    let mut kept = vec![true; chains.len()];
-    let mut outside: Vec<Vn> = rpo
+    // counts as outside for the others. Value numbers are below the number of values.
+    let mut by_value: Vec<(Vn, u32)> = chains
+        .iter()
+        .enumerate()
+        .flat_map(|(i, chain)| chain.blocks.iter().map(move |&c| (c, i as u32)))
+        .filter_map(|(c, i)| Some((compared(c)?, i)))
+        .collect();
+    by_value.sort_unstable();
+    let chains_comparing = |v: Vn| {
+        let first = by_value.partition_point(|&(w, _)| w < v);
+        by_value[first..]
+            .iter()
+            .take_while(move |&&(w, _)| w == v)
+            .map(|&(_, i)| i as usize)
+    };
+    let mut outside = vec![false; f.values.len()];
+    let mut newly_outside: Vec<Vn> = rpo
         .iter()
         .filter(|b| !member[b.index()])
         .filter_map(|&b| compared(b))
         .collect();
-    while let Some(v) = outside.pop() {
-        for i in chains_comparing.remove(&v).unwrap_or_default() {
+    let mut kept = vec![true; chains.len()];
+    while let Some(v) = newly_outside.pop() {
+        if std::mem::replace(&mut outside[v as usize], true) {
+            continue;
+        }
+        for i in chains_comparing(v) {
             if std::mem::replace(&mut kept[i], false) {
-                outside.extend(chains[i].blocks.iter().filter_map(|&c| compared(c)));
+                newly_outside.extend(chains[i].blocks.iter().filter_map(|&c| compared(c)));
             }
         }
     }
+    let mut rank = vec![u32::MAX; f.values.len()];
     let mut changed = false;
     let kept: Vec<&ClosedChain> = chains
         .iter()
@@ -122,7 +132,7 @@ pub(super) fn group_closed_chains(
         .map(|(chain, _)| chain)
         .collect();
     for chain in kept {
-        changed |= group(f, numbers, chain);
+        changed |= group(f, numbers, chain, &mut rank);
     }
     changed
 }
@@ -187,22 +197,27 @@ fn tests_are_distinct(f: &Function, numbers: &Numbering, chain: &ClosedChain) ->
     })
 }
 
-/// Puts `chain`'s tests in their final order; returns whether it changed.
-fn group(f: &mut Function, numbers: &Numbering, chain: &ClosedChain) -> bool {
+/// Puts `chain`'s tests in their final order; returns whether it changed. `rank` is scratch
+/// space indexed by value number, all `u32::MAX`, and left so.
+fn group(f: &mut Function, numbers: &Numbering, chain: &ClosedChain, rank: &mut [u32]) -> bool {
     let value = |f: &Function, b: Block| match f.block(b).term {
         Terminator::Branch { lhs, .. } => numbers.vn(lhs),
         _ => unreachable!("chain tests branch"),
     };
     // Rank of each value by first appearance, then a stable sort by rank.
-    let mut rank: WordMap<Vn, u32> = WordMap::default();
-    let mut order: Vec<(u32, Block)> = chain
-        .blocks
-        .iter()
-        .map(|&c| {
-            let next = rank.len() as u32;
-            (*rank.entry(value(f, c)).or_insert(next), c)
-        })
-        .collect();
+    let mut values = 0;
+    let mut order: Vec<(u32, Block)> = Vec::with_capacity(chain.blocks.len());
+    for &c in &chain.blocks {
+        let slot = &mut rank[value(f, c) as usize];
+        if *slot == u32::MAX {
+            *slot = values;
+            values += 1;
+        }
+        order.push((*slot, c));
+    }
+    for &c in &chain.blocks {
+        rank[value(f, c) as usize] = u32::MAX;
+    }
     if order.windows(2).all(|w| w[0].0 <= w[1].0) {
         return false;
     }

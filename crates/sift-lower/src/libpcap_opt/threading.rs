@@ -1,6 +1,6 @@
 //! Edge facts and libpcap's `opt_j`: edges sent past the branches they already decide.
 
-use sift_ir::{Block, Function, Target, Terminator};
+use sift_ir::{Block, Function, Target, Terminator, Value};
 
 use super::branches::{libpcap_form, Code};
 use super::edges::{edge as edge_at, edge_count, edge_mut, successors};
@@ -422,26 +422,25 @@ impl Walk<'_> {
 /// libpcap's `use_conflict` sees every block). Only instructions and branch operands count, so
 /// this changes only when dead code goes.
 pub(super) fn used_outside_own_block(f: &Function) -> Vec<bool> {
-    let mut home = vec![None; f.values.len()];
+    const NOWHERE: u32 = u32::MAX;
+    let mut home = vec![NOWHERE; f.values.len()];
     for (i, data) in f.blocks.iter().enumerate() {
         for &v in data.params.iter().chain(&data.insts) {
-            home[v.index()] = Some(i);
+            home[v.index()] = i as u32;
         }
     }
     let mut out = vec![false; f.blocks.len()];
     for (i, data) in f.blocks.iter().enumerate() {
-        let operands = data
-            .insts
-            .iter()
-            .flat_map(|&v| f.inst(v).operands())
-            .chain(data.term.operands());
-        for v in operands {
-            if let Some(h) = home[v.index()] {
-                if h != i {
-                    out[h] = true;
-                }
+        let mut note = |v: Value| {
+            let h = home[v.index()];
+            if h != NOWHERE && h as usize != i {
+                out[h as usize] = true;
             }
+        };
+        for &v in &data.insts {
+            f.inst(v).for_each_operand(&mut note);
         }
+        data.term.for_each_operand(note);
     }
     out
 }
