@@ -90,6 +90,21 @@ pub(super) fn group_closed_chains(
             }
         }
     }
+    // Chains already grouped need nothing; they count as outside for the others (a chain
+    // kept with fewer others is still closed, see the module doc).
+    let mut rank = vec![u32::MAX; numbers.count()];
+    chains.retain(|chain| {
+        let grouped = !needs_grouping(f, numbers, chain, &mut rank);
+        if grouped {
+            for &c in &chain.blocks {
+                member[c.index()] = false;
+            }
+        }
+        !grouped
+    });
+    if chains.is_empty() {
+        return false;
+    }
     // Condition 3, against the values compared outside the chains kept: a chain dropped
     // counts as outside for the others. Value numbers are below the number of values.
     let mut by_value: Vec<(Vn, u32)> = chains
@@ -106,7 +121,7 @@ pub(super) fn group_closed_chains(
             .take_while(move |&&(w, _)| w == v)
             .map(|&(_, i)| i as usize)
     };
-    let mut outside = vec![false; f.values.len()];
+    let mut outside = vec![false; numbers.count()];
     let mut newly_outside: Vec<Vn> = rpo
         .iter()
         .filter(|b| !member[b.index()])
@@ -123,7 +138,6 @@ pub(super) fn group_closed_chains(
             }
         }
     }
-    let mut rank = vec![u32::MAX; f.values.len()];
     let mut changed = false;
     let kept: Vec<&ClosedChain> = chains
         .iter()
@@ -197,13 +211,41 @@ fn tests_are_distinct(f: &Function, numbers: &Numbering, chain: &ClosedChain) ->
     })
 }
 
+fn chain_value(f: &Function, numbers: &Numbering, b: Block) -> Vn {
+    match f.block(b).term {
+        Terminator::Branch { lhs, .. } => numbers.vn(lhs),
+        _ => unreachable!("chain tests branch"),
+    }
+}
+
+/// Whether some value's tests in `chain` are not side by side. `seen` is scratch space
+/// indexed by value number, all `u32::MAX`, and left so.
+fn needs_grouping(
+    f: &Function,
+    numbers: &Numbering,
+    chain: &ClosedChain,
+    seen: &mut [u32],
+) -> bool {
+    let mut previous = None;
+    let mut scattered = false;
+    for &c in &chain.blocks {
+        let v = chain_value(f, numbers, c);
+        if previous != Some(v) {
+            scattered |= seen[v as usize] != u32::MAX;
+            seen[v as usize] = 0;
+            previous = Some(v);
+        }
+    }
+    for &c in &chain.blocks {
+        seen[chain_value(f, numbers, c) as usize] = u32::MAX;
+    }
+    scattered
+}
+
 /// Puts `chain`'s tests in their final order; returns whether it changed. `rank` is scratch
 /// space indexed by value number, all `u32::MAX`, and left so.
 fn group(f: &mut Function, numbers: &Numbering, chain: &ClosedChain, rank: &mut [u32]) -> bool {
-    let value = |f: &Function, b: Block| match f.block(b).term {
-        Terminator::Branch { lhs, .. } => numbers.vn(lhs),
-        _ => unreachable!("chain tests branch"),
-    };
+    let value = |f: &Function, b: Block| chain_value(f, numbers, b);
     // Rank of each value by first appearance, then a stable sort by rank.
     let mut values = 0;
     let mut order: Vec<(u32, Block)> = Vec::with_capacity(chain.blocks.len());

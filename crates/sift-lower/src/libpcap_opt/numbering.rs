@@ -25,6 +25,8 @@ enum Key {
 pub(super) struct Numbering {
     vn: Vec<Vn>,
     konst: Vec<Option<u32>>,
+    /// How many numbers were given out: every number is below it.
+    count: usize,
 }
 
 impl Numbering {
@@ -36,6 +38,11 @@ impl Numbering {
         self.konst[v.index()]
     }
 
+    /// A bound on the value numbers, for tables indexed by them.
+    pub(super) fn count(&self) -> usize {
+        self.count
+    }
+
     /// Numbers the values in reverse postorder (operands before uses), folding constants into
     /// the instructions as it goes when `phase` allows. Returns whether an instruction was
     /// rewritten.
@@ -44,6 +51,7 @@ impl Numbering {
         let mut this = Numbering {
             vn: vec![Vn::MAX; n],
             konst: vec![None; n],
+            count: 0,
         };
         let mut table: WordMap<Key, Vn> = WordMap::default();
         table.reserve(n);
@@ -99,6 +107,7 @@ impl Numbering {
                 this.vn[v.index()] = *table.entry(key).or_insert(next);
             }
         }
+        this.count = table.len();
         Ok((this, changed))
     }
 
