@@ -32,22 +32,25 @@ pub fn run(f: &mut Function) -> usize {
     let mut uses = vec![0u32; n];
     // Which block and parameter position defines each parameter.
     let mut param_of: Vec<Option<(Block, usize)>> = vec![None; n];
-    let mut incoming: Vec<Vec<(Block, usize)>> = vec![Vec::new(); f.blocks.len()];
+    // The edges into each block with parameters (their arguments are the parameters' uses);
+    // listed only for those blocks, as most functions have none.
+    let has_params = f.blocks.iter().any(|data| !data.params.is_empty());
+    let lists = if has_params { f.blocks.len() } else { 0 };
+    let mut incoming: Vec<Vec<(Block, usize)>> = vec![Vec::new(); lists];
     for &b in &cfg.rpo {
         let data = f.block(b);
         for (i, &p) in data.params.iter().enumerate() {
             param_of[p.index()] = Some((b, i));
         }
+        let mut count = |o: Value| uses[o.index()] += 1;
         for &v in &data.insts {
-            for o in f.inst(v).operands() {
-                uses[o.index()] += 1;
+            f.inst(v).for_each_operand(&mut count);
+        }
+        data.term.for_each_operand(count);
+        if has_params {
+            for (e, t) in data.term.targets().into_iter().enumerate() {
+                incoming[t.block.index()].push((b, e));
             }
-        }
-        for o in data.term.operands() {
-            uses[o.index()] += 1;
-        }
-        for (e, t) in data.term.targets().into_iter().enumerate() {
-            incoming[t.block.index()].push((b, e));
         }
     }
     let removable = |f: &Function, v: Value| -> bool {
@@ -91,9 +94,7 @@ pub fn run(f: &mut Function) -> usize {
                 release(a, &mut work);
             }
         } else {
-            for o in f.inst(v).operands() {
-                release(o, &mut work);
-            }
+            f.inst(v).for_each_operand(|o| release(o, &mut work));
         }
     }
     if removed == 0 {

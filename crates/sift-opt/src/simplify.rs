@@ -78,14 +78,11 @@ pub fn run(f: &mut Function) -> usize {
 fn used_values(f: &Function) -> Vec<bool> {
     let mut used = vec![false; f.values.len()];
     for data in &f.blocks {
+        let mut mark = |o: Value| used[o.index()] = true;
         for &v in &data.insts {
-            for o in f.inst(v).operands() {
-                used[o.index()] = true;
-            }
+            f.inst(v).for_each_operand(&mut mark);
         }
-        for o in data.term.operands() {
-            used[o.index()] = true;
-        }
+        data.term.for_each_operand(mark);
     }
     used
 }

@@ -21,13 +21,9 @@ pub fn run(f: &mut Function) -> usize {
     for b in crate::cfg::rpo(f) {
         let data = f.block(b);
         for &v in &data.insts {
-            for o in f.inst(v).operands() {
-                note(o, b.index());
-            }
+            f.inst(v).for_each_operand(|o| note(o, b.index()));
         }
-        for o in data.term.operands() {
-            note(o, b.index());
-        }
+        data.term.for_each_operand(|o| note(o, b.index()));
     }
     let entry = std::mem::take(&mut f.block_mut(Function::ENTRY).insts);
     let mut stay = Vec::with_capacity(entry.len());
