@@ -1,5 +1,6 @@
 //! A matching loop to profile (`perf record`): N connection filters, then
-//! `MODE` (reader, local, batch) over hits for `SECONDS`.
+//! `MODE` (reader, local, batch) over hits for `SECONDS`; or `update`: insert and remove 1,000
+//! more connections, one published update each, for `SECONDS`.
 //! `cargo run --release -p sift-demux --example match_loop -- 1000 local 3`
 
 use std::hint::black_box;
@@ -54,6 +55,26 @@ fn main() {
             packet(x % n).0
         })
         .collect();
+    if mode == "update" {
+        let extra: Vec<_> = (n..n + 1000)
+            .map(|i| sift::compile_ir(&packet(i).1, &opts).unwrap())
+            .collect();
+        let start = Instant::now();
+        let mut updates = 0u64;
+        let mut ids = Vec::with_capacity(extra.len());
+        while start.elapsed().as_secs_f64() < seconds {
+            for f in &extra {
+                ids.push(demux.insert(f, 0, Delivery::Exclusive).unwrap());
+            }
+            for id in ids.drain(..) {
+                demux.remove(id);
+            }
+            updates += 2 * extra.len() as u64;
+        }
+        let us = start.elapsed().as_secs_f64() * 1e6 / updates as f64;
+        println!("{n} filters, update: {us:.2} us per insert or remove");
+        return;
+    }
     let reader = demux.reader();
     let mut local = reader.local();
     let mut m = Matches::new();

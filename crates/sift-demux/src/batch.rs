@@ -21,7 +21,8 @@
 use sift_jit::demux_matcher::BATCH;
 use sift_jit::PacketRef;
 
-use crate::dispatch::Found;
+use crate::dispatch::{Dispatch, Found};
+use crate::native::Matcher;
 use crate::snapshot::{deliver_in_order, Matches, ShapeView, Snapshot};
 
 /// Most shapes a snapshot may have to be matched in chunks (beyond, its cost is in the
@@ -98,6 +99,32 @@ fn run_batch_one_shape<'p>(
     m: &mut Matches,
     mut deliver: impl FnMut(usize, &Matches),
 ) {
+    if let (Some(Matcher::Narrow(x)), Dispatch::Narrow(t)) = (&shape.extractor.native, &shape.table)
+    {
+        // The common case (native code, two-word keys) without `Found`s.
+        let mut refs = [PacketRef::new(&[], 0); BATCH];
+        let mut slots = [None; BATCH];
+        let mut first = 0;
+        loop {
+            let mut n = 0;
+            for (r, (pkt, wire_len)) in refs.iter_mut().zip(&mut packets) {
+                *r = PacketRef::new(pkt, wire_len);
+                n += 1;
+            }
+            if n == 0 {
+                return;
+            }
+            x.lookup_batch(&t.keys, &refs[..n], &mut slots);
+            for (i, slot) in slots[..n].iter().enumerate() {
+                t.deliver(*slot, m);
+                deliver(first + i, m);
+            }
+            first += n;
+            if n < BATCH {
+                return;
+            }
+        }
+    }
     let mut chunk: [(&[u8], u32); BATCH] = [(&[], 0); BATCH];
     let mut refs = [PacketRef::new(&[], 0); BATCH];
     let mut found = [None; BATCH];
