@@ -5,10 +5,12 @@
 //! by the JIT, and on every prefix of the packet the JIT's single and batch entries must return
 //! exactly what the interpreter returns. Each prefix is placed so that it ends at a PROT_NONE
 //! page: sanitizers do not instrument generated code, the guard page catches its over-reads.
+//! Each program is compiled three ways: the default (branch-free small programs with early
+//! exits), branch-free without early exits, and branching.
 
 use libfuzzer_sys::fuzz_target;
 use sift_bytecode::{decode, verify, Cache};
-use sift_jit::{JitFilter, PacketRef};
+use sift_jit::{JitFilter, Options, PacketRef};
 use std::sync::OnceLock;
 
 const PAGE: usize = 1 << 16; // at least the page size on every supported host
@@ -57,15 +59,28 @@ fuzz_target!(|data: &[u8]| {
     bytes.extend_from_slice(program);
     let Ok(p) = decode(&bytes) else { return };
     let Ok(v) = verify(p) else { return };
-    let jit = JitFilter::compile(&v).expect("every verified program compiles");
+    let modes = [
+        Options::default(),
+        Options {
+            early_exits: false,
+            ..Options::default()
+        },
+        Options {
+            branchless: false,
+            ..Options::default()
+        },
+    ];
     let mut cache = Cache::new();
     let wire = packet.len() as u32;
-    for n in 0..=packet.len() {
-        let prefix = place(&packet[..n]);
-        let want = v.run(&mut cache, prefix, wire);
-        assert_eq!(jit.run(prefix, wire), want, "caplen {n}\n{v}");
-        let mut out = [u32::MAX];
-        jit.run_refs(&[PacketRef::new(prefix, wire)], &mut out);
-        assert_eq!(out[0], want, "batch, caplen {n}\n{v}");
+    for options in &modes {
+        let jit = JitFilter::compile_with(&v, options).expect("every verified program compiles");
+        for n in 0..=packet.len() {
+            let prefix = place(&packet[..n]);
+            let want = v.run(&mut cache, prefix, wire);
+            assert_eq!(jit.run(prefix, wire), want, "caplen {n} {options:?}\n{v}");
+            let mut out = [u32::MAX];
+            jit.run_refs(&[PacketRef::new(prefix, wire)], &mut out);
+            assert_eq!(out[0], want, "batch, caplen {n} {options:?}\n{v}");
+        }
     }
 });
