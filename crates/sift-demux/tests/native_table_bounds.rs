@@ -1,0 +1,267 @@
+//! The native matchers never read past the end of a table's memory.
+//!
+//! Every allocation made while the tables are built (and while they change) comes from a
+//! guard-page allocator: it ends exactly where an inaccessible page begins, so a probe that
+//! read one byte past a leaf (an index not masked, a wrong mask, a slot size that does not
+//! match the table's) would fault and kill this test. Freed blocks are unmapped, so a read of
+//! a leaf an update replaced faults too. The matchers then look up packets of installed and
+//! absent connections, damaged and truncated ones, one by one and in batches, on tables of
+//! 0 to a few thousand keys (a single leaf, then trie levels), two- and six-word keys, and the
+//! answers are checked against the Rust walk of the same table.
+//!
+//! Reads before a leaf would land in its reference counts rather than in a guard page, so
+//! this test does not catch those; the code computes no negative offsets (indices are masked
+//! unsigned values).
+
+use std::alloc::{GlobalAlloc, Layout, System};
+use std::num::NonZeroU64;
+use std::sync::atomic::{AtomicBool, AtomicUsize, Ordering};
+
+use sift_ir::BinOp;
+use sift_jit::demux_matcher::{DemuxMatcher, BATCH};
+use sift_jit::demux_table::{KeyHash, Table, Value};
+use sift_jit::key_extractor::{KeyProgram, KeyRel, KeyStep, NativeExtractor, KEY_WORDS};
+use sift_jit::PacketRef;
+
+const PAGE: usize = 4096;
+/// Address space reserved for guarded blocks (never touched unless allocated).
+const REGION: usize = 1 << 36;
+
+/// Allocations go to guarded pages while `ARMED`; everything else to the system allocator.
+struct Guarded;
+
+static ARMED: AtomicBool = AtomicBool::new(false);
+static BASE: AtomicUsize = AtomicUsize::new(0);
+static NEXT: AtomicUsize = AtomicUsize::new(0);
+
+fn region() -> usize {
+    let base = BASE.load(Ordering::Acquire);
+    if base != 0 {
+        return base;
+    }
+    // SAFETY: an anonymous, inaccessible reservation; nothing else uses it.
+    let p = unsafe {
+        libc::mmap(
+            std::ptr::null_mut(),
+            REGION,
+            libc::PROT_NONE,
+            libc::MAP_PRIVATE | libc::MAP_ANONYMOUS | libc::MAP_NORESERVE,
+            -1,
+            0,
+        )
+    };
+    assert_ne!(p, libc::MAP_FAILED);
+    match BASE.compare_exchange(0, p as usize, Ordering::AcqRel, Ordering::Acquire) {
+        Ok(_) => p as usize,
+        Err(other) => {
+            // SAFETY: our own reservation, unused.
+            unsafe { libc::munmap(p, REGION) };
+            other
+        }
+    }
+}
+
+fn guarded(addr: usize) -> bool {
+    let base = BASE.load(Ordering::Acquire);
+    base != 0 && addr >= base && addr < base + REGION
+}
+
+// SAFETY: blocks are either the system allocator's or distinct, suitably aligned ranges of
+// pages made accessible for them alone (never handed out twice: the region is never reused).
+unsafe impl GlobalAlloc for Guarded {
+    unsafe fn alloc(&self, layout: Layout) -> *mut u8 {
+        if !ARMED.load(Ordering::Relaxed) || layout.align() > PAGE || layout.size() == 0 {
+            return System.alloc(layout);
+        }
+        let pages = layout.size().div_ceil(PAGE);
+        let first = NEXT.fetch_add(pages + 1, Ordering::Relaxed);
+        if (first + pages + 1) * PAGE > REGION {
+            return std::ptr::null_mut();
+        }
+        let start = region() + first * PAGE;
+        if libc::mprotect(
+            start as *mut libc::c_void,
+            pages * PAGE,
+            libc::PROT_READ | libc::PROT_WRITE,
+        ) != 0
+        {
+            return std::ptr::null_mut();
+        }
+        // The block ends where the guard page (the next one, left inaccessible) begins.
+        let end = start + pages * PAGE;
+        ((end - layout.size()) & !(layout.align() - 1)) as *mut u8
+    }
+
+    unsafe fn dealloc(&self, ptr: *mut u8, layout: Layout) {
+        let addr = ptr as usize;
+        if !guarded(addr) {
+            return System.dealloc(ptr, layout);
+        }
+        let first = addr & !(PAGE - 1);
+        let end = (addr + layout.size()).div_ceil(PAGE) * PAGE;
+        // Back to inaccessible, memory returned: a later read faults.
+        libc::munmap(first as *mut libc::c_void, end - first);
+        libc::mmap(
+            first as *mut libc::c_void,
+            end - first,
+            libc::PROT_NONE,
+            libc::MAP_PRIVATE | libc::MAP_ANONYMOUS | libc::MAP_NORESERVE | libc::MAP_FIXED,
+            -1,
+            0,
+        );
+    }
+}
+
+#[global_allocator]
+static ALLOCATOR: Guarded = Guarded;
+
+/// Ethernet, IPv4, TCP, not a fragment; addresses and ports into the words `word_of` names.
+fn four_tuple(word_of: [u8; 4]) -> KeyProgram {
+    let load = |offset, bytes| KeyStep::Load {
+        index: None,
+        offset,
+        bytes,
+    };
+    let check = |a, rel, k| KeyStep::Check { rel, a, k };
+    let mut steps = vec![
+        load(12, 2),
+        check(0, KeyRel::Eq, 0x0800),
+        load(23, 1),
+        check(1, KeyRel::Eq, 6),
+        load(20, 2),
+        check(2, KeyRel::Clear, 0x1fff),
+        load(14, 1),
+        KeyStep::BinK {
+            op: BinOp::And,
+            a: 3,
+            k: 15,
+        },
+        KeyStep::BinK {
+            op: BinOp::Shl,
+            a: 4,
+            k: 2,
+        },
+        load(26, 4),
+        load(30, 4),
+        KeyStep::Load {
+            index: Some(5),
+            offset: 14,
+            bytes: 2,
+        },
+        KeyStep::Load {
+            index: Some(5),
+            offset: 16,
+            bytes: 2,
+        },
+    ];
+    for (field, &word) in word_of.iter().enumerate() {
+        steps.push(KeyStep::Key {
+            a: 6 + field as u32,
+            word,
+            shift: [32, 0, 16, 0][field],
+        });
+    }
+    KeyProgram {
+        min_caplen: 34,
+        steps,
+    }
+}
+
+struct Rng(u64);
+
+impl Rng {
+    fn next(&mut self) -> u64 {
+        self.0 ^= self.0 << 13;
+        self.0 ^= self.0 >> 7;
+        self.0 ^= self.0 << 17;
+        self.0
+    }
+}
+
+fn packet(rng: &mut Rng, c: u64) -> Vec<u8> {
+    let mut p = vec![0u8; 60];
+    p[12] = 0x08;
+    p[14] = 0x45;
+    p[23] = 6;
+    p[26..30].copy_from_slice(&(0x0a00_0000 | (c as u32 & 0xfff)).to_be_bytes());
+    p[30..34].copy_from_slice(&(0xc0a8_0000 | (c as u32 >> 12 & 0xff)).to_be_bytes());
+    p[34..36].copy_from_slice(&1024u16.to_be_bytes());
+    p[36..38].copy_from_slice(&80u16.to_be_bytes());
+    match rng.next() % 8 {
+        0 => p.truncate((rng.next() % 60) as usize),
+        1 => p[14] = 0x40 | (rng.next() % 16) as u8,
+        _ => {}
+    }
+    p
+}
+
+fn key_of<const W: usize>(x: &NativeExtractor, p: &[u8]) -> Option<[u64; W]> {
+    let mut key = [0u64; KEY_WORDS];
+    x.extract(p, 60, &mut key)
+        .then(|| std::array::from_fn(|i| key[i]))
+}
+
+fn probe_guarded_tables<const W: usize>(word_of: [u8; 4], seed: u64) {
+    let program = four_tuple(word_of);
+    let matcher = DemuxMatcher::<W>::compile(&program).unwrap();
+    let extractor = NativeExtractor::compile(&program).unwrap();
+    let mut rng = Rng(seed);
+    let mut table = Table::<W>::new(KeyHash::random());
+    let mut checked = 0;
+    for size in [0usize, 1, 5, 40, 300, 3000] {
+        ARMED.store(true, Ordering::SeqCst);
+        // Grow to `size` keys with some churn; keep an older version alive as readers would.
+        let before = table.clone();
+        while table.len() < size {
+            let c = rng.next() % 4000;
+            if let Some(k) = key_of::<W>(&extractor, &packet(&mut Rng(1), c)) {
+                let tag = NonZeroU64::new(c + 1).unwrap();
+                table.insert(k, Value { tag, data: c });
+            }
+            if rng.next() % 5 == 0 {
+                let c = rng.next() % 4000;
+                if let Some(k) = key_of::<W>(&extractor, &packet(&mut Rng(1), c)) {
+                    table.remove(&k);
+                }
+            }
+        }
+        ARMED.store(false, Ordering::SeqCst);
+        table.check_layout().unwrap();
+        for t in [&before, &table] {
+            let packets: Vec<Vec<u8>> = (0..500)
+                .map(|_| {
+                    let c = rng.next() % 4200;
+                    packet(&mut rng, c)
+                })
+                .collect();
+            for p in &packets {
+                let want = key_of::<W>(&extractor, p).and_then(|k| t.slot(&k));
+                let got = matcher.lookup(t, p, 60);
+                assert_eq!(got.map(|s| s as *const _), want.map(|s| s as *const _));
+                checked += 1;
+            }
+            let refs: Vec<PacketRef> = packets.iter().map(|p| PacketRef::new(p, 60)).collect();
+            for chunk in refs.chunks(BATCH) {
+                let mut out = [None; BATCH];
+                matcher.lookup_batch(t, chunk, &mut out);
+            }
+        }
+    }
+    assert!(checked >= 6000);
+}
+
+#[test]
+fn native_probes_stay_inside_guarded_tables() {
+    if !sift_jit::supported() {
+        return;
+    }
+    // The allocator works: an armed block ends at a page boundary (the guard page's start).
+    ARMED.store(true, Ordering::SeqCst);
+    let probe = vec![0u64; 3];
+    ARMED.store(false, Ordering::SeqCst);
+    assert!(guarded(probe.as_ptr() as usize));
+    assert_eq!((probe.as_ptr() as usize + 24) % PAGE, 0);
+    drop(probe);
+    probe_guarded_tables::<2>([0, 0, 1, 1], 7);
+    probe_guarded_tables::<6>([0, 2, 5, 3], 8);
+}
