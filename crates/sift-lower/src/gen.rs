@@ -132,8 +132,6 @@ pub(crate) struct Gen {
     pub no_optimize: bool,
     /// Every read of a run-time offset, to be resolved where `geneve` may not have matched.
     pub offset_uses: Vec<OffsetUse>,
-    /// An error libpcap's optimizer would report (constant division by zero).
-    pub optimizer_error: Option<String>,
     /// While lowering `... in SET` (an extension): the set whose membership test replaces the
     /// address or port comparison of the primitive being generated.
     pub member_set: Option<u32>,

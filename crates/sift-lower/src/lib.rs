@@ -112,7 +112,6 @@ pub fn lower(expr: Option<&Expr>, opts: &Options) -> Result<Function, LowerError
         register_writes: Vec::new(),
         no_optimize: !opts.optimize,
         offset_uses: Vec::new(),
-        optimizer_error: None,
         member_set: None,
         error_span: None,
     };
@@ -122,14 +121,6 @@ pub fn lower(expr: Option<&Expr>, opts: &Options) -> Result<Function, LowerError
         return Ok(g.f);
     };
     let body = g.expr(expr)?;
-    if let Some(message) = g.optimizer_error.take() {
-        if !g.no_optimize {
-            return Err(LowerError {
-                span: None,
-                message,
-            });
-        }
-    }
     g.finish(body, opts.snaplen)
 }
 

@@ -75,6 +75,33 @@ fn random_expressions_on_generated_traffic() {
     );
 }
 
+/// What soak runs found: each listed expression against libpcap on the generated packets of
+/// the seed that showed the difference (`tests/data/soak_findings.txt`).
+#[test]
+fn soak_findings_agree() {
+    let list = include_str!("data/soak_findings.txt");
+    let mut failed = Vec::new();
+    for line in list
+        .lines()
+        .filter(|l| !l.is_empty() && !l.starts_with('#'))
+    {
+        let mut fields = line.splitn(3, ' ');
+        let (Some(lt), Some(seed), Some(expr)) = (fields.next(), fields.next(), fields.next())
+        else {
+            panic!("bad line {line:?}")
+        };
+        let lt: u32 = lt.parse().unwrap();
+        let seed = u64::from_str_radix(seed.trim_start_matches("0x"), 16).unwrap();
+        let packets = sift_testgen::generate_packets(lt, seed, 300);
+        let exprs = [expr.to_owned()];
+        let report = run_diff(&sift_engine, lt, &exprs, &packets, &DiffOptions::default()).unwrap();
+        if !report.divergences.is_empty() {
+            failed.push(report.to_string());
+        }
+    }
+    assert!(failed.is_empty(), "{}", failed.join("\n"));
+}
+
 /// `tcpdump -O`: without libpcap's optimizer, truncated packets are judged by every load the
 /// filter makes.
 #[test]
