@@ -79,7 +79,18 @@ fn random_expressions_on_generated_traffic() {
 /// the seed that showed the difference (`tests/data/soak_findings.txt`).
 #[test]
 fn soak_findings_agree() {
-    let list = include_str!("data/soak_findings.txt");
+    findings_agree(include_str!("data/soak_findings.txt"));
+}
+
+/// The differences soak runs found that are not fixed yet (`tests/data/soak_open.txt`).
+#[test]
+#[ignore = "known differences from libpcap, not fixed yet"]
+fn soak_open_findings_agree() {
+    findings_agree(include_str!("data/soak_open.txt"));
+}
+
+/// Runs each `LINKTYPE SEED EXPRESSION` line of `list` against libpcap.
+fn findings_agree(list: &str) {
     let mut failed = Vec::new();
     for line in list
         .lines()
