@@ -1,6 +1,6 @@
 //! Branches in libpcap's form, its `jset` peephole, and branches decided whatever the packet.
 
-use sift_ir::{BinOp, CmpOp, Function, Inst, Terminator, Value};
+use sift_ir::{BinOp, Block, CmpOp, Function, Inst, Terminator, Value};
 
 use super::numbering::Numbering;
 
@@ -28,10 +28,12 @@ pub(super) fn libpcap_form(op: CmpOp) -> (Code, bool) {
 
 /// `(x & k) == 0` (and `!=`) becomes `jset #k` when the `and` is the block's last computation
 /// and nothing else uses it — libpcap's peephole, after which `jset #0xffffffff` always holds.
-pub(super) fn jset_peephole(f: &mut Function, numbers: &Numbering) -> bool {
+///
+/// `reachable` lists the blocks reachable from the entry (in any order).
+pub(super) fn jset_peephole(f: &mut Function, numbers: &Numbering, reachable: &[Block]) -> bool {
     let uses = use_counts(f);
     let mut changed = false;
-    for b in f.reverse_postorder() {
+    for &b in reachable {
         let Terminator::Branch {
             op: op @ (CmpOp::Eq | CmpOp::Ne),
             lhs,
@@ -82,9 +84,11 @@ pub(super) fn jset_peephole(f: &mut Function, numbers: &Numbering) -> bool {
 /// `jset #0xffffffff`. Like libpcap, a decided branch keeps its operands (and so its loads) and
 /// sends both edges to the decided successor; edges into it are threaded past it later, and an
 /// entry block is handled by `skip_undecided_root` (libpcap's `opt_root`).
-pub(super) fn decide_branches(f: &mut Function, numbers: &Numbering) -> bool {
+///
+/// `reachable` lists the blocks reachable from the entry (in any order).
+pub(super) fn decide_branches(f: &mut Function, numbers: &Numbering, reachable: &[Block]) -> bool {
     let mut changed = false;
-    for b in f.reverse_postorder() {
+    for &b in reachable {
         let Terminator::Branch {
             op,
             lhs,

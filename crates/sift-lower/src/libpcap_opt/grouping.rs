@@ -46,19 +46,20 @@ use super::runs::Chain;
 use super::threading::{edge_fact, is_const_equality, FactKey};
 
 /// Groups the tests of every closed chain of `f` by value (see the module doc); returns
-/// whether an edge moved. `used_elsewhere` is `threading::used_outside_own_block` for `f`.
+/// whether an edge moved. `used_elsewhere` is `threading::used_outside_own_block` for `f`,
+/// `rpo` its reachable blocks (in any order).
 pub(super) fn group_closed_chains(
     f: &mut Function,
     numbers: &Numbering,
     used_elsewhere: &[bool],
+    rpo: &[Block],
 ) -> bool {
     // Condition 5.
     if used_elsewhere.iter().any(|&u| u) || f.blocks.iter().any(|b| !b.params.is_empty()) {
         return false;
     }
-    let rpo = f.reverse_postorder();
     let mut entries = vec![0u32; f.blocks.len()];
-    for &b in &rpo {
+    for &b in rpo {
         for s in successors(&f.block(b).term) {
             entries[s.index()] += 1;
         }
@@ -72,7 +73,7 @@ pub(super) fn group_closed_chains(
     for kind in [Chain::Or, Chain::And] {
         // Blocks entered along the chain edge of a test sharing their shared return: not heads.
         let mut entered_along = vec![false; f.blocks.len()];
-        for &p in &rpo {
+        for &p in rpo {
             if let Some((shared, next)) = link(f, kind, p) {
                 if link(f, kind, next).is_some_and(|(s, _)| s == shared) {
                     entered_along[next.index()] = true;

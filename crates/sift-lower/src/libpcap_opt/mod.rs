@@ -99,6 +99,9 @@ pub(crate) fn apply(f: &mut Function) -> Result<(), String> {
     let mut test_groups: Option<TestGroups> = None;
     for _ in 0..MAX_ROUNDS {
         let mut changed = false;
+        // The reachable blocks, in reverse postorder until an edge moves; the rules given it
+        // only need the set, except numbering, which runs first.
+        let mut rpo = f.reverse_postorder();
         let numbers = match carried.take() {
             Some(numbers) => {
                 #[cfg(test)]
@@ -107,7 +110,7 @@ pub(crate) fn apply(f: &mut Function) -> Result<(), String> {
             }
             None => {
                 test_groups = None;
-                Numbering::compute(f, Phase::MoveBranches)?.0
+                Numbering::compute(f, Phase::MoveBranches, &rpo)?.0
             }
         };
         if !only_pulled {
@@ -117,8 +120,11 @@ pub(crate) fn apply(f: &mut Function) -> Result<(), String> {
             #[cfg(test)]
             assert_round_would_change_nothing(f)?;
         } else {
-            changed |= decide_branches(f, &numbers);
-            let removed = remove_dead_code(f);
+            if decide_branches(f, &numbers, &rpo) {
+                changed = true;
+                rpo = f.reverse_postorder();
+            }
+            let removed = remove_dead_code(f, &rpo);
             changed |= removed;
             if removed || !shortcuts {
                 cross_block_uses = None;
@@ -127,7 +133,7 @@ pub(crate) fn apply(f: &mut Function) -> Result<(), String> {
         let used = cross_block_uses.get_or_insert_with(|| used_outside_own_block(f));
         // Closed chains go straight to the order the pullup rounds would end with.
         if shortcuts {
-            group_closed_chains(f, &numbers, used);
+            group_closed_chains(f, &numbers, used, &rpo);
         }
         let (idom, rpo) = dominators(f);
         let dom = DomIntervals::new(&idom);
@@ -167,16 +173,21 @@ pub(crate) fn apply(f: &mut Function) -> Result<(), String> {
         }
     }
     for _ in 0..MAX_ROUNDS {
-        let (numbers, mut changed) = Numbering::compute(f, Phase::FoldStatements)?;
-        changed |= jset_peephole(f, &numbers);
-        changed |= decide_branches(f, &numbers);
-        changed |= remove_dead_code(f);
+        let mut rpo = f.reverse_postorder();
+        let (numbers, mut changed) = Numbering::compute(f, Phase::FoldStatements, &rpo)?;
+        // The peephole keeps each branch's successors, so the reachable blocks stay.
+        changed |= jset_peephole(f, &numbers, &rpo);
+        if decide_branches(f, &numbers, &rpo) {
+            changed = true;
+            rpo = f.reverse_postorder();
+        }
+        changed |= remove_dead_code(f, &rpo);
         if !changed {
             break;
         }
     }
     skip_undecided_root(f);
-    remove_dead_code(f);
+    remove_dead_code(f, &f.reverse_postorder());
     Ok(())
 }
 
@@ -200,9 +211,10 @@ fn numbering_stays(used_elsewhere: &[bool]) -> bool {
 #[cfg(test)]
 fn assert_same_numbering(f: &mut Function, carried: &Numbering) -> Result<(), String> {
     use std::collections::HashMap;
-    let (fresh, _) = Numbering::compute(f, Phase::MoveBranches)?;
+    let rpo = f.reverse_postorder();
+    let (fresh, _) = Numbering::compute(f, Phase::MoveBranches, &rpo)?;
     let (mut to_fresh, mut to_carried) = (HashMap::new(), HashMap::new());
-    for b in f.reverse_postorder() {
+    for b in rpo {
         let data = f.block(b);
         for &v in data.params.iter().chain(&data.insts) {
             let (a, c) = (fresh.vn(v), carried.vn(v));
@@ -226,12 +238,13 @@ fn assert_same_numbering(f: &mut Function, carried: &Numbering) -> Result<(), St
 /// branch is newly decided and no instruction is dead.
 #[cfg(test)]
 fn assert_round_would_change_nothing(f: &mut Function) -> Result<(), String> {
-    let (numbers, _) = Numbering::compute(f, Phase::MoveBranches)?;
+    let rpo = f.reverse_postorder();
+    let (numbers, _) = Numbering::compute(f, Phase::MoveBranches, &rpo)?;
     assert!(
-        !decide_branches(f, &numbers),
+        !decide_branches(f, &numbers, &rpo),
         "a kept round decides a branch"
     );
-    assert!(!remove_dead_code(f), "a kept round removes dead code");
+    assert!(!remove_dead_code(f, &rpo), "a kept round removes dead code");
     Ok(())
 }
 

@@ -1,6 +1,6 @@
 //! Value numbering and libpcap's constant folding.
 
-use sift_ir::{BinOp, Function, Inst, LoadSize, Value};
+use sift_ir::{BinOp, Block, Function, Inst, LoadSize, Value};
 
 use super::fast_hash::WordMap;
 use super::Phase;
@@ -43,10 +43,14 @@ impl Numbering {
         self.count
     }
 
-    /// Numbers the values in reverse postorder (operands before uses), folding constants into
-    /// the instructions as it goes when `phase` allows. Returns whether an instruction was
-    /// rewritten.
-    pub(super) fn compute(f: &mut Function, phase: Phase) -> Result<(Numbering, bool), String> {
+    /// Numbers the values in reverse postorder (`rpo`, `f`'s; operands before uses), folding
+    /// constants into the instructions as it goes when `phase` allows. Returns whether an
+    /// instruction was rewritten.
+    pub(super) fn compute(
+        f: &mut Function,
+        phase: Phase,
+        rpo: &[Block],
+    ) -> Result<(Numbering, bool), String> {
         let n = f.values.len();
         let mut this = Numbering {
             vn: vec![Vn::MAX; n],
@@ -56,7 +60,7 @@ impl Numbering {
         let mut table: WordMap<Key, Vn> = WordMap::default();
         table.reserve(n);
         let mut changed = false;
-        for b in f.reverse_postorder() {
+        for &b in rpo {
             let data = &f.blocks[b.index()];
             let (params, insts) = (data.params.len(), data.insts.len());
             for i in 0..params + insts {
