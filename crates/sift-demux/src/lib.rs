@@ -19,7 +19,7 @@
 //! 2. `shape`: a conjunction's `field == constant` atoms form its key, the rest
 //!    its checks; conjunctions with the same fields and checks share a shape: one compiled
 //!    extractor (`extract`: checks, then the key fields packed into a fixed-size key) and one
-//!    `table` from key to filters. All per-connection filters
+//!    dispatch table from key to filters (`dispatch`). All per-connection filters
 //!    (`ip src A and ip dst B and tcp src port P and tcp dst port Q`) share one shape, so
 //!    matching costs one extraction and one lookup whatever their number.
 //! 3. Filters that do not decompose (too many paths, coprocessor calls, header walks) run
@@ -33,12 +33,14 @@
 //! 4. [`Demux`] (the writer) publishes immutable snapshots (`snapshot`) through an atomic
 //!    pointer swap (`arc-swap`); [`Reader`]s and [`LocalReader`]s never block and each match
 //!    sees one whole snapshot (a [`Reader`] revalidates a per-thread cached snapshot with one
-//!    plain atomic load per match; see `reader`). Tables are persistent (a shallow trie of small open-addressing
-//!    arrays), so an update copies one small leaf, not the table.
+//!    plain atomic load per match; see `reader`). Tables are persistent (a shallow trie of small
+//!    open-addressing arrays, `sift_jit::demux_table`), so an update copies one small leaf
+//!    (at most 64 keys) and the trie nodes above it, not the table; removing a key shifts the
+//!    rest of its probe cluster back instead of rebuilding the leaf.
 //!
 //! Batch matching ([`Reader::match_batch`], module `batch`) gives each packet the same
-//! delivery as a single match, but takes packets in chunks and reads all their probes' first
-//! table slots before resolving any, so that the cache misses of a large table overlap.
+//! delivery as a single match, but takes packets in chunks of 32 and reads all their probes'
+//! first table slots before resolving any, so that the cache misses of a large table overlap.
 //!
 //! [`Demux::overlaps`] is the exclusivity check (which installed filters may accept a packet a
 //! new filter accepts); see `overlap` for when it is exact.
@@ -48,14 +50,24 @@
 //! header) went, through bounded per-datagram state; fragments that arrive before their first
 //! are postponed and handed back when it comes, or dropped (counted) at the timeout.
 //!
-//! Native code (module `native`): where the host has a JIT ([`sift_jit::supported`]), each
-//! shape's extractor is compiled once, when the shape is created, into one machine-code
-//! function with `sift-jit`'s Cranelift back end; elsewhere, or with
-//! [`Demux::interpreted`], the same steps are interpreted. Tables stay Rust structures, so
-//! adding or removing a key never generates code.
+//! Native code (modules `native` and `dispatch`): where the host has a JIT
+//! ([`sift_jit::supported`]), each shape is compiled once, when it is created, into one
+//! machine-code function (`sift_jit::demux_matcher`) that runs the shape's checks, packs the
+//! key (adjacent big-endian fields such as the two addresses read as one wide load, one bounds
+//! check per index), hashes it with the demultiplexer's seeded hash, walks the trie and probes
+//! the leaf, and returns the slot; a slot holds the first filter under its key (a key several
+//! filters share also has its rank-ordered list in a second persistent map, read only then).
+//! The table is not part of the code: its header (root and hash seeds) is passed at each
+//! call, so inserting or removing a key never generates code, and every index the code
+//! computes is masked by the node it reads (a guard-page test checks that no probe reads past
+//! a table). A second function per shape matches a batch of 32 packets in three passes
+//! (extract and walk all, read every probe's first slot, probe). Elsewhere, or with
+//! [`Demux::interpreted`], the steps are interpreted and the same table is walked in Rust (the
+//! differential tests compare both).
 //!
 //! Not here yet: DPF's sharing of atom prefixes between shapes, and one native function for
-//! the whole structure (each shape is its own function, the tables are probed from Rust).
+//! the whole structure when there are several shapes (each shape is its own function, called
+//! in turn; residual filters are separate functions).
 //!
 //! ```
 //! use sift_demux::{Delivery, Demux, Matches};

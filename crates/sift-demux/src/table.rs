@@ -1,20 +1,14 @@
-//! A shape's dispatch table: key -> filters, persistent so readers keep a consistent snapshot.
+//! The lists of filters under crowded keys: key -> filters, persistent so readers keep a
+//! consistent snapshot.
 //!
-//! Matching threads read a published snapshot while the writer prepares the next one, so every
-//! update must leave the old table intact (read-copy-update). Copying a table of 10^6 keys per
-//! update is far too slow, and a fine-grained persistent map (a HAMT with small nodes) costs
-//! several dependent cache misses per lookup. This table sits between the two: a shallow
-//! 64-way trie over the hash whose leaves are small open-addressing arrays of at most
-//! [`LEAF_MAX`] keys. An update copies one leaf and the trie nodes above it (`Arc::make_mut`
-//! copies only what a published snapshot still shares; unshared nodes are updated in place,
-//! which makes batched updates cheap). A lookup is what the matching path pays for, so it is
-//! short: each trie level is one load, and a leaf is a slice whose length (the probe mask) sits
-//! in the pointer to it, so the next load is already the slot (linear probing, at most half
-//! full). A table of at most [`SMALL_MAX`] keys is a plain array compared key by key, without
-//! hashing (DPF's "few keys: compare directly").
-//!
-//! Slots hold only the words a shape's keys use (two for an IPv4 4-tuple, up to six for IPv6):
-//! [`Table`] picks the narrowest [`Trie`] that fits, which keeps more of a large table in cache.
+//! A shape's dispatch table (`dispatch`, over `sift_jit::demux_table`) holds one filter per
+//! key, the first in matching order, which is all a key has in the common case (one
+//! connection, one filter). A key that several filters share keeps its whole rank-ordered list
+//! here as well, and the dispatch slot says so. This map is only read for such keys, so it
+//! stays a Rust structure: a shallow 64-way trie over a seeded hash whose leaves are small
+//! open-addressing arrays of at most [`LEAF_MAX`] keys (an update copies one leaf and the trie
+//! nodes above it that a published snapshot still shares), with a plain array compared key by
+//! key up to [`SMALL_MAX`] keys.
 
 use std::hash::{BuildHasher, Hasher};
 use std::sync::Arc;

@@ -218,7 +218,7 @@ fn probe_guarded_tables<const W: usize>(word_of: [u8; 4], seed: u64) {
                 let tag = NonZeroU64::new(c + 1).unwrap();
                 table.insert(k, Value { tag, data: c });
             }
-            if rng.next() % 5 == 0 {
+            if rng.next().is_multiple_of(5) {
                 let c = rng.next() % 4000;
                 if let Some(k) = key_of::<W>(&extractor, &packet(&mut Rng(1), c)) {
                     table.remove(&k);

@@ -19,8 +19,12 @@
 //! Safety: [`NativeExtractor::compile`] validates the program (operands defined before use,
 //! key words and shifts in range, load sizes 1, 2 or 4), and the generated code reads the packet
 //! only after a bounds check that covers the load (a fixed-offset load within
-//! [`KeyProgram::min_caplen`] is covered by the one check on entry), writes only the
-//! [`KEY_WORDS`] words of the key it is given, has no loops and calls nothing.
+//! [`KeyProgram::min_caplen`] is covered by the one check on entry; loads at one index share
+//! one check, made at the first of them, as far as the furthest reads: the program is
+//! straight-line and every failure rejects, so checking earlier changes nothing but which check
+//! rejects), writes only the [`KEY_WORDS`] words of the key it is given, has no loops and calls
+//! nothing. A key word packed from adjacent big-endian loads of one index (two addresses, two
+//! ports) is read with one wide load, covered by its parts' checks.
 
 #![allow(unsafe_code)]
 
