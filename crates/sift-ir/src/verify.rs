@@ -157,7 +157,8 @@ pub fn verify(f: &Function) -> Result<(), VerifyError> {
         .map(|b| b == 0 || tree.dominates(Function::ENTRY, Block(b as u32)))
         .collect();
     let dominates = |a: Block, b: Block| tree.dominates(a, b);
-    let mut check_use = |user: Block, pos: usize, v: Value, what: &str| {
+    // `what` is only formatted when a use is reported: verification runs on every compile.
+    let mut check_use = |user: Block, pos: usize, v: Value, what: &dyn fmt::Display| {
         let ok = match def.get(v.index()).copied().flatten() {
             None => false,
             Some((db, dpos)) if db == user => dpos < pos,
@@ -175,12 +176,12 @@ pub fn verify(f: &Function) -> Result<(), VerifyError> {
         for (i, &v) in data.insts.iter().enumerate() {
             if let Some(inst) = f.values.get(v.index()) {
                 for op in inst.operands() {
-                    check_use(b, i + 1, op, &format!("{v}"));
+                    check_use(b, i + 1, op, &v);
                 }
             }
         }
         for op in data.term.operands() {
-            check_use(b, data.insts.len() + 1, op, "the terminator");
+            check_use(b, data.insts.len() + 1, op, &"the terminator");
         }
     }
     if violations.is_empty() {
