@@ -45,7 +45,8 @@
 //! covered by a check made on every path to it), never loops (the bytecode's edges go forward),
 //! calls out only to the coprocessor helpers, and cannot trap (division by zero is tested
 //! first). The crate denies `unsafe_code` except in the modules `native`, which compiles, calls
-//! and frees the code, and `calls`, the helpers the code calls.
+//! and frees the code, `calls`, the helpers the code calls, and [`key_extractor`] and
+//! [`demux_matcher`], which call the demultiplexer's native functions.
 //!
 //! ```
 //! # if !sift_jit::supported() { return; }
