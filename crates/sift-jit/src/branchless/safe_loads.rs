@@ -1,0 +1,144 @@
+//! Safe loads: every load of the if-converted code reads a safe address, because it now runs
+//! on paths that would not have made it. A load points at the packet only when its bytes (or
+//! the bytes its bounds check covers) fit below `caplen`, else at a block of zeros; a bounds
+//! check becomes a guard of its block. Also here: the bound that splits long packets (every
+//! constant-offset load fits, no bounds logic) from short ones, see [`super::emit`].
+
+use cranelift_codegen::ir::condcodes::IntCC;
+use cranelift_codegen::ir::{types, InstBuilder, Value};
+use sift_bytecode::{Insn, Reg};
+
+use super::{Emitter, Pred, State};
+use crate::bounds::Guard;
+use crate::translate::Plan;
+
+/// Bytes of zeros that loads read instead of the packet on paths not taken. Loads below the
+/// entry bound use it only when that bound fits.
+pub(super) const ZEROS_LEN: usize = 512;
+pub(super) static ZEROS: [u64; ZEROS_LEN / 8] = [0; ZEROS_LEN / 8];
+
+/// Longest fixed-offset bound worth a separate long-packet path: headers, not payloads.
+pub(super) const MAX_LONG: u64 = 128;
+
+/// The bytes every constant-offset load of the program (with the bound its check covers)
+/// needs: at or above this `caplen`, none of them needs a check.
+pub(super) fn fixed_need(plan: &Plan<'_>) -> u64 {
+    let p = plan.program;
+    let mut need = 0;
+    for (i, insn) in p.code.iter().enumerate() {
+        if let Insn::Load {
+            width,
+            base: None,
+            offset,
+            ..
+        } = *insn
+        {
+            if plan.flow.reachable[i] {
+                let units = if plan.pairs[i].is_some() { 2 } else { 1 };
+                let end = u64::from(offset) + u64::from(width.bytes()) * units;
+                let checked = match plan.bounds.guard[i] {
+                    Guard::Check(n) => n.max(end),
+                    _ => end,
+                };
+                need = need.max(checked);
+            }
+        }
+    }
+    need
+}
+
+impl Emitter<'_, '_, '_> {
+    /// The path predicate after the load's guard and a safe address for the load at `i`
+    /// (`units` loads of the instruction's width wide, for a coalesced pair). A bounds check
+    /// the aggregation placed here becomes a guard of the block.
+    pub(super) fn load_address(
+        &mut self,
+        i: usize,
+        reach: Pred,
+        state: &State,
+        offset: u32,
+        base: Option<Reg>,
+        units: u32,
+    ) -> (Pred, Value) {
+        let Insn::Load { width, .. } = self.plan.program.code[i] else {
+            unreachable!("loads only");
+        };
+        let end = u64::from(offset) + u64::from(width.bytes()) * u64::from(units);
+        let checked = match self.plan.bounds.guard[i] {
+            Guard::Check(n) => n,
+            _ => end,
+        };
+        if base.is_none() && checked <= self.long {
+            // The long-packet path: every constant-offset bound holds.
+            let address = self.b.ins().iadd_imm_u(self.data, i64::from(offset));
+            return (reach, address);
+        }
+        if base.is_none() {
+            if let Some((at, _, need)) = self.entry {
+                if checked <= need {
+                    // Covered by the entry bound; below it the program rejects anyway.
+                    let address = self.b.ins().iadd_imm_u(at, i64::from(offset));
+                    return (reach, address);
+                }
+            }
+        }
+        // `start`: where the checked bytes are counted from (the packet, or the packet plus
+        // the base register).
+        let start = match base {
+            None => self.data,
+            Some(r) => self.reg(state, r),
+        };
+        let (fits, unchecked, safe) = match self.bases.get(&(start, checked)) {
+            Some(&known) => known,
+            None => {
+                let known = self.safe_base(base.map(|_| start), checked);
+                self.bases.insert((start, checked), known);
+                known
+            }
+        };
+        // The zeros serve as the base only while the load stays inside them; else the
+        // address itself is selected.
+        let address = if end <= ZEROS_LEN as u64 {
+            self.b.ins().iadd_imm_u(safe, i64::from(offset))
+        } else {
+            let at = self.b.ins().iadd_imm_u(unchecked, i64::from(offset));
+            self.b.ins().select(fits, at, self.zeros)
+        };
+        let reach = match self.plan.bounds.guard[i] {
+            // The interpreter rejects here when the checked bytes do not fit.
+            Guard::Check(_) => {
+                self.guards.push(fits);
+                self.and(reach, fits)
+            }
+            _ => reach,
+        };
+        (reach, address)
+    }
+
+    /// Whether `checked` bytes from the packet (plus `base`, an `i32` register value) fit below
+    /// `caplen`, that start, and the start or the zeros when they do not fit.
+    fn safe_base(&mut self, base: Option<Value>, checked: u64) -> (Value, Value, Value) {
+        let (fits, start) = match base {
+            // On the short-packet path these bytes never fit.
+            None if checked >= self.short => (self.b.ins().iconst(types::I8, 0), self.data),
+            None => {
+                let fits = self.b.ins().icmp_imm_u(
+                    IntCC::UnsignedGreaterThanOrEqual,
+                    self.caplen,
+                    checked as i64,
+                );
+                (fits, self.data)
+            }
+            Some(v) => {
+                let b64 = self.b.ins().uextend(types::I64, v);
+                let last = self.b.ins().iadd_imm_u(b64, checked as i64);
+                let fits = self
+                    .b
+                    .ins()
+                    .icmp(IntCC::UnsignedLessThanOrEqual, last, self.caplen);
+                (fits, self.b.ins().iadd(self.data, b64))
+            }
+        };
+        (fits, start, self.b.ins().select(fits, start, self.zeros))
+    }
+}

@@ -1,0 +1,74 @@
+//! Switch lowering for the if-converted code: a `switch` of a few keys becomes one equality
+//! per key, a larger one a branch-free lookup in a collision-free hash ([`crate::table`]); each
+//! distinct target gets one edge condition, the default the rest.
+
+use cranelift_codegen::ir::condcodes::IntCC;
+use cranelift_codegen::ir::{InstBuilder, Value};
+use sift_bytecode::Reg;
+
+use super::{Emitter, Pred, State, SMALL_SWITCH};
+use crate::outcome::Term;
+use crate::table::{emit_lookup, PerfectHash};
+
+impl Emitter<'_, '_, '_> {
+    /// A `switch`: one equality per key for a few keys, else a hashed lookup; either way each
+    /// distinct target gets one condition, and the default the rest.
+    #[allow(clippy::too_many_arguments)]
+    pub(super) fn switch(
+        &mut self,
+        i: usize,
+        reach: Pred,
+        state: &State,
+        rare: bool,
+        key: Reg,
+        table: u32,
+        default: u32,
+    ) {
+        let entries = &self.plan.program.tables[table as usize].entries;
+        let key = self.reg(state, key);
+        let keys: Vec<u32> = entries.iter().map(|e| e.0).collect();
+        let hash = (entries.len() > SMALL_SWITCH)
+            .then(|| PerfectHash::build(&keys))
+            .flatten();
+        let mut cases: Vec<(Value, u32)> = Vec::new();
+        let mut any: Option<Value> = None;
+        if let Some(hash) = hash {
+            let targets: Vec<u32> = entries.iter().map(|e| e.1).collect();
+            let lookup = emit_lookup(self.b, key, &hash, &targets, self.tables);
+            for (n, &target) in lookup.distinct.iter().enumerate() {
+                let cond = match lookup.number {
+                    None => lookup.found,
+                    Some(number) => {
+                        let is = self.b.ins().icmp_imm_u(IntCC::Equal, number, n as i64);
+                        self.b.ins().band(lookup.found, is)
+                    }
+                };
+                cases.push((cond, target));
+            }
+            any = Some(lookup.found);
+        } else {
+            for &(k, target) in entries {
+                let equal = self.b.ins().icmp_imm_u(IntCC::Equal, key, i64::from(k));
+                cases.push((equal, target));
+                any = Some(match any {
+                    None => equal,
+                    Some(m) => self.b.ins().bor(m, equal),
+                });
+            }
+        }
+        let rare_case = rare || self.reads_word(i);
+        for &(cond, target) in &cases {
+            let edge = self.and(reach, cond);
+            self.push(target, edge, state, rare_case);
+        }
+        let edge = match any {
+            None => reach,
+            Some(m) => self.and_not(reach, m),
+        };
+        self.push(default, edge, state, rare);
+        self.end(Term::Cases {
+            cases: cases.iter().map(|&(c, t)| (c, t as usize)).collect(),
+            default: default as usize,
+        });
+    }
+}

@@ -1,0 +1,139 @@
+//! Tests of the if-conversion: which programs lose their branches (listings counted for
+//! `brif`), and that the branch-free code agrees with the interpreter on packets and all
+//! their truncations.
+
+use crate::{JitFilter, Options};
+
+fn filter_ir(text: &str, options: &Options) -> String {
+    let program = sift_bytecode::verify(sift_bytecode::assemble(text).unwrap()).unwrap();
+    let listing = JitFilter::listing(&program, options).unwrap();
+    let end = listing.find("; batch").unwrap_or(listing.len());
+    listing[..end].to_string()
+}
+
+const AND_CHAIN: &str = "ld.h r0, [12]\n jeq r0, 2048, L2, L6\nL2:\n ld.b r0, [23]\n jeq r0, 6, L4, L6\nL4:\n ld.b r1, [14]\n and r1, r1, 15\n shl r1, r1, 2\n ld.h r0, [r1+16]\n jeq r0, 30, L7, L6\nL6:\n ret 0\nL7:\n ret 96\n";
+
+#[test]
+fn a_small_program_has_no_conditional_branch() {
+    if !crate::supported() {
+        return;
+    }
+    let ir = filter_ir(AND_CHAIN, &Options::default());
+    assert_eq!(branches(&ir), 0, "{ir}");
+    assert!(ir.contains("select"), "{ir}");
+    let branching = Options {
+        branchless: false,
+        ..Options::default()
+    };
+    assert!(filter_ir(AND_CHAIN, &branching).contains("brif"));
+}
+
+#[test]
+fn a_small_switch_becomes_equalities() {
+    if !crate::supported() {
+        return;
+    }
+    let text = "ld.b r0, [0]\n switch r0, T0, L3\nL1:\n ret 1\nL2:\n ret 2\nL3:\n ret 0\n.table T0\n 1 -> L1\n 7 -> L2\n 9 -> L1\n";
+    let ir = filter_ir(text, &Options::default());
+    assert_eq!(branches(&ir), 0, "{ir}");
+}
+
+/// `ip src 10.1.1.1 or ip dst 10.2.2.2`: the destination has a bound of its own (34 bytes,
+/// beyond the entry's 30), so long packets get a path without bounds logic.
+const OR_PAIR: &str = "ld.h r0, [12]\n jeq r0, 2048, L2, L6\nL2:\n ld.w r0, [26]\n jeq r0, 167837953, L7, L4\nL4:\n ld.w r0, [30]\n jeq r0, 167903746, L7, L6\nL6:\n ret 0\nL7:\n ret 96\n";
+
+#[test]
+fn long_packets_skip_the_bounds_logic() {
+    if !crate::supported() {
+        return;
+    }
+    let ir = filter_ir(OR_PAIR, &Options::default());
+    assert_eq!(branches(&ir), 1, "{ir}");
+    let mut packets = Vec::new();
+    for (src, dst) in [
+        ([10, 1, 1, 1], [0; 4]),
+        ([0; 4], [10, 2, 2, 2]),
+        ([0; 4], [0; 4]),
+    ] {
+        let mut p = ipv4_like(src, 6, 5);
+        p[30..34].copy_from_slice(&dst);
+        packets.push(p);
+    }
+    agrees(OR_PAIR, &Options::default(), &packets);
+}
+
+/// Conditional branches in a listing.
+fn branches(ir: &str) -> usize {
+    ir.matches("brif").count() + ir.matches("br_table").count()
+}
+
+/// The JIT with `options` against the interpreter on `packets` and all their truncations.
+fn agrees(text: &str, options: &Options, packets: &[Vec<u8>]) {
+    let program = sift_bytecode::verify(sift_bytecode::assemble(text).unwrap()).unwrap();
+    let jit = JitFilter::compile_with(&program, options).unwrap();
+    let mut cache = sift_bytecode::Cache::new();
+    for p in packets {
+        for n in 0..=p.len() {
+            let want = program.run(&mut cache, &p[..n], 100);
+            assert_eq!(jit.run(&p[..n], 100), want, "{:02x?}", &p[..n]);
+        }
+    }
+}
+
+/// `ld.h [12] = 0x800, ld.w [26] = 10.1.1.1, ld.b [23] = 6, ld.h [20] & 0x1fff = 0`, then
+/// a byte at a header-length offset: the address test is rare, so the rest is skipped by
+/// one branch.
+const ADDRESS_THEN_MORE: &str = "ld.h r0, [12]\n jeq r0, 2048, L2, L12\nL2:\n ld.w r0, [26]\n jeq r0, 167837953, L4, L12\nL4:\n ld.b r0, [23]\n jeq r0, 6, L6, L12\nL6:\n ld.h r0, [20]\n jset r0, 8191, L12, L8\nL8:\n ld.b r1, [14]\n and r1, r1, 15\n shl r1, r1, 2\n ld.b r0, [r1+14]\n jgt r0, 3, L13, L12\nL12:\n ret 0\nL13:\n ret 96\n";
+
+fn ipv4_like(src: [u8; 4], proto: u8, ihl: u8) -> Vec<u8> {
+    let mut p = vec![0u8; 40];
+    p[12] = 8;
+    p[14] = 0x40 | ihl;
+    p[23] = proto;
+    p[26..30].copy_from_slice(&src);
+    for (k, b) in p.iter_mut().enumerate().skip(34) {
+        *b = k as u8;
+    }
+    p
+}
+
+#[test]
+fn a_rare_test_opens_an_early_exit() {
+    if !crate::supported() {
+        return;
+    }
+    let ir = filter_ir(ADDRESS_THEN_MORE, &Options::default());
+    assert_eq!(branches(&ir), 1, "{ir}");
+    let no_exits = Options {
+        early_exits: false,
+        ..Options::default()
+    };
+    assert_eq!(branches(&filter_ir(ADDRESS_THEN_MORE, &no_exits)), 0);
+    // Tests that are not rare (an EtherType, a protocol) open none.
+    assert_eq!(branches(&filter_ir(AND_CHAIN, &Options::default())), 0);
+    let mut packets = Vec::new();
+    for src in [[10, 1, 1, 1], [10, 1, 1, 2]] {
+        for proto in [6, 17] {
+            for ihl in [0, 2, 5, 6] {
+                packets.push(ipv4_like(src, proto, ihl));
+            }
+        }
+    }
+    for options in [Options::default(), no_exits] {
+        agrees(ADDRESS_THEN_MORE, &options, &packets);
+    }
+}
+
+#[test]
+fn a_large_switch_is_hashed_without_branches() {
+    if !crate::supported() {
+        return;
+    }
+    // Ten keys, three targets and a default.
+    let text = "ld.b r0, [0]\n switch r0, T0, L4\nL1:\n ret 1\nL2:\n ret 2\nL3:\n ld.w r1, [1]\n ret r1\nL4:\n ret 0\n.table T0\n 1 -> L1\n 7 -> L2\n 9 -> L1\n 20 -> L3\n 33 -> L2\n 60 -> L1\n 61 -> L1\n 99 -> L3\n 200 -> L2\n 255 -> L1\n";
+    // Only the long-packet test (the word at 1 has a bound of its own).
+    let ir = filter_ir(text, &Options::default());
+    assert_eq!(branches(&ir), 1, "{ir}");
+    let packets: Vec<Vec<u8>> = (0..=255u8).map(|b| vec![b, 1, 2, 3, 4]).collect();
+    agrees(text, &Options::default(), &packets);
+}
