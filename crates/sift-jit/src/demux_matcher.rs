@@ -26,15 +26,13 @@ use std::fmt;
 use cranelift_codegen::ir::condcodes::IntCC;
 use cranelift_codegen::ir::Value as ClifValue;
 use cranelift_codegen::ir::{
-    types, AbiParam, Block, InstBuilder, MemFlagsData, StackSlotData, StackSlotKind, UserFuncName,
+    types, Block, InstBuilder, MemFlagsData, StackSlotData, StackSlotKind,
 };
-use cranelift_frontend::{FunctionBuilder, FunctionBuilderContext};
-use cranelift_jit::{JITBuilder, JITModule};
-use cranelift_module::{default_libcall_names, Linkage, Module};
+use cranelift_frontend::FunctionBuilder;
 
 use crate::demux_table::{Header, Slot, Table, BRANCH, FANOUT_BITS, MAX_LEVEL, TRIE_SHIFT};
 use crate::key_extractor::{emit_key, KeyProgram, KeyStep};
-use crate::native::{host_isa, CodeMemory};
+use crate::native::{CodeMemory, Functions};
 use crate::{JitError, PacketRef};
 
 /// Packets per call of the batch function.
@@ -71,8 +69,8 @@ impl<const W: usize> DemuxMatcher<W> {
         DemuxMatcher::compile_listing(program, None)
     }
 
-    /// Compiles `program` and returns the machine code of both functions (for inspecting
-    /// what the code generator does).
+    /// Compiles `program` and returns the Cranelift IR and the machine code of both functions
+    /// (for inspecting what the code generator does).
     pub fn listing(program: &KeyProgram) -> Result<String, JitError> {
         let mut text = String::new();
         DemuxMatcher::<W>::compile_listing(program, Some(&mut text))?;
@@ -95,58 +93,23 @@ impl<const W: usize> DemuxMatcher<W> {
                 "key program writes words the {W}-word table lacks"
             )));
         }
-        let isa = host_isa()?;
-        let mut module = JITModule::new(JITBuilder::with_isa(isa, default_libcall_names()));
-        let mut ctx = module.make_context();
-        let mut fctx = FunctionBuilderContext::new();
-        let mut ids = Vec::new();
-        for batch in [false, true] {
-            let mut sig = module.make_signature();
-            if batch {
-                sig.params.extend([AbiParam::new(types::I64); 4]);
-            } else {
-                sig.params.push(AbiParam::new(types::I64));
-                sig.params.push(AbiParam::new(types::I64));
-                sig.params.push(AbiParam::new(types::I32));
-                sig.params.push(AbiParam::new(types::I64));
-            }
-            sig.returns.push(AbiParam::new(types::I64));
-            let name = if batch { "demux_batch" } else { "demux_match" };
-            let id = module
-                .declare_function(name, Linkage::Local, &sig)
-                .map_err(|e| JitError::Codegen(e.to_string()))?;
-            ctx.func.signature = sig;
-            ctx.func.name = UserFuncName::user(0, id.as_u32());
-            {
-                let mut b = FunctionBuilder::new(&mut ctx.func, &mut fctx);
-                if batch {
-                    emit_batch::<W>(&mut b, program);
-                } else {
-                    emit_single::<W>(&mut b, program);
-                }
-                b.finalize(module.target_config());
-            }
-            if listing.is_some() {
-                ctx.set_disasm(true);
-            }
-            module
-                .define_function(id, &mut ctx)
-                .map_err(|e| JitError::Codegen(format!("{e:?}")))?;
-            if let (Some(l), Some(code)) = (listing.as_deref_mut(), ctx.compiled_code()) {
-                if let Some(vcode) = &code.vcode {
-                    l.push_str(&format!("; {name}\n{vcode}\n"));
-                }
-            }
-            module.clear_context(&mut ctx);
-            ids.push(id);
-        }
-        module
-            .finalize_definitions()
-            .map_err(|e| JitError::Codegen(e.to_string()))?;
-        let (single, batch) = (
-            module.get_finalized_function(ids[0]),
-            module.get_finalized_function(ids[1]),
-        );
+        let mut functions = Functions::new()?;
+        functions.add(
+            "demux_match",
+            &[types::I64, types::I64, types::I32, types::I64],
+            &[types::I64],
+            |b| emit_single::<W>(b, program),
+            listing.as_deref_mut(),
+        )?;
+        functions.add(
+            "demux_batch",
+            &[types::I64; 4],
+            &[types::I64],
+            |b| emit_batch::<W>(b, program),
+            listing,
+        )?;
+        let (addresses, memory) = functions.finish()?;
+        let (single, batch) = (addresses[0], addresses[1]);
         // SAFETY: Cranelift just compiled and mapped these functions with exactly these
         // signatures in the host's default (C) calling convention; they stay mapped until
         // `Drop` frees the module.
@@ -159,7 +122,7 @@ impl<const W: usize> DemuxMatcher<W> {
         Ok(DemuxMatcher {
             single,
             batch,
-            _memory: CodeMemory::new(module),
+            _memory: memory,
         })
     }
 

@@ -32,15 +32,13 @@ use std::fmt;
 
 use cranelift_codegen::ir::condcodes::IntCC;
 use cranelift_codegen::ir::Value as ClifValue;
-use cranelift_codegen::ir::{types, AbiParam, Block, InstBuilder, MemFlagsData, UserFuncName};
-use cranelift_frontend::{FunctionBuilder, FunctionBuilderContext};
-use cranelift_jit::{JITBuilder, JITModule};
-use cranelift_module::{default_libcall_names, Linkage, Module};
+use cranelift_codegen::ir::{types, Block, InstBuilder, MemFlagsData};
+use cranelift_frontend::FunctionBuilder;
 
 use sift_ir::{BinOp, CmpOp};
 
 use crate::arith;
-use crate::native::{host_isa, CodeMemory};
+use crate::native::{CodeMemory, Functions};
 use crate::JitError;
 
 /// Words in a key (enough for an IPv6 4-tuple with its ethertype and next header).
@@ -250,41 +248,23 @@ impl NativeExtractor {
         program
             .validate()
             .map_err(|e| JitError::Codegen(e.to_string()))?;
-        let isa = host_isa()?;
-        let mut module = JITModule::new(JITBuilder::with_isa(isa, default_libcall_names()));
-        let mut ctx = module.make_context();
-        let mut fctx = FunctionBuilderContext::new();
-        let mut sig = module.make_signature();
-        sig.params.push(AbiParam::new(types::I64));
-        sig.params.push(AbiParam::new(types::I64));
-        sig.params.push(AbiParam::new(types::I32));
-        sig.params.push(AbiParam::new(types::I64));
-        sig.returns.push(AbiParam::new(types::I32));
-        let id = module
-            .declare_function("extract_key", Linkage::Local, &sig)
-            .map_err(|e| JitError::Codegen(e.to_string()))?;
-        ctx.func.signature = sig;
-        ctx.func.name = UserFuncName::user(0, id.as_u32());
-        {
-            let mut b = FunctionBuilder::new(&mut ctx.func, &mut fctx);
-            emit(&mut b, program);
-            b.finalize(module.target_config());
-        }
-        module
-            .define_function(id, &mut ctx)
-            .map_err(|e| JitError::Codegen(format!("{e:?}")))?;
-        module.clear_context(&mut ctx);
-        module
-            .finalize_definitions()
-            .map_err(|e| JitError::Codegen(e.to_string()))?;
-        let address = module.get_finalized_function(id);
+        let mut functions = Functions::new()?;
+        functions.add(
+            "extract_key",
+            &[types::I64, types::I64, types::I32, types::I64],
+            &[types::I32],
+            |b| emit(b, program),
+            None,
+        )?;
+        let (addresses, memory) = functions.finish()?;
+        let address = addresses[0];
         // SAFETY: Cranelift just compiled and mapped this function with exactly this signature
         // in the host's default (C) calling convention; it stays mapped until `Drop` frees the
         // module.
         let function = unsafe { std::mem::transmute::<*const u8, ExtractFn>(address) };
         Ok(NativeExtractor {
             function,
-            _memory: CodeMemory::new(module),
+            _memory: memory,
         })
     }
 

@@ -15,12 +15,14 @@ use std::sync::{Arc, Mutex, OnceLock};
 
 use sift_coproc::Coprocessors;
 
-use cranelift_codegen::ir::{types, AbiParam, UserFuncName};
+use cranelift_codegen::ir::types::{I32, I64};
+use cranelift_codegen::ir::{AbiParam, Type, UserFuncName};
 use cranelift_codegen::isa::OwnedTargetIsa;
 use cranelift_codegen::settings::{self, Configurable};
+use cranelift_codegen::Context;
 use cranelift_frontend::{FunctionBuilder, FunctionBuilderContext};
 use cranelift_jit::{JITBuilder, JITModule};
-use cranelift_module::{default_libcall_names, Linkage, Module};
+use cranelift_module::{default_libcall_names, FuncId, Linkage, Module};
 
 use crate::calls::{self, CallContext};
 use crate::translate::{translate, Plan, Shape};
@@ -86,61 +88,23 @@ impl Code {
         calls: Option<(Arc<Coprocessors>, bool)>,
         mut listing: Option<&mut String>,
     ) -> Result<Code, JitError> {
-        let isa = host_isa()?;
-        let mut module = JITModule::new(JITBuilder::with_isa(isa, default_libcall_names()));
-        let mut ctx = module.make_context();
-        let mut fctx = FunctionBuilderContext::new();
+        let mut functions = Functions::new()?;
         let mut tables = Vec::new();
-        let mut ids = Vec::new();
         for shape in [Shape::Single, Shape::Batch] {
-            let mut sig = module.make_signature();
-            match shape {
-                Shape::Single => {
-                    sig.params.push(AbiParam::new(types::I64));
-                    sig.params.push(AbiParam::new(types::I64));
-                    sig.params.push(AbiParam::new(types::I32));
-                    sig.params.push(AbiParam::new(types::I64));
-                    sig.returns.push(AbiParam::new(types::I32));
-                }
-                Shape::Batch => {
-                    sig.params.push(AbiParam::new(types::I64));
-                    sig.params.push(AbiParam::new(types::I64));
-                    sig.params.push(AbiParam::new(types::I64));
-                    sig.params.push(AbiParam::new(types::I64));
-                }
-            }
-            let name = match shape {
-                Shape::Single => "filter",
-                Shape::Batch => "batch",
+            let (name, params, returns): (_, &[Type], &[Type]) = match shape {
+                Shape::Single => ("filter", &[I64, I64, I32, I64], &[I32]),
+                Shape::Batch => ("batch", &[I64; 4], &[]),
             };
-            let id = module
-                .declare_function(name, Linkage::Local, &sig)
-                .map_err(|e| JitError::Codegen(e.to_string()))?;
-            ctx.func.signature = sig;
-            ctx.func.name = UserFuncName::user(0, id.as_u32());
-            let mut b = FunctionBuilder::new(&mut ctx.func, &mut fctx);
-            translate(&mut b, plan, shape, &mut tables);
-            b.finalize(module.target_config());
-            if let Some(l) = listing.as_deref_mut() {
-                l.push_str(&format!("; {name}\n{}", ctx.func.display()));
-                ctx.set_disasm(true);
-            }
-            module
-                .define_function(id, &mut ctx)
-                .map_err(|e| JitError::Codegen(format!("{e:?}")))?;
-            if let (Some(l), Some(code)) = (listing.as_deref_mut(), ctx.compiled_code()) {
-                if let Some(vcode) = &code.vcode {
-                    l.push_str(&format!("; {name}: machine code\n{vcode}\n"));
-                }
-            }
-            module.clear_context(&mut ctx);
-            ids.push(id);
+            functions.add(
+                name,
+                params,
+                returns,
+                |b| translate(b, plan, shape, &mut tables),
+                listing.as_deref_mut(),
+            )?;
         }
-        module
-            .finalize_definitions()
-            .map_err(|e| JitError::Codegen(e.to_string()))?;
-        let single = module.get_finalized_function(ids[0]);
-        let batch = module.get_finalized_function(ids[1]);
+        let (addresses, memory) = functions.finish()?;
+        let (single, batch) = (addresses[0], addresses[1]);
         // SAFETY: both addresses are functions Cranelift just compiled and mapped executable,
         // with exactly these signatures in the host's default calling convention (the C one on
         // every supported target); they stay mapped until `Drop` frees the module.
@@ -153,7 +117,7 @@ impl Code {
         Ok(Code {
             single,
             batch,
-            _memory: CodeMemory::new(module),
+            _memory: memory,
             _tables: tables,
             calls,
         })
@@ -222,6 +186,83 @@ impl Code {
             // SAFETY: as above, with a context that outlives the call (see `run`).
             unsafe { (self.batch)(refs, count, results, context_pointer(ctx)) }
         })
+    }
+}
+
+/// The functions of one JIT module being compiled: each is declared, built and defined in turn,
+/// then all are mapped together.
+pub(crate) struct Functions {
+    module: JITModule,
+    ctx: Context,
+    fctx: FunctionBuilderContext,
+    ids: Vec<FuncId>,
+}
+
+impl Functions {
+    /// An empty module for the host.
+    pub(crate) fn new() -> Result<Functions, JitError> {
+        let module = JITModule::new(JITBuilder::with_isa(host_isa()?, default_libcall_names()));
+        Ok(Functions {
+            ctx: module.make_context(),
+            module,
+            fctx: FunctionBuilderContext::new(),
+            ids: Vec::new(),
+        })
+    }
+
+    /// Compiles the function `name(params) -> returns` (host calling convention) whose body
+    /// `body` builds; with `listing`, appends its Cranelift IR and its machine code.
+    pub(crate) fn add(
+        &mut self,
+        name: &str,
+        params: &[Type],
+        returns: &[Type],
+        body: impl FnOnce(&mut FunctionBuilder<'_>),
+        listing: Option<&mut String>,
+    ) -> Result<(), JitError> {
+        let mut sig = self.module.make_signature();
+        sig.params.extend(params.iter().map(|&t| AbiParam::new(t)));
+        sig.returns
+            .extend(returns.iter().map(|&t| AbiParam::new(t)));
+        let id = self
+            .module
+            .declare_function(name, Linkage::Local, &sig)
+            .map_err(|e| JitError::Codegen(e.to_string()))?;
+        self.ctx.func.signature = sig;
+        self.ctx.func.name = UserFuncName::user(0, id.as_u32());
+        let mut b = FunctionBuilder::new(&mut self.ctx.func, &mut self.fctx);
+        body(&mut b);
+        b.finalize(self.module.target_config());
+        let mut listing = listing;
+        if let Some(l) = listing.as_deref_mut() {
+            l.push_str(&format!("; {name}\n{}", self.ctx.func.display()));
+            self.ctx.set_disasm(true);
+        }
+        self.module
+            .define_function(id, &mut self.ctx)
+            .map_err(|e| JitError::Codegen(format!("{e:?}")))?;
+        if let (Some(l), Some(code)) = (listing, self.ctx.compiled_code()) {
+            if let Some(vcode) = &code.vcode {
+                l.push_str(&format!("; {name}: machine code\n{vcode}\n"));
+            }
+        }
+        self.module.clear_context(&mut self.ctx);
+        self.ids.push(id);
+        Ok(())
+    }
+
+    /// Maps every function added: their addresses, in the order they were added, and the
+    /// memory that holds them.
+    pub(crate) fn finish(mut self) -> Result<(Vec<*const u8>, CodeMemory), JitError> {
+        self.module
+            .finalize_definitions()
+            .map_err(|e| JitError::Codegen(e.to_string()))?;
+        let addresses = self
+            .ids
+            .iter()
+            .map(|&id| self.module.get_finalized_function(id))
+            .collect();
+        Ok((addresses, CodeMemory::new(self.module)))
     }
 }
 
