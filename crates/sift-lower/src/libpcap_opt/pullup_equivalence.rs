@@ -231,21 +231,25 @@ fn random_chain_function(rng: &mut Rng) -> String {
 fn random_chain_functions_match_the_reference() {
     let mut rng = Rng(0x2545_f491_4f6c_dd1d);
     for _ in 0..3000 {
-        let text = random_chain_function(&mut rng);
-        let run = || {
-            let mut f = sift_ir::parse_function(&text).expect("generated IR parses");
-            // As `lower` leaves it: the reachable blocks, numbered in reverse postorder (the
-            // shortcuts may number blocks differently on the way).
-            super::apply(&mut f).map(|()| {
-                crate::reachable_from(f, sift_ir::Function::ENTRY)
-                    .0
-                    .to_string()
-            })
-        };
-        let fast = run();
-        let reference = with_reference_mode(run);
-        assert_eq!(fast, reference, "on\n{text}");
+        same_as_reference(&random_chain_function(&mut rng));
     }
+}
+
+/// Asserts that `text` comes out of [`super::apply`] as it does in reference mode, compared as
+/// `lower` leaves it: the reachable blocks, numbered in reverse postorder (the shortcuts may
+/// number blocks differently on the way).
+fn same_as_reference(text: &str) {
+    let run = || {
+        let mut f = sift_ir::parse_function(text).expect("generated IR parses");
+        super::apply(&mut f).map(|()| {
+            crate::reachable_from(f, sift_ir::Function::ENTRY)
+                .0
+                .to_string()
+        })
+    };
+    let fast = run();
+    let reference = with_reference_mode(run);
+    assert_eq!(fast, reference, "on\n{text}");
 }
 
 /// A random function with a dispatch on top and chains below it shaped like the ones
@@ -328,18 +332,7 @@ fn random_closed_chains_match_the_reference() {
     let mut rng = Rng(0x1234_5678_9abc_def1);
     let before = super::grouping::chains_grouped();
     for _ in 0..3000 {
-        let text = random_grouping_function(&mut rng);
-        let run = || {
-            let mut f = sift_ir::parse_function(&text).expect("generated IR parses");
-            super::apply(&mut f).map(|()| {
-                crate::reachable_from(f, sift_ir::Function::ENTRY)
-                    .0
-                    .to_string()
-            })
-        };
-        let fast = run();
-        let reference = with_reference_mode(run);
-        assert_eq!(fast, reference, "on\n{text}");
+        same_as_reference(&random_grouping_function(&mut rng));
     }
     let grouped = super::grouping::chains_grouped() - before;
     assert!(grouped > 500, "only {grouped} chains grouped");
