@@ -6,7 +6,7 @@ use super::numbering::Numbering;
 
 /// A branch in libpcap's form: `jeq`, `jgt`, `jge` or `jset`, with the edges possibly swapped
 /// (`x != y` is `jeq` with the targets exchanged).
-#[derive(Clone, Copy, PartialEq, Eq, Hash)]
+#[derive(Clone, Copy, PartialEq, Eq, PartialOrd, Ord, Hash)]
 pub(super) enum Code {
     Eq,
     Gt,

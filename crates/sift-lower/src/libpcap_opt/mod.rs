@@ -24,7 +24,8 @@
 //!   testing the same comparison again (same value numbers, same opcode; or an equality with
 //!   another constant after an equality held), or into a block whose two edges lead to one
 //!   place, is sent straight to the successor, provided the skipped block computes nothing
-//!   used elsewhere (libpcap's `use_conflict`);
+//!   used elsewhere (libpcap's `use_conflict`); blocks nearest the returns are threaded
+//!   first, so a walk follows the edges below it as already moved;
 //! * or/and pullups: a later test of the value a chain of `or`s (`and`s) started with moves up
 //!   next to the first (`pullup.rs`);
 //! * dead code: every instruction whose value is unused is deleted, loads included;
@@ -145,13 +146,13 @@ pub(crate) fn apply(f: &mut Function) -> Result<(), String> {
         };
         #[cfg(test)]
         if skip_threading {
-            assert_threading_moves_nothing(f, &numbers, used, (idom.clone(), rpo.clone()));
+            assert_threading_moves_nothing(f, &numbers, used, &dom, &rpo);
         }
-        let threaded = !skip_threading && thread_edges(f, &numbers, used, (idom, rpo)).0;
-        let dom = if shortcuts && !threaded {
-            dom
-        } else {
+        let threaded = !skip_threading && thread_edges(f, &numbers, used, &dom, &rpo);
+        let dom = if threaded {
             DomIntervals::new(&dominators(f).0)
+        } else {
+            dom
         };
         let pulled = pullups(f, &numbers, &dom);
         if !(changed || threaded || pulled) {
@@ -254,10 +255,11 @@ fn assert_threading_moves_nothing(
     f: &Function,
     numbers: &Numbering,
     used: &[bool],
-    dominators: (Vec<Option<sift_ir::Block>>, Vec<sift_ir::Block>),
+    dom: &DomIntervals,
+    rpo: &[sift_ir::Block],
 ) {
     let mut copy = f.clone();
-    let (moved, _) = thread_edges(&mut copy, numbers, used, dominators);
+    let moved = thread_edges(&mut copy, numbers, used, dom, rpo);
     assert!(!moved, "threading was skipped but moves an edge");
 }
 

@@ -4,8 +4,8 @@ use sift_ir::{Block, Function, Target, Terminator, Value};
 
 use super::branches::{libpcap_form, Code};
 use super::edges::{edge as edge_at, edge_count, edge_mut, successors};
-use super::fast_hash::WordMap;
 use super::numbering::{Numbering, Vn};
+use super::pullup::DomIntervals;
 
 /// What an edge knows: the comparison it passed through and its outcome.
 #[derive(Clone, Copy, PartialEq, Eq, Hash)]
@@ -17,127 +17,8 @@ pub(super) struct Fact {
 
 pub(super) type FactKey = (Code, Vn);
 
-/// Facts in force along a walk of the dominator tree, with an undo log.
-///
-/// libpcap's `fold_edge` takes the earliest fact (nearest the root) that decides a
-/// comparison; a long `or` chain piles up thousands of facts about one value (`ethertype !=
-/// 0x800` on every false edge), so the facts are indexed by what they can decide rather than
-/// scanned: by `(comparison, lhs, rhs)` for an exact match, and per `(comparison, lhs)` for
-/// the equalities with a constant that held (which decide every other constant). Each entry
-/// carries its position in the log, so the earliest of the two candidates wins as in a scan.
-#[derive(Default)]
-struct Facts {
-    /// The earliest fact in force about each `(comparison, lhs, rhs)`: position and outcome.
-    /// Facts leave in the reverse order they came, so the earliest stays until it leaves.
-    exact: WordMap<(FactKey, Vn), (usize, bool)>,
-    /// The earliest equality with a constant that held, per `(comparison, lhs)`: position
-    /// and constant.
-    const_equalities: WordMap<FactKey, (usize, Vn)>,
-    log: Vec<Entry>,
-    /// A number for the stack up to each position, the same for the same facts in the same
-    /// order (hash-consed): a block deeper in the tree re-establishes the fact of the edge its
-    /// dominator was threading, and shortcuts made there must hold for it. Computed only as
-    /// far as shortcuts ask (rounds that move nothing make none).
-    ids: Vec<u32>,
-    interned: WordMap<(u32, FactKey, Fact), u32>,
-}
-
-struct Entry {
-    key: FactKey,
-    fact: Fact,
-    /// Whether this fact is the earliest of its kind in `exact` / `const_equalities`.
-    first_exact: bool,
-    first_equality: bool,
-}
-
 pub(super) fn is_const_equality(key: FactKey, fact: Fact) -> bool {
     fact.holds && key.0 == Code::Eq && fact.rhs_is_const
-}
-
-impl Facts {
-    fn push(&mut self, key: FactKey, fact: Fact) {
-        use std::collections::hash_map::Entry::Vacant;
-        let seq = self.log.len();
-        let first_exact = match self.exact.entry((key, fact.rhs)) {
-            Vacant(slot) => {
-                slot.insert((seq, fact.holds));
-                true
-            }
-            _ => false,
-        };
-        let first_equality = is_const_equality(key, fact)
-            && match self.const_equalities.entry(key) {
-                Vacant(slot) => {
-                    slot.insert((seq, fact.rhs));
-                    true
-                }
-                _ => false,
-            };
-        self.log.push(Entry {
-            key,
-            fact,
-            first_exact,
-            first_equality,
-        });
-    }
-
-    fn pop_to(&mut self, len: usize) {
-        self.ids.truncate(len);
-        while self.log.len() > len {
-            let entry = self.log.pop().expect("log entry");
-            if entry.first_exact {
-                self.exact.remove(&(entry.key, entry.fact.rhs));
-            }
-            if entry.first_equality {
-                self.const_equalities.remove(&entry.key);
-            }
-        }
-    }
-
-    /// libpcap's `fold_edge`: the outcome of `code(lhs, rhs)` if a fact decides it, with the
-    /// position of that fact. A fact about the same operands gives its outcome; an equality
-    /// with a constant that held decides an equality with another constant as false.
-    fn decide(&self, code: Code, lhs: Vn, rhs: Vn, rhs_is_const: bool) -> Option<(bool, usize)> {
-        let key = (code, lhs);
-        let exact = self
-            .exact
-            .get(&(key, rhs))
-            .map(|&(seq, holds)| (seq, holds));
-        let equality = if code == Code::Eq && rhs_is_const {
-            self.const_equalities
-                .get(&key)
-                .map(|&(seq, fact_rhs)| (seq, fact_rhs == rhs))
-        } else {
-            None
-        };
-        match (exact, equality) {
-            (Some((a, holds)), Some((b, _))) if a <= b => Some((holds, a)),
-            (_, Some((b, holds))) => Some((holds, b)),
-            (Some((a, holds)), None) => Some((holds, a)),
-            (None, None) => None,
-        }
-    }
-
-    /// Whether the facts in the first `depth` positions are the ones that were there when
-    /// `id` was the id at position `depth - 1`.
-    fn same_prefix(&mut self, depth: usize, id: u32) -> bool {
-        depth == 0 || (depth <= self.log.len() && self.id_at(depth) == id)
-    }
-
-    fn id_at(&mut self, depth: usize) -> u32 {
-        while self.ids.len() < depth {
-            let Entry { key, fact, .. } = self.log[self.ids.len()];
-            let parent = self.ids.last().copied().unwrap_or(0);
-            let next = self.interned.len() as u32 + 1;
-            let id = *self.interned.entry((parent, key, fact)).or_insert(next);
-            self.ids.push(id);
-        }
-        if depth == 0 {
-            0
-        } else {
-            self.ids[depth - 1]
-        }
-    }
 }
 
 /// The fact an edge of `block`'s branch establishes (`then_edge` selects the edge).
@@ -161,59 +42,88 @@ pub(super) fn edge_fact(
     ))
 }
 
-/// Sends edges past branches their facts decide (libpcap's `opt_j`), walking the dominator
-/// tree: the facts in force in a block are those of the single incoming edges of its
-/// dominators, the only edges that dominate it in an acyclic graph.
+/// Sends edges past branches their facts decide (libpcap's `opt_j`); returns whether an edge
+/// moved. `dom` and `rpo` are the dominator tree and reverse postorder of `f` as it is, and
+/// `used_elsewhere` is [`used_outside_own_block`] for `f`.
 ///
-/// `used_elsewhere` is [`used_outside_own_block`] for `f`. Returns whether an edge moved, and
-/// the dominator tree of `f` as it was on entry (still exact when nothing moved).
+/// The facts in force at an edge are its own and those of the single incoming edges of the
+/// blocks dominating its source, the only edges that dominate it in an acyclic graph; like
+/// libpcap's edge dominators they are those of the graph before any edge moves.
+///
+/// The order matters: libpcap threads the blocks of the lowest levels (nearest the returns)
+/// first, so a walk through a block follows that block's edges as already moved. A walk only
+/// reads blocks below its start, so any order that visits every block after its successors
+/// gives libpcap's result: here, reverse postorder backwards.
 pub(super) fn thread_edges(
     f: &mut Function,
     numbers: &Numbering,
     used_elsewhere: &[bool],
-    (idom, rpo): (Vec<Option<Block>>, Vec<Block>),
-) -> (bool, Vec<Option<Block>>) {
-    let tree = DomTree::new(&idom, &rpo);
-    let incoming = single_incoming(f, &rpo);
-    let mut walk = Walk {
-        used_elsewhere,
-        visit_time: preorder(&tree, f.blocks.len()),
-        now: 0,
-        shortcuts: vec![None; f.blocks.len()],
-    };
-    let mut facts = Facts::default();
+    dom: &DomIntervals,
+    rpo: &[Block],
+) -> bool {
+    let facts = FactsInForce::new(f, numbers, dom, rpo);
     let mut changed = false;
-    // Iterative depth-first walk: (block, entered?).
-    let mut stack = vec![(Function::ENTRY, false, 0usize)];
-    while let Some((b, entered, mark)) = stack.pop() {
-        if entered {
-            facts.pop_to(mark);
-            continue;
-        }
-        walk.now = walk.visit_time[b.index()];
-        let mark = facts.log.len();
-        if let Incoming::One(pred, then_edge) = incoming[b.index()] {
-            if let Some((key, fact)) = edge_fact(f, numbers, pred, then_edge) {
-                facts.push(key, fact);
-            }
-        }
+    for &b in rpo.iter().rev() {
         let is_branch = matches!(f.block(b).term, Terminator::Branch { .. });
         for edge in 0..edge_count(&f.block(b).term) {
-            let inner = facts.log.len();
-            if is_branch {
-                if let Some((key, fact)) = edge_fact(f, numbers, b, edge == 0) {
-                    facts.push(key, fact);
+            let own = if is_branch {
+                edge_fact(f, numbers, b, edge == 0)
+            } else {
+                None
+            };
+            let start = edge_at(&f.block(b).term, edge).expect("edge exists");
+            let mut at = start.clone();
+            // Each step moves strictly forward in an acyclic graph, so this terminates; the
+            // bound only guards against a malformed graph.
+            for _ in 0..f.blocks.len() {
+                match step(f, numbers, used_elsewhere, at.block, |code, lhs, rhs, is_const| {
+                    facts.decide(b, own, code, lhs, rhs, is_const)
+                }) {
+                    Some(next) => at = next,
+                    None => break,
                 }
             }
-            changed |= walk.thread_one_edge(f, numbers, &mut facts, b, edge);
-            facts.pop_to(inner);
-        }
-        stack.push((b, true, mark));
-        for &c in tree.children(b).iter().rev() {
-            stack.push((c, false, 0));
+            if at != *start {
+                *edge_mut(&mut f.block_mut(b).term, edge).expect("edge exists") = at;
+                changed = true;
+            }
         }
     }
-    (changed, idom)
+    changed
+}
+
+/// Where a walk entering `c` goes next when `c` may be skipped: it computes nothing used
+/// elsewhere (libpcap's `use_conflict`) and leads to one place, or `decide` (given the
+/// comparison, its operands' value numbers and whether the right one is a constant) decides
+/// its test. `None` when `c` stays.
+fn step(
+    f: &Function,
+    numbers: &Numbering,
+    used_elsewhere: &[bool],
+    c: Block,
+    decide: impl Fn(Code, Vn, Vn, bool) -> Option<bool>,
+) -> Option<Target> {
+    let data = f.block(c);
+    if used_elsewhere[c.index()] || !data.params.is_empty() {
+        return None;
+    }
+    match &data.term {
+        Terminator::Jump(t) => Some(t.clone()),
+        Terminator::Branch { then_, else_, .. } if then_ == else_ => Some(then_.clone()),
+        Terminator::Branch {
+            op,
+            lhs,
+            rhs,
+            then_,
+            else_,
+        } => {
+            let (code, swapped) = libpcap_form(*op);
+            let rhs_is_const = numbers.konst(*rhs).is_some();
+            let holds = decide(code, numbers.vn(*lhs), numbers.vn(*rhs), rhs_is_const)?;
+            Some(if holds != swapped { then_ } else { else_ }.clone())
+        }
+        _ => None,
+    }
 }
 
 /// The single edge entering each reachable block, if there is exactly one (with whether it is
@@ -234,21 +144,6 @@ pub(super) fn single_incoming(f: &Function, rpo: &[Block]) -> Vec<Incoming> {
     incoming
 }
 
-/// The order [`thread_edges`] visits the dominator tree in (children in order, depth first):
-/// a block's edges change only while it is visited, so a walk's result stays true until the
-/// first block it read is visited.
-fn preorder(tree: &DomTree, n: usize) -> Vec<u32> {
-    let mut time = vec![u32::MAX; n];
-    let mut clock = 0;
-    let mut stack = vec![Function::ENTRY];
-    while let Some(b) = stack.pop() {
-        time[b.index()] = clock;
-        clock += 1;
-        stack.extend(tree.children(b).iter().rev());
-    }
-    time
-}
-
 #[derive(Clone, Copy)]
 pub(super) enum Incoming {
     None,
@@ -256,166 +151,127 @@ pub(super) enum Incoming {
     Many,
 }
 
-/// The dominator tree's children lists, in reverse postorder, in one array.
-struct DomTree {
-    start: Vec<u32>,
-    children: Vec<Block>,
-}
-
-impl DomTree {
-    fn new(idom: &[Option<Block>], rpo: &[Block]) -> DomTree {
-        let mut start = vec![0u32; idom.len() + 1];
-        for &b in rpo {
-            if let Some(d) = idom[b.index()] {
-                start[d.index() + 1] += 1;
-            }
-        }
-        for i in 1..start.len() {
-            start[i] += start[i - 1];
-        }
-        let mut fill = start.clone();
-        let mut children = vec![Function::ENTRY; start[idom.len()] as usize];
-        for &b in rpo {
-            if let Some(d) = idom[b.index()] {
-                children[fill[d.index()] as usize] = b;
-                fill[d.index()] += 1;
-            }
-        }
-        DomTree { start, children }
-    }
-
-    fn children(&self, b: Block) -> &[Block] {
-        &self.children[self.start[b.index()] as usize..self.start[b.index() + 1] as usize]
-    }
-}
-
-/// Where a walk that entered a block ended, and while that stays true.
+/// The facts in force at each block, answering libpcap's `fold_edge` for any block in any
+/// order.
 ///
-/// Long `or` chains make thousands of edges walk the same long run of decided blocks (libpcap
-/// takes time quadratic in the chain there). A walk's result holds for any later walk entering
-/// one of its blocks as long as (1) the facts it used are still in force, in the same
-/// positions (facts only pile up deeper in the dominator tree, and a fact decides a test the
-/// same way however many facts follow it), and (2) none of the blocks it read has had its
-/// edges moved since (they move only while their block is visited, at a known time).
-#[derive(Clone)]
-struct Shortcut {
-    to: Target,
-    /// How many facts (from the bottom of the stack) the walk used, and the id of the last.
-    depth: usize,
-    id: u32,
-    /// The earliest visit, after the walk, of a block it read.
-    expires: u32,
+/// `fold_edge` takes the earliest fact (nearest the root) that decides a comparison: a fact
+/// about the same operands gives its outcome, and an equality with a constant that held
+/// decides an equality with another constant as false. The fact of a block's single incoming
+/// edge is in force in the block's dominator subtree, an interval of entry times, and along
+/// one path from the root entry times grow, so "earliest" is the smallest entry time. For
+/// each kind of fact only the outermost intervals matter (an inner one is never the earliest);
+/// they are disjoint, so a binary search finds the one holding a block. A long `or` chain piles
+/// up thousands of facts about one value (`ethertype != 0x800` on every false edge); this
+/// finds the deciding one without scanning them.
+struct FactsInForce {
+    enter: Vec<u32>,
+    /// Outermost facts per `(comparison, lhs, rhs)`: (key, entry time, exit time, holds),
+    /// sorted by key and entry time.
+    exact: Vec<((FactKey, Vn), u32, u32, bool)>,
+    /// Outermost equalities with a constant that held, per `(comparison, lhs)`: (key, entry
+    /// time, exit time, constant).
+    const_equalities: Vec<(FactKey, u32, u32, Vn)>,
 }
 
-struct Walk<'a> {
-    used_elsewhere: &'a [bool],
-    visit_time: Vec<u32>,
-    now: u32,
-    shortcuts: Vec<Option<Shortcut>>,
-}
-
-impl Walk<'_> {
-    /// The visit time of `b` if it lies in the future (its edges may still move).
-    fn future_visit(&self, b: Block) -> u32 {
-        let t = self.visit_time[b.index()];
-        if t > self.now {
-            t
-        } else {
-            u32::MAX
-        }
-    }
-
-    /// One step from skippable block `c`: the target it leads to and the position of the
-    /// fact used (`None` if no fact was needed); `None` if `c` cannot be skipped.
-    fn step(
-        &self,
-        f: &Function,
-        numbers: &Numbering,
-        facts: &Facts,
-        c: Block,
-    ) -> Option<(Target, Option<usize>)> {
-        let data = f.block(c);
-        if self.used_elsewhere[c.index()] || !data.params.is_empty() {
-            return None;
-        }
-        match &data.term {
-            Terminator::Jump(t) => Some((t.clone(), None)),
-            Terminator::Branch { then_, else_, .. } if then_ == else_ => {
-                Some((then_.clone(), None))
-            }
-            Terminator::Branch {
-                op,
-                lhs,
-                rhs,
-                then_,
-                else_,
-            } => {
-                let (code, swapped) = libpcap_form(*op);
-                let rhs_is_const = numbers.konst(*rhs).is_some();
-                let (holds, used) =
-                    facts.decide(code, numbers.vn(*lhs), numbers.vn(*rhs), rhs_is_const)?;
-                let next = if holds != swapped { then_ } else { else_ };
-                Some((next.clone(), Some(used)))
-            }
-            _ => None,
-        }
-    }
-
-    /// Moves edge number `edge` of `b`'s terminator forward while the block it enters can be
-    /// skipped, exactly as a step-by-step walk would, taking shortcuts that still hold and
-    /// leaving one at every block it stepped through.
-    fn thread_one_edge(
-        &mut self,
-        f: &mut Function,
-        numbers: &Numbering,
-        facts: &mut Facts,
-        b: Block,
-        edge: usize,
-    ) -> bool {
-        let start = edge_at(&f.block(b).term, edge)
-            .expect("edge exists")
-            .clone();
-        let mut at = start.clone();
-        // The blocks stepped through, each with the facts depth its step needed and the
-        // expiry of what it read (a shortcut taken counts as one step).
-        let mut path: Vec<(Block, usize, u32)> = Vec::new();
-        // Each step moves strictly forward in an acyclic graph, so this terminates; the bound
-        // only guards against a malformed graph.
-        for _ in 0..f.blocks.len() {
-            let c = at.block;
-            let valid = self.shortcuts[c.index()]
-                .as_ref()
-                .filter(|s| s.expires > self.now && facts.same_prefix(s.depth, s.id));
-            if let Some(s) = valid {
-                path.push((c, s.depth, s.expires));
-                at = s.to.clone();
+impl FactsInForce {
+    fn new(f: &Function, numbers: &Numbering, dom: &DomIntervals, rpo: &[Block]) -> FactsInForce {
+        let incoming = single_incoming(f, rpo);
+        let mut exact = Vec::new();
+        let mut const_equalities = Vec::new();
+        for &d in rpo {
+            let Incoming::One(pred, then_edge) = incoming[d.index()] else {
                 continue;
-            }
-            let Some((next, used)) = self.step(f, numbers, facts, c) else {
-                break;
             };
-            path.push((c, used.map_or(0, |p| p + 1), self.future_visit(c)));
-            at = next;
+            let Some((key, fact)) = edge_fact(f, numbers, pred, then_edge) else {
+                continue;
+            };
+            let (enter, exit) = (dom.enter[d.index()], dom.exit[d.index()]);
+            exact.push(((key, fact.rhs), enter, exit, fact.holds));
+            if is_const_equality(key, fact) {
+                const_equalities.push((key, enter, exit, fact.rhs));
+            }
         }
-        // The block the walk stopped at was read too: its edges moving could make it skippable.
-        let mut expires = self.future_visit(at.block);
-        let mut depth = 0;
-        for &(c, d, e) in path.iter().rev() {
-            depth = depth.max(d);
-            expires = expires.min(e);
-            self.shortcuts[c.index()] = Some(Shortcut {
-                to: at.clone(),
-                depth,
-                id: facts.id_at(depth),
-                expires,
-            });
+        FactsInForce {
+            enter: dom.enter.clone(),
+            exact: outermost(exact, |e| (e.0, e.1, e.2)),
+            const_equalities: outermost(const_equalities, |e| (e.0, e.1, e.2)),
         }
-        if at == start {
-            return false;
-        }
-        *edge_mut(&mut f.block_mut(b).term, edge).expect("edge exists") = at;
-        true
     }
+
+    /// The outcome of `code(lhs, rhs)` on an edge leaving `b`, if a fact in force there
+    /// decides it; `own` is the edge's own fact, the last in force.
+    fn decide(
+        &self,
+        b: Block,
+        own: Option<(FactKey, Fact)>,
+        code: Code,
+        lhs: Vn,
+        rhs: Vn,
+        rhs_is_const: bool,
+    ) -> Option<bool> {
+        const OWN: u32 = u32::MAX;
+        let key = (code, lhs);
+        let at = self.enter[b.index()];
+        let own_exact = own
+            .filter(|&(k, fact)| k == key && fact.rhs == rhs)
+            .map(|(_, fact)| (OWN, fact.holds));
+        let exact = enclosing(&self.exact, (key, rhs), at, |e| (e.0, e.1, e.2))
+            .map(|e| (e.1, e.3))
+            .or(own_exact);
+        let equality = if code == Code::Eq && rhs_is_const {
+            let own_equality = own
+                .filter(|&(k, fact)| k == key && is_const_equality(k, fact))
+                .map(|(_, fact)| (OWN, fact.rhs == rhs));
+            enclosing(&self.const_equalities, key, at, |e| (e.0, e.1, e.2))
+                .map(|e| (e.1, e.3 == rhs))
+                .or(own_equality)
+        } else {
+            None
+        };
+        match (exact, equality) {
+            (Some((a, holds)), Some((b, _))) if a <= b => Some(holds),
+            (_, Some((_, holds))) => Some(holds),
+            (Some((_, holds)), None) => Some(holds),
+            (None, None) => None,
+        }
+    }
+}
+
+/// `entries` sorted by key and entry time, without those nested in an earlier one of the
+/// same key. `parts` gives an entry's key, entry time and exit time.
+fn outermost<E, K: Ord + Copy>(mut entries: Vec<E>, parts: impl Fn(&E) -> (K, u32, u32)) -> Vec<E> {
+    entries.sort_unstable_by_key(|e| {
+        let (key, enter, _) = parts(e);
+        (key, enter)
+    });
+    let mut kept: Vec<E> = Vec::with_capacity(entries.len());
+    for e in entries {
+        let (key, enter, _) = parts(&e);
+        let nested = kept.last().is_some_and(|last| {
+            let (last_key, _, last_exit) = parts(last);
+            last_key == key && enter < last_exit
+        });
+        if !nested {
+            kept.push(e);
+        }
+    }
+    kept
+}
+
+/// The entry of `key` whose interval holds entry time `at`, in a list from [`outermost`].
+fn enclosing<E, K: Ord + Copy>(
+    entries: &[E],
+    key: K,
+    at: u32,
+    parts: impl Fn(&E) -> (K, u32, u32),
+) -> Option<&E> {
+    let after = entries.partition_point(|e| {
+        let (k, enter, _) = parts(e);
+        (k, enter) <= (key, at)
+    });
+    let e = entries.get(after.checked_sub(1)?)?;
+    let (k, _, exit) = parts(e);
+    (k == key && at < exit).then_some(e)
 }
 
 /// For each block, whether a value it defines is used by another block (reachable or not, as
@@ -443,4 +299,83 @@ pub(super) fn used_outside_own_block(f: &Function) -> Vec<bool> {
         data.term.for_each_operand(note);
     }
     out
+}
+
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::libpcap_opt::{numbering::Numbering, Phase};
+    use sift_ir::parse_function;
+    use sift_ir::verify::dominators;
+
+    fn thread(text: &str) -> Function {
+        let mut f = parse_function(text).unwrap();
+        let (idom, rpo) = dominators(&f);
+        let numbers = Numbering::compute(&mut f, Phase::MoveBranches, &rpo).unwrap().0;
+        let used = used_outside_own_block(&f);
+        thread_edges(&mut f, &numbers, &used, &DomIntervals::new(&idom), &rpo);
+        f
+    }
+
+    /// A walk follows the edges of the blocks below it as already threaded: block 1's edges
+    /// both reach block 3 once block 2 is skipped, so the entry's edge skips block 1 too,
+    /// as libpcap's level order does (a walk through block 1 before its edges moved stops
+    /// there).
+    #[test]
+    fn walks_follow_edges_already_threaded_below() {
+        let f = thread(
+            "\
+block0:
+    jump block1
+block1:
+    v0 = load.w [16]
+    v1 = const 7
+    br eq v0, v1, block2, block3
+block2:
+    jump block3
+block3:
+    v2 = load.b [9]
+    v3 = const 17
+    br eq v2, v3, block4, block5
+block4:
+    ret 0
+block5:
+    ret 1
+",
+        );
+        assert_eq!(f.block(Function::ENTRY).term, Terminator::Jump(Target::from(Block(3))));
+    }
+
+    /// An equality with a constant that held decides equalities with other constants: both
+    /// edges into block 3's test of `v0 == 17` know `v0 == 6`, so they skip it.
+    #[test]
+    fn an_equality_that_held_decides_other_constants() {
+        let f = thread(
+            "\
+block0:
+    v0 = load.b [9]
+    v1 = const 6
+    br eq v0, v1, block1, block2
+block1:
+    v2 = const 17
+    br eq v0, v2, block2, block3
+block2:
+    ret 0
+block3:
+    v3 = const 17
+    br eq v0, v3, block4, block5
+block4:
+    ret 1
+block5:
+    ret 2
+",
+        );
+        let targets = |b: u32| match &f.block(Block(b)).term {
+            Terminator::Branch { then_, else_, .. } => (then_.block, else_.block),
+            _ => panic!("block {b} branches"),
+        };
+        assert_eq!(targets(0), (Block(5), Block(2)));
+        assert_eq!(targets(1), (Block(2), Block(5)));
+    }
 }
