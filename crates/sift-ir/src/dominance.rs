@@ -1,35 +1,39 @@
-//! Immediate dominators, computed in one pass over the reverse postorder.
+//! Immediate dominators (Lengauer and Tarjan's algorithm) and the dominator tree as intervals.
 //!
 //! Every pass that reasons about "always executed before" needs the dominator tree, and on long
 //! `or` chains (10^5 blocks, a tree as deep as the chain, a reject block with as many
-//! predecessors) it is recomputed many times, so it must be linear in practice and never
-//! quadratic.
+//! predecessors, joins of blocks at very different depths while lowering reorders tests) it is
+//! computed many times, so it must be near-linear on every shape, never quadratic.
 //!
-//! The graphs are acyclic, so one pass in reverse postorder sees every predecessor of a block
-//! before the block, and its immediate dominator is the meet of its predecessors (Cooper,
-//! Harvey and Kennedy's intersection, on reverse-postorder positions). A block's predecessors
-//! are met latest first: along a chain each meet then moves the candidate up by a step instead
-//! of walking the whole chain again. Meets that still walk far (shapes no filter produces, but
-//! possible) are bounded: past a budget linear in the graph the computation switches to binary
-//! lifting, `O(E log N)` whatever the shape.
+//! Lengauer and Tarjan's algorithm with path compression ("simple" linking) takes
+//! `O(E log N)` on any graph: one depth-first search, semidominators from the predecessors in
+//! reverse preorder through a compressed forest, and immediate dominators from the
+//! semidominators in one more sweep. Meeting predecessors by walking up a tree under
+//! construction (Cooper, Harvey and Kennedy), the method used before, is faster on chains but
+//! walks a deep tree once per join on graphs where joins meet far apart.
+//!
+//! Every step is iterative (trees 10^5 deep would overflow a recursive walk's stack).
 
 use crate::function::{Block, Function};
 
 const NONE: u32 = u32::MAX;
 
 /// Immediate dominators of the reachable blocks (`None` for the entry and unreachable blocks),
-/// and the reverse postorder they were computed over. Back edges (a malformed, cyclic graph)
-/// are ignored.
+/// and the reverse postorder, exactly as [`Function::reverse_postorder`] gives it. Edges to a
+/// block earlier in that order (back edges of a malformed, cyclic graph) are ignored.
 pub fn dominators(f: &Function) -> (Vec<Option<Block>>, Vec<Block>) {
-    let rpo = f.reverse_postorder();
-    let preds = Predecessors::new(f, &rpo);
-    let idom = walking_meets(&preds).unwrap_or_else(|| lifted_meets(&preds));
+    let search = Search::new(f);
+    let idom = search.immediate_dominators();
     let mut out = vec![None; f.blocks.len()];
     for (i, &d) in idom.iter().enumerate().skip(1) {
-        if d != NONE {
-            out[rpo[i].index()] = Some(rpo[d as usize]);
-        }
+        out[search.vertex[i] as usize] = Some(Block(search.vertex[d as usize]));
     }
+    let rpo = search
+        .post
+        .iter()
+        .rev()
+        .map(|&i| Block(search.vertex[i as usize]))
+        .collect();
     (out, rpo)
 }
 
@@ -99,155 +103,190 @@ impl DominatorTree {
     }
 }
 
-/// Forward predecessors of each reachable block, as reverse-postorder positions, latest first,
-/// in one array.
-struct Predecessors {
-    start: Vec<u32>,
-    list: Vec<u32>,
+/// A depth-first search from the entry, taking successors in order (the search
+/// [`Function::reverse_postorder`] makes), with the reachable blocks numbered in preorder.
+struct Search {
+    /// The block of each preorder number.
+    vertex: Vec<u32>,
+    /// The search-tree parent of each vertex (`NONE` for the entry).
+    parent: Vec<u32>,
+    /// Vertices in postorder.
+    post: Vec<u32>,
+    /// Predecessors of each vertex over forward edges, in one array: those of `w` are
+    /// `preds[pred_start[w]..pred_start[w + 1]]`.
+    pred_start: Vec<u32>,
+    preds: Vec<u32>,
 }
 
-impl Predecessors {
-    fn new(f: &Function, rpo: &[Block]) -> Predecessors {
-        let mut position = vec![NONE; f.blocks.len()];
-        for (i, b) in rpo.iter().enumerate() {
-            position[b.index()] = i as u32;
-        }
-        // Forward edges (from an earlier position to a later one) as (from, to) positions.
-        let forward = |i: usize| {
-            let position = &position;
-            f.block(rpo[i])
-                .term
-                .successors()
-                .filter_map(move |s| position.get(s.index()).copied())
-                .filter(move |&to| to != NONE && to as usize > i)
+impl Search {
+    fn new(f: &Function) -> Search {
+        let n = f.blocks.len();
+        let mut search = Search {
+            vertex: Vec::with_capacity(n),
+            parent: Vec::with_capacity(n),
+            post: Vec::with_capacity(n),
+            pred_start: Vec::new(),
+            preds: Vec::new(),
         };
-        let m = rpo.len();
-        let mut start = vec![0u32; m + 1];
-        for i in 0..m {
-            for to in forward(i) {
-                start[to as usize + 1] += 1;
+        if n == 0 {
+            return search;
+        }
+        // Successors of every block in one array, read in block order (the search then jumps
+        // around this small array instead of the blocks).
+        let mut succ_start = Vec::with_capacity(n + 1);
+        let mut succ: Vec<u32> = Vec::with_capacity(2 * n);
+        succ_start.push(0u32);
+        for data in &f.blocks {
+            succ.extend(
+                data.term
+                    .successors()
+                    .map(|s| s.0)
+                    .filter(|&s| (s as usize) < n),
+            );
+            succ_start.push(succ.len() as u32);
+        }
+        let mut number = vec![NONE; n];
+        // Every edge between reachable blocks, as (from, to) vertices.
+        let mut edges: Vec<(u32, u32)> = Vec::with_capacity(succ.len());
+        // Each open vertex and the position of its next successor in `succ`.
+        let mut stack: Vec<(u32, u32)> = vec![(0, 0)];
+        number[0] = 0;
+        search.vertex.push(0);
+        search.parent.push(NONE);
+        while let Some(top) = stack.last_mut() {
+            let (v, next) = (top.0, top.1);
+            let block = search.vertex[v as usize] as usize;
+            let at = succ_start[block] + next;
+            if at < succ_start[block + 1] {
+                top.1 += 1;
+                let s = succ[at as usize] as usize;
+                if number[s] == NONE {
+                    let w = search.vertex.len() as u32;
+                    number[s] = w;
+                    search.vertex.push(s as u32);
+                    search.parent.push(v);
+                    stack.push((w, 0));
+                }
+                edges.push((v, number[s]));
+            } else {
+                search.post.push(v);
+                stack.pop();
             }
+        }
+        // An edge is forward when its source finishes after its target; the others close
+        // cycles and are ignored.
+        let m = search.vertex.len();
+        let mut finish = vec![0u32; m];
+        for (i, &v) in search.post.iter().enumerate() {
+            finish[v as usize] = i as u32;
+        }
+        edges.retain(|&(from, to)| finish[from as usize] > finish[to as usize]);
+        let mut start = vec![0u32; m + 1];
+        for &(_, to) in &edges {
+            start[to as usize + 1] += 1;
         }
         for i in 1..=m {
             start[i] += start[i - 1];
         }
         let mut fill = start.clone();
-        let mut list = vec![0u32; start[m] as usize];
-        // Visiting sources latest first fills each list in decreasing order.
-        for i in (0..m).rev() {
-            for to in forward(i) {
-                list[fill[to as usize] as usize] = i as u32;
-                fill[to as usize] += 1;
-            }
+        let mut preds = vec![0u32; edges.len()];
+        for &(from, to) in &edges {
+            preds[fill[to as usize] as usize] = from;
+            fill[to as usize] += 1;
         }
-        Predecessors { start, list }
+        search.pred_start = start;
+        search.preds = preds;
+        search
     }
 
-    fn blocks(&self) -> usize {
-        self.start.len() - 1
+    fn preds_of(&self, w: usize) -> &[u32] {
+        &self.preds[self.pred_start[w] as usize..self.pred_start[w + 1] as usize]
     }
 
-    fn of(&self, i: usize) -> &[u32] {
-        &self.list[self.start[i] as usize..self.start[i + 1] as usize]
-    }
-}
-
-/// Immediate dominators by position (`NONE` for the entry), meeting by walking up the tree;
-/// `None` if the walks exceed a budget linear in the graph.
-///
-/// While the predecessors of block `i` are met, every block a walk passed is marked with `i`:
-/// it lies under the current candidate (which only moves up), so a later walk reaching a mark
-/// stops there with the candidate as the meet. A block whose predecessors come from long
-/// chains (the accept block of a 10^4-term `or`) then costs the size of those chains once,
-/// instead of once per predecessor.
-fn walking_meets(preds: &Predecessors) -> Option<Vec<u32>> {
-    let m = preds.blocks();
-    let mut idom = vec![NONE; m];
-    let mut mark = vec![NONE; m];
-    let mut budget = 8 * (m + preds.list.len()) + 64;
-    for i in 1..m {
-        let stamp = i as u32;
-        let mut d = NONE;
-        for &p in preds.of(i) {
-            if d == NONE {
-                d = p;
-                mark[p as usize] = stamp;
-                continue;
-            }
-            // The finger further down the reverse postorder is never the meet: it moves up.
-            let (mut a, mut b) = (d, p);
-            if mark[b as usize] == stamp {
-                continue;
-            }
-            while a != b {
-                if a > b {
-                    a = idom[a as usize];
-                    mark[a as usize] = stamp;
-                } else {
-                    mark[b as usize] = stamp;
-                    b = idom[b as usize];
-                    if mark[b as usize] == stamp {
-                        // Under the candidate, which has not moved, or on this walk's path
-                        // of the candidate, which stopped there: `a` is the meet.
-                        break;
-                    }
+    /// The immediate dominator of each vertex, as a vertex (`NONE` for the entry).
+    ///
+    /// Lengauer and Tarjan: vertices in reverse preorder get their semidominator, the
+    /// smallest vertex from which a path reaches them through larger vertices only, as the
+    /// smallest semidominator on the forest paths above their predecessors (`eval`); each
+    /// vertex is then linked under its parent, and the vertices whose semidominator is that
+    /// parent learn their immediate dominator or the vertex it equals, resolved in preorder.
+    fn immediate_dominators(&self) -> Vec<u32> {
+        let m = self.vertex.len();
+        let mut forest = Forest {
+            semi: (0..m as u32).collect(),
+            label: (0..m as u32).collect(),
+            ancestor: vec![NONE; m],
+            path: Vec::new(),
+        };
+        let mut idom = vec![NONE; m];
+        // Vertices waiting for their semidominator to be linked, as linked lists.
+        let mut bucket = vec![NONE; m];
+        let mut next_in_bucket = vec![NONE; m];
+        for w in (1..m).rev() {
+            for &v in self.preds_of(w) {
+                let u = forest.eval(v);
+                if forest.semi[u as usize] < forest.semi[w] {
+                    forest.semi[w] = forest.semi[u as usize];
                 }
-                budget = budget.checked_sub(1)?;
             }
-            d = a;
+            let s = forest.semi[w] as usize;
+            next_in_bucket[w] = bucket[s];
+            bucket[s] = w as u32;
+            let p = self.parent[w];
+            forest.ancestor[w] = p;
+            let mut v = std::mem::replace(&mut bucket[p as usize], NONE);
+            while v != NONE {
+                let u = forest.eval(v);
+                idom[v as usize] = if forest.semi[u as usize] < forest.semi[v as usize] {
+                    u
+                } else {
+                    p
+                };
+                v = next_in_bucket[v as usize];
+            }
         }
-        idom[i] = d;
+        for w in 1..m {
+            if idom[w] != forest.semi[w] {
+                idom[w] = idom[idom[w] as usize];
+            }
+        }
+        idom
     }
-    Some(idom)
 }
 
-/// Immediate dominators by position, meeting by binary lifting: `O(E log N)` for any shape.
-fn lifted_meets(preds: &Predecessors) -> Vec<u32> {
-    let m = preds.blocks();
-    let levels = (usize::BITS - m.leading_zeros()).max(1) as usize;
-    // up[k][i]: the 2^k-th dominator of i (the entry is its own).
-    let mut up: Vec<Vec<u32>> = vec![vec![0; m]; levels];
-    let mut depth = vec![0u32; m];
-    let mut idom = vec![NONE; m];
-    let meet = |up: &[Vec<u32>], depth: &[u32], mut a: usize, mut b: usize| -> usize {
-        if depth[a] < depth[b] {
-            std::mem::swap(&mut a, &mut b);
+/// The forest of vertices already processed, with path compression.
+struct Forest {
+    semi: Vec<u32>,
+    /// The vertex of smallest semidominator on the compressed path above each vertex.
+    label: Vec<u32>,
+    ancestor: Vec<u32>,
+    /// Scratch for `eval`'s compression (kept to avoid allocating per call).
+    path: Vec<u32>,
+}
+
+impl Forest {
+    /// The vertex of smallest semidominator on the forest path from `v` up to (not including)
+    /// its tree's root; `v` itself when it is a root.
+    fn eval(&mut self, v: u32) -> u32 {
+        if self.ancestor[v as usize] == NONE {
+            return v;
         }
-        let diff = depth[a] - depth[b];
-        for (k, row) in up.iter().enumerate() {
-            if diff >> k & 1 == 1 {
-                a = row[a] as usize;
+        let mut x = v;
+        while self.ancestor[self.ancestor[x as usize] as usize] != NONE {
+            self.path.push(x);
+            x = self.ancestor[x as usize];
+        }
+        // Compress from the top down, as the recursive formulation does.
+        while let Some(y) = self.path.pop() {
+            let a = self.ancestor[y as usize] as usize;
+            let y = y as usize;
+            if self.semi[self.label[a] as usize] < self.semi[self.label[y] as usize] {
+                self.label[y] = self.label[a];
             }
+            self.ancestor[y] = self.ancestor[a];
         }
-        if a == b {
-            return a;
-        }
-        for row in up.iter().rev() {
-            if row[a] != row[b] {
-                a = row[a] as usize;
-                b = row[b] as usize;
-            }
-        }
-        up[0][a] as usize
-    };
-    for i in 1..m {
-        let mut d: Option<usize> = None;
-        for &p in preds.of(i) {
-            d = Some(match d {
-                None => p as usize,
-                Some(x) => meet(&up, &depth, x, p as usize),
-            });
-        }
-        let Some(d) = d else { continue };
-        idom[i] = d as u32;
-        depth[i] = depth[d] + 1;
-        up[0][i] = d as u32;
-        for k in 1..levels {
-            let mid = up[k - 1][i] as usize;
-            up[k][i] = up[k - 1][mid];
-        }
+        self.label[v as usize]
     }
-    idom
 }
 
 #[cfg(test)]
@@ -255,14 +294,16 @@ mod tests {
     use super::*;
     use crate::function::{CmpOp, Inst, Target, Terminator};
 
-    /// A random acyclic function: each block branches or jumps to later blocks.
-    fn random_dag(seed: u64, n: usize) -> Function {
+    /// A random graph: each block branches or jumps to blocks at most `reach` later, or, with
+    /// `cycles`, anywhere (edges back close cycles, which the analysis ignores); blocks no
+    /// edge reaches are unreachable.
+    fn random_graph(seed: u64, n: usize, reach: usize, cycles: bool) -> Function {
         let mut state = seed.wrapping_mul(0x9e37_79b9_7f4a_7c15) | 1;
         let mut next = move |bound: usize| {
             state ^= state << 13;
             state ^= state >> 7;
             state ^= state << 17;
-            (state % bound as u64) as usize
+            (state % bound.max(1) as u64) as usize
         };
         let mut f = Function::new();
         for _ in 0..n {
@@ -270,45 +311,94 @@ mod tests {
         }
         let v = f.push(Block(0), Inst::Const(0));
         for i in 0..n {
-            let later = |next: &mut dyn FnMut(usize) -> usize| {
-                Target::from(Block((i + 1 + next((n - i - 1).min(6))) as u32))
+            let pick = |next: &mut dyn FnMut(usize) -> usize| {
+                let to = if cycles && next(8) == 0 {
+                    next(n)
+                } else {
+                    i + 1 + next((n - i - 1).min(reach))
+                };
+                Target::from(Block(to.min(n - 1) as u32))
             };
             f.blocks[i].term = if i + 1 == n {
                 Terminator::Return(0)
             } else if next(4) == 0 {
-                Terminator::Jump(later(&mut next))
+                Terminator::Jump(pick(&mut next))
             } else {
                 Terminator::Branch {
                     op: CmpOp::Eq,
                     lhs: v,
                     rhs: v,
-                    then_: later(&mut next),
-                    else_: later(&mut next),
+                    then_: pick(&mut next),
+                    else_: pick(&mut next),
                 }
             };
         }
         f
     }
 
-    fn both(f: &Function) -> (Vec<u32>, Vec<u32>) {
+    /// Immediate dominators by definition, over the edges that go forward in reverse
+    /// postorder: the dominators of a block are the intersection of its predecessors', plus
+    /// itself, and the immediate one is the latest of them in reverse postorder.
+    fn reference(f: &Function) -> Vec<Option<Block>> {
         let rpo = f.reverse_postorder();
-        let preds = Predecessors::new(f, &rpo);
-        (walking_meets(&preds).unwrap(), lifted_meets(&preds))
+        let n = f.blocks.len();
+        let mut position = vec![usize::MAX; n];
+        for (i, b) in rpo.iter().enumerate() {
+            position[b.index()] = i;
+        }
+        let mut doms: Vec<Option<Vec<bool>>> = vec![None; n];
+        for (i, &b) in rpo.iter().enumerate() {
+            let mut set: Option<Vec<bool>> = None;
+            if i == 0 {
+                set = Some(vec![false; n]);
+            }
+            for &p in &rpo[..i] {
+                let forward = f.block(p).term.successors().any(|s| s == b);
+                if !forward {
+                    continue;
+                }
+                let pd = doms[p.index()].as_ref().unwrap();
+                set = Some(match set {
+                    None => pd.clone(),
+                    Some(s) => s.iter().zip(pd).map(|(&x, &y)| x && y).collect(),
+                });
+            }
+            let mut set = set.unwrap();
+            set[b.index()] = true;
+            doms[b.index()] = Some(set);
+        }
+        let mut idom = vec![None; n];
+        for &b in rpo.iter().skip(1) {
+            let set = doms[b.index()].as_ref().unwrap();
+            idom[b.index()] = (0..n)
+                .filter(|&d| set[d] && d != b.index())
+                .max_by_key(|&d| position[d])
+                .map(|d| Block(d as u32));
+        }
+        idom
     }
 
     #[test]
-    fn walking_and_lifting_agree_on_random_graphs() {
-        for seed in 0..2000 {
-            let f = random_dag(seed, 2 + seed as usize % 200);
-            let (walked, lifted) = both(&f);
-            assert_eq!(walked, lifted, "seed {seed}");
+    fn agrees_with_the_definition_on_random_graphs() {
+        for seed in 0..600 {
+            let n = 2 + seed as usize % 90;
+            for (reach, cycles) in [(6, false), (n, false), (3, true), (n, true)] {
+                let f = random_graph(seed, n, reach, cycles);
+                let (idom, rpo) = dominators(&f);
+                assert_eq!(rpo, f.reverse_postorder(), "seed {seed}");
+                assert_eq!(
+                    idom,
+                    reference(&f),
+                    "seed {seed}, reach {reach}, cycles {cycles}"
+                );
+            }
         }
     }
 
     /// A 10^4-block `or` chain: every block's true edge goes to one accept block, the false
     /// edge to the next test; the reject block ends the chain.
     #[test]
-    fn long_chain_stays_within_the_walking_budget() {
+    fn long_chain() {
         let n = 10_000;
         let mut f = Function::new();
         for _ in 0..n + 2 {
@@ -332,10 +422,72 @@ mod tests {
         }
         f.blocks[n].term = Terminator::Return(1);
         f.blocks[n + 1].term = Terminator::Return(0);
-        let (walked, lifted) = both(&f);
-        assert_eq!(walked, lifted);
         let (idom, _) = dominators(&f);
         assert_eq!(idom[accept.index()], Some(Block(0)));
         assert_eq!(idom[reject.index()], Some(Block(n as u32 - 1)));
+        for (i, d) in idom.iter().enumerate().take(n).skip(1) {
+            assert_eq!(*d, Some(Block(i as u32 - 1)));
+        }
+    }
+
+    /// Two chains of 10^4 tests whose blocks join pairwise, the second chain's blocks each
+    /// joining one of the first's far below it: the shape on which walking up the tree per
+    /// join was quadratic. Every join block is dominated by the entry only.
+    #[test]
+    fn joins_far_apart() {
+        let n = 10_000u32;
+        let mut f = Function::new();
+        // Blocks 1..=n: chain A; n+1..=2n: chain B; 2n+1..=3n: joins; 3n+1: end.
+        for _ in 0..3 * n + 2 {
+            f.create_block();
+        }
+        let v = f.push(Block(0), Inst::Const(0));
+        let end = Block(3 * n + 1);
+        let br = |then_: Block, else_: Block| Terminator::Branch {
+            op: CmpOp::Eq,
+            lhs: v,
+            rhs: v,
+            then_: Target::from(then_),
+            else_: Target::from(else_),
+        };
+        f.blocks[0].term = br(Block(1), Block(n + 1));
+        for i in 1..=n {
+            let a_next = if i == n { end } else { Block(i + 1) };
+            let b_next = if i == n { end } else { Block(n + i + 1) };
+            f.blocks[i as usize].term = br(Block(2 * n + i), a_next);
+            f.blocks[(n + i) as usize].term = br(Block(3 * n + 1 - i), b_next);
+            f.blocks[(2 * n + i) as usize].term = Terminator::Return(i);
+        }
+        f.blocks[end.index()].term = Terminator::Return(0);
+        let (idom, rpo) = dominators(&f);
+        assert_eq!(rpo.len(), f.blocks.len());
+        for i in 1..=n {
+            assert_eq!(idom[(2 * n + i) as usize], Some(Block(0)), "join {i}");
+        }
+        assert_eq!(idom[end.index()], Some(Block(0)));
+    }
+
+    #[test]
+    fn tree_intervals_answer_dominance() {
+        for seed in 0..200 {
+            let f = random_graph(seed, 2 + seed as usize % 60, 5, seed % 2 == 0);
+            let idom = dominators(&f).0;
+            let tree = DominatorTree::new(&idom);
+            for a in 0..f.blocks.len() {
+                for b in 0..f.blocks.len() {
+                    let mut walk = Some(Block(b as u32));
+                    let mut by_walk = false;
+                    while let Some(x) = walk {
+                        if x.index() == a {
+                            by_walk = true;
+                            break;
+                        }
+                        walk = idom[x.index()];
+                    }
+                    let (a, b) = (Block(a as u32), Block(b as u32));
+                    assert_eq!(tree.dominates(a, b), by_walk, "seed {seed}: {a} {b}");
+                }
+            }
+        }
     }
 }
