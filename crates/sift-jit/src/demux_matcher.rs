@@ -22,6 +22,7 @@
 #![allow(unsafe_code)]
 
 use std::fmt;
+use std::sync::Arc;
 
 use cranelift_codegen::ir::condcodes::IntCC;
 use cranelift_codegen::ir::Value as ClifValue;
@@ -44,12 +45,15 @@ type MatchFn = unsafe extern "C" fn(*const u8, u64, u32, *const Header) -> u64;
 type BatchFn = unsafe extern "C" fn(*const PacketRef<'static>, u64, *const Header, *mut u64) -> u64;
 
 /// A shape's key program and table probe compiled for tables of `W`-word keys. Immutable and
-/// `Send + Sync`; frees its code when dropped.
+/// `Send + Sync`; frees its code when the last clone is dropped. Cloning is cheap (the code is
+/// shared), so that a caller can keep the function pointers where its matching loop finds
+/// them with the fewest loads.
+#[derive(Clone)]
 pub struct DemuxMatcher<const W: usize> {
     single: MatchFn,
     batch: BatchFn,
-    /// Frees the code when dropped.
-    _memory: CodeMemory,
+    /// Frees the code when the last clone is dropped.
+    _memory: Arc<CodeMemory>,
 }
 
 impl<const W: usize> fmt::Debug for DemuxMatcher<W> {
@@ -122,7 +126,7 @@ impl<const W: usize> DemuxMatcher<W> {
         Ok(DemuxMatcher {
             single,
             batch,
-            _memory: memory,
+            _memory: Arc::new(memory),
         })
     }
 
@@ -184,6 +188,7 @@ fn table_flags() -> MemFlagsData {
 
 const SEED0: i32 = std::mem::offset_of!(Header, seeds) as i32;
 const SEED1: i32 = SEED0 + 8;
+const KEYS: i32 = std::mem::offset_of!(Header, keys) as i32;
 const REF_META: i32 = 8;
 const REF_BYTES: i64 = 16;
 
@@ -348,12 +353,27 @@ fn emit_single<const W: usize>(b: &mut FunctionBuilder<'_>, program: &KeyProgram
     b.seal_all_blocks();
 }
 
-/// Per packet of a batch, on the stack: the leaf's address (0: no probe) and mask, the probe's
-/// start, the key.
+/// Tables with at most this many keys are matched in one pass per batch (each packet checked,
+/// hashed, walked and probed before the next): their nodes and slots stay in cache, so there
+/// are no misses to overlap and the state the passes below keep between them would be pure
+/// cost.
+pub const ONE_PASS_KEYS: u64 = 2048;
+
+/// Per packet of a batch, on the stack: the node reached so far (address, 0 for a packet with
+/// nothing to probe, and meta), the key's hash, the key.
 const fn state_words<const W: usize>() -> usize {
     3 + W
 }
 
+const STATE_ADDRESS: i32 = 0;
+const STATE_META: i32 = 8;
+const STATE_HASH: i32 = 16;
+const STATE_KEY: i32 = 24;
+
+/// The batch function. Small tables: one pass. Larger ones, in passes over the whole batch
+/// whose loads are independent, so that their cache misses overlap instead of queueing: check,
+/// key and hash every packet; then one pass per trie level, each packet still at a branch
+/// reading its child's reference; then read every probe's first slot; then probe.
 fn emit_batch<const W: usize>(b: &mut FunctionBuilder<'_>, program: &KeyProgram) {
     let stride = (8 * state_words::<W>()) as i64;
     let state = b.create_sized_stack_slot(StackSlotData::new(
@@ -369,107 +389,202 @@ fn emit_batch<const W: usize>(b: &mut FunctionBuilder<'_>, program: &KeyProgram)
     let batch = b.ins().iconst(types::I64, BATCH as i64);
     let count = b.ins().umin(count, batch);
     let (seeds, root) = emit_header(b, header);
-    let base = b.ins().stack_addr(types::I64, state, 0);
+    let keys = b.ins().load(types::I64, table_flags(), header, KEYS);
     let zero = b.ins().iconst(types::I64, 0);
     let stack = MemFlagsData::trusted();
-
-    // Pass 1: extract, hash and walk every packet; record where its probe starts.
-    let (extract, i) = loop_head(b, zero);
-    let (extract_body, pass2) = (b.create_block(), b.create_block());
-    let more = b.ins().icmp(IntCC::UnsignedLessThan, i, count);
-    b.ins().brif(more, extract_body, &[], pass2, &[]);
-    b.switch_to_block(extract_body);
-    let at = b.ins().imul_imm_u(i, stride);
-    let entry_state = b.ins().iadd(base, at);
-    let next = b.create_block();
-    let no_probe = b.create_block();
-    let desc_offset = b
+    let out_flags = MemFlagsData::trusted();
+    let store_out = |b: &mut FunctionBuilder<'_>, i: ClifValue, v: ClifValue| {
+        let at = b.ins().imul_imm_u(i, 8);
+        let at = b.ins().iadd(out, at);
+        b.ins().store(out_flags, v, at, 0);
+    };
+    let (one_pass, passes, finish) = (b.create_block(), b.create_block(), b.create_block());
+    let small = b
         .ins()
-        .imul_imm_u(i, std::mem::size_of::<PacketRef>() as i64);
-    let desc = b.ins().iadd(refs, desc_offset);
-    let flags = MemFlagsData::trusted().with_readonly();
-    let data = b.ins().load(types::I64, flags, desc, 0);
-    let caplen = b.ins().load(types::I64, flags, desc, PACKET_REF_CAPLEN);
-    let wire_len = b.ins().load(types::I32, flags, desc, PACKET_REF_WIRE_LEN);
-    let words = emit_key(b, program, [data, caplen, wire_len], no_probe);
-    let h = emit_hash(b, &words[..W], seeds);
-    let ([address, mask], start) = emit_walk(b, h, root, no_probe);
-    b.ins().store(stack, address, entry_state, 0);
-    b.ins().store(stack, mask, entry_state, 8);
-    b.ins().store(stack, start, entry_state, 16);
-    for (k, &w) in words[..W].iter().enumerate() {
-        b.ins().store(stack, w, entry_state, (24 + 8 * k) as i32);
-    }
-    b.ins().jump(next, &[]);
-    b.switch_to_block(no_probe);
-    b.ins().store(stack, zero, entry_state, 0);
-    b.ins().jump(next, &[]);
-    b.switch_to_block(next);
-    let i_next = b.ins().iadd_imm_u(i, 1);
-    b.ins().jump(extract, &[i_next.into()]);
+        .icmp_imm_u(IntCC::UnsignedLessThanOrEqual, keys, ONE_PASS_KEYS as i64);
+    b.ins().brif(small, one_pass, &[], passes, &[]);
 
-    // Pass 2: read the first slot of every probe (independent loads, all in flight at once).
-    b.switch_to_block(pass2);
-    let touch = b.create_block();
-    let j = b.append_block_param(touch, types::I64);
-    let acc = b.append_block_param(touch, types::I64);
-    b.ins().jump(touch, &[zero.into(), zero.into()]);
-    b.switch_to_block(touch);
-    let (touch_body, pass3) = (b.create_block(), b.create_block());
-    let more = b.ins().icmp(IntCC::UnsignedLessThan, j, count);
-    b.ins().brif(more, touch_body, &[], pass3, &[]);
-    b.switch_to_block(touch_body);
-    let at = b.ins().imul_imm_u(j, stride);
-    let entry_state = b.ins().iadd(base, at);
-    let address = b.ins().load(types::I64, stack, entry_state, 0);
-    let start = b.ins().load(types::I64, stack, entry_state, 16);
-    let (touch_slot, touched) = (b.create_block(), b.create_block());
-    let touched_word = b.append_block_param(touched, types::I64);
+    // One pass: the single function's body per packet.
+    b.switch_to_block(one_pass);
+    counted_loop(b, count, zero, |b, i, acc| {
+        let packet = packet_at(b, refs, i);
+        let (done, miss) = (b.create_block(), b.create_block());
+        let result = b.append_block_param(done, types::I64);
+        let words = emit_key(b, program, packet, miss);
+        let h = emit_hash(b, &words[..W], seeds);
+        let (leaf, start) = emit_walk(b, h, root, miss);
+        emit_probe::<W>(b, &words[..W], leaf, start, done);
+        b.switch_to_block(miss);
+        b.ins().jump(done, &[zero.into()]);
+        b.switch_to_block(done);
+        store_out(b, i, result);
+        acc
+    });
+    b.ins().jump(finish, &[]);
+
+    // Pass 1: check, key and hash every packet; every probe starts at the root.
+    b.switch_to_block(passes);
+    let base = b.ins().stack_addr(types::I64, state, 0);
+    let state_at = |b: &mut FunctionBuilder<'_>, i: ClifValue| {
+        let at = b.ins().imul_imm_u(i, stride);
+        b.ins().iadd(base, at)
+    };
+    counted_loop(b, count, zero, |b, i, acc| {
+        let st = state_at(b, i);
+        let packet = packet_at(b, refs, i);
+        let (next, no_probe) = (b.create_block(), b.create_block());
+        let words = emit_key(b, program, packet, no_probe);
+        let h = emit_hash(b, &words[..W], seeds);
+        b.ins().store(stack, root[0], st, STATE_ADDRESS);
+        b.ins().store(stack, root[1], st, STATE_META);
+        b.ins().store(stack, h, st, STATE_HASH);
+        for (k, &w) in words[..W].iter().enumerate() {
+            b.ins().store(stack, w, st, STATE_KEY + 8 * k as i32);
+        }
+        b.ins().jump(next, &[]);
+        b.switch_to_block(no_probe);
+        b.ins().store(stack, zero, st, STATE_ADDRESS);
+        b.ins().jump(next, &[]);
+        b.switch_to_block(next);
+        acc
+    });
+
+    // One pass per trie level while some packet is at a branch (never below MAX_LEVEL: a
+    // branch there is a miss, as in the single function).
+    let (levels, touch) = (b.create_block(), b.create_block());
+    let root_is_branch = b.ins().icmp_imm_s(IntCC::Equal, root[1], BRANCH as i64);
+    b.ins().brif(root_is_branch, levels, &[], touch, &[]);
+    b.switch_to_block(levels);
+    let (level_head, level) = loop_head(b, zero);
+    let shift = b.ins().imul_imm_u(level, i64::from(FANOUT_BITS));
+    let shift = b.ins().iadd_imm_u(shift, i64::from(TRIE_SHIFT));
+    let deeper = counted_loop(b, count, zero, |b, i, deeper| {
+        let st = state_at(b, i);
+        let address = b.ins().load(types::I64, stack, st, STATE_ADDRESS);
+        let meta = b.ins().load(types::I64, stack, st, STATE_META);
+        let is_branch = b.ins().icmp_imm_s(IntCC::Equal, meta, BRANCH as i64);
+        let has_node = b.ins().icmp_imm_u(IntCC::NotEqual, address, 0);
+        let descends = b.ins().band(is_branch, has_node);
+        let (descend, join) = (b.create_block(), b.create_block());
+        let deeper_after = b.append_block_param(join, types::I64);
+        b.ins().brif(descends, descend, &[], join, &[deeper.into()]);
+        b.switch_to_block(descend);
+        let h = b.ins().load(types::I64, stack, st, STATE_HASH);
+        let bits = b.ins().ushr(h, shift);
+        let index = b.ins().band_imm_u(bits, (1 << FANOUT_BITS) - 1);
+        let offset = b.ins().imul_imm_u(index, REF_BYTES);
+        let at = b.ins().iadd(address, offset);
+        let child = b.ins().load(types::I64, table_flags(), at, 0);
+        let child_meta = b.ins().load(types::I64, table_flags(), at, REF_META);
+        b.ins().store(stack, child, st, STATE_ADDRESS);
+        b.ins().store(stack, child_meta, st, STATE_META);
+        let still = b.ins().icmp_imm_s(IntCC::Equal, child_meta, BRANCH as i64);
+        let still = b.ins().uextend(types::I64, still);
+        let deeper_now = b.ins().bor(deeper, still);
+        b.ins().jump(join, &[deeper_now.into()]);
+        b.switch_to_block(join);
+        deeper_after
+    });
+    let level_next = b.ins().iadd_imm_u(level, 1);
+    let below_max = b
+        .ins()
+        .icmp_imm_u(IntCC::UnsignedLessThan, level_next, i64::from(MAX_LEVEL));
+    let go_on = b.ins().icmp_imm_u(IntCC::NotEqual, deeper, 0);
+    let go_on = b.ins().band(go_on, below_max);
     b.ins()
-        .brif(address, touch_slot, &[], touched, &[zero.into()]);
-    b.switch_to_block(touch_slot);
-    let slot = slot_address::<W>(b, address, start);
-    let word = b.ins().load(types::I64, table_flags(), slot, 0);
-    b.ins().jump(touched, &[word.into()]);
-    b.switch_to_block(touched);
-    let acc_next = b.ins().bxor(acc, touched_word);
-    let j_next = b.ins().iadd_imm_u(j, 1);
-    b.ins().jump(touch, &[j_next.into(), acc_next.into()]);
+        .brif(go_on, level_head, &[level_next.into()], touch, &[]);
 
-    // Pass 3: probe, now in cache, and write each packet's slot (or 0).
-    b.switch_to_block(pass3);
-    let (probe_loop, i) = loop_head(b, zero);
-    let (probe_body, finish) = (b.create_block(), b.create_block());
-    let more = b.ins().icmp(IntCC::UnsignedLessThan, i, count);
-    b.ins().brif(more, probe_body, &[], finish, &[]);
-    b.switch_to_block(probe_body);
-    let at = b.ins().imul_imm_u(i, stride);
-    let entry_state = b.ins().iadd(base, at);
-    let address = b.ins().load(types::I64, stack, entry_state, 0);
-    let done = b.create_block();
-    let result = b.append_block_param(done, types::I64);
-    let has_leaf = b.create_block();
-    b.ins().brif(address, has_leaf, &[], done, &[zero.into()]);
-    b.switch_to_block(has_leaf);
-    let mask = b.ins().load(types::I64, stack, entry_state, 8);
-    let start = b.ins().load(types::I64, stack, entry_state, 16);
-    let key: Vec<ClifValue> = (0..W)
-        .map(|k| {
-            b.ins()
-                .load(types::I64, stack, entry_state, (24 + 8 * k) as i32)
-        })
-        .collect();
-    emit_probe::<W>(b, &key, [address, mask], start, done);
-    b.switch_to_block(done);
-    let out_at = b.ins().imul_imm_u(i, 8);
-    let out_at = b.ins().iadd(out, out_at);
-    b.ins().store(MemFlagsData::trusted(), result, out_at, 0);
-    let i_next = b.ins().iadd_imm_u(i, 1);
-    b.ins().jump(probe_loop, &[i_next.into()]);
+    // Read the first slot of every probe (independent loads, all in flight at once); the word
+    // read is stored in `out`, which the next pass overwrites, so that the load stays.
+    b.switch_to_block(touch);
+    let leaf_of = |b: &mut FunctionBuilder<'_>, st: ClifValue| {
+        let address = b.ins().load(types::I64, stack, st, STATE_ADDRESS);
+        let meta = b.ins().load(types::I64, stack, st, STATE_META);
+        let has_node = b.ins().icmp_imm_u(IntCC::NotEqual, address, 0);
+        let is_leaf = b.ins().icmp_imm_s(IntCC::NotEqual, meta, BRANCH as i64);
+        let probes = b.ins().band(has_node, is_leaf);
+        (address, meta, probes)
+    };
+    counted_loop(b, count, zero, |b, i, acc| {
+        let st = state_at(b, i);
+        let (address, mask, probes) = leaf_of(b, st);
+        let (read, join) = (b.create_block(), b.create_block());
+        b.ins().brif(probes, read, &[], join, &[]);
+        b.switch_to_block(read);
+        let h = b.ins().load(types::I64, stack, st, STATE_HASH);
+        let start = b.ins().band(h, mask);
+        let slot = slot_address::<W>(b, address, start);
+        let word = b.ins().load(types::I64, table_flags(), slot, 0);
+        store_out(b, i, word);
+        b.ins().jump(join, &[]);
+        b.switch_to_block(join);
+        acc
+    });
+
+    // Probe, now in cache, and write each packet's slot (or 0).
+    counted_loop(b, count, zero, |b, i, acc| {
+        let st = state_at(b, i);
+        let (address, mask, probes) = leaf_of(b, st);
+        let (has_leaf, done) = (b.create_block(), b.create_block());
+        let result = b.append_block_param(done, types::I64);
+        b.ins().brif(probes, has_leaf, &[], done, &[zero.into()]);
+        b.switch_to_block(has_leaf);
+        let h = b.ins().load(types::I64, stack, st, STATE_HASH);
+        let start = b.ins().band(h, mask);
+        let key: Vec<ClifValue> = (0..W)
+            .map(|k| b.ins().load(types::I64, stack, st, STATE_KEY + 8 * k as i32))
+            .collect();
+        emit_probe::<W>(b, &key, [address, mask], start, done);
+        b.switch_to_block(done);
+        store_out(b, i, result);
+        acc
+    });
+    b.ins().jump(finish, &[]);
 
     b.switch_to_block(finish);
-    b.ins().return_(&[acc]);
+    b.ins().return_(&[zero]);
     b.seal_all_blocks();
+}
+
+/// `[data, caplen, wire_len]` of the `i`-th packet descriptor at `refs`.
+fn packet_at(b: &mut FunctionBuilder<'_>, refs: ClifValue, i: ClifValue) -> [ClifValue; 3] {
+    let offset = b
+        .ins()
+        .imul_imm_u(i, std::mem::size_of::<PacketRef>() as i64);
+    let desc = b.ins().iadd(refs, offset);
+    let flags = MemFlagsData::trusted().with_readonly();
+    [
+        b.ins().load(types::I64, flags, desc, 0),
+        b.ins().load(types::I64, flags, desc, PACKET_REF_CAPLEN),
+        b.ins().load(types::I32, flags, desc, PACKET_REF_WIRE_LEN),
+    ]
+}
+
+/// Emits `for i in 0..count { acc = body(i, acc) }` (`acc` an `i64` starting at `initial`)
+/// from the current block; continues after the loop, returning the final `acc`. `body` may
+/// leave the builder in another block than it found it in.
+fn counted_loop(
+    b: &mut FunctionBuilder<'_>,
+    count: ClifValue,
+    initial: ClifValue,
+    body: impl FnOnce(&mut FunctionBuilder<'_>, ClifValue, ClifValue) -> ClifValue,
+) -> ClifValue {
+    let head = b.create_block();
+    let i = b.append_block_param(head, types::I64);
+    let acc = b.append_block_param(head, types::I64);
+    let zero = b.ins().iconst(types::I64, 0);
+    b.ins().jump(head, &[zero.into(), initial.into()]);
+    b.switch_to_block(head);
+    let (body_block, exit) = (b.create_block(), b.create_block());
+    let final_acc = b.append_block_param(exit, types::I64);
+    let more = b.ins().icmp(IntCC::UnsignedLessThan, i, count);
+    b.ins().brif(more, body_block, &[], exit, &[acc.into()]);
+    b.switch_to_block(body_block);
+    let acc_next = body(b, i, acc);
+    let i_next = b.ins().iadd_imm_u(i, 1);
+    b.ins().jump(head, &[i_next.into(), acc_next.into()]);
+    b.switch_to_block(exit);
+    final_acc
 }
 
 /// Starts a counting loop: a new block with the counter as its parameter, entered with
