@@ -187,7 +187,7 @@ impl Expr {
 pub(crate) use sift_jit::key_extractor::KeyRel as Rel;
 
 /// The outcome of `x R k` for every `x` whose set bits lie within `bits`, if it is the same.
-fn decided_by_bits(rel: Rel, bits: u32, k: u32) -> Option<bool> {
+pub(crate) fn decided_by_bits(rel: Rel, bits: u32, k: u32) -> Option<bool> {
     match rel {
         Rel::Eq if k & !bits != 0 => Some(false),
         Rel::Ne if k & !bits != 0 => Some(true),

@@ -11,11 +11,12 @@ use sift_jit::demux_table::KeyHash;
 
 use crate::dispatch::Dispatch;
 use crate::extract::Extractor;
-use crate::paths::{decompose, Limits, NotDecomposed};
+use crate::paths::{decompose_traced, Conjunction, Limits, NotDecomposed};
 use crate::reader::Reader;
 use crate::shape::{split, Key, ShapeSig};
 use crate::snapshot::{Engine, Residual, ShapeView, Snapshot};
 use crate::table::Entry;
+use crate::templates::Templates;
 
 /// Identifies an installed filter. Ids are never reused; their order is insertion order, which
 /// breaks ties between filters of equal priority (the earlier filter wins). Never 0.
@@ -134,6 +135,8 @@ pub struct Demux {
     /// The hash of every shape's table (seeded per demultiplexer).
     key_hash: KeyHash,
     limits: Limits,
+    /// Recent decompositions, reused by filters that differ only in constants.
+    templates: Templates,
     /// Whether new shapes get native extractors and new residuals native code.
     native: bool,
 }
@@ -170,6 +173,7 @@ impl Demux {
             next_id: 1,
             key_hash: KeyHash::random(),
             limits: Limits::default(),
+            templates: Templates::default(),
             native: false,
         }
     }
@@ -268,7 +272,7 @@ impl Demux {
         priority: i32,
         delivery: Delivery,
     ) -> Result<FilterId, InsertError> {
-        sift_ir::verify(filter).map_err(InsertError::InvalidIr)?;
+        let paths = self.accepting_paths(filter)?;
         let id = FilterId(self.next_id);
         self.next_id += 1;
         let entry = Entry {
@@ -276,7 +280,7 @@ impl Demux {
             id,
             delivery,
         };
-        let split_paths = decompose(filter, self.limits).and_then(|paths| {
+        let split_paths = paths.and_then(|paths| {
             let split: Vec<(ShapeSig, Key)> = paths.iter().map(split).collect();
             // Every shape must compile before anything is installed.
             for (sig, _) in &split {
@@ -322,6 +326,25 @@ impl Demux {
         };
         self.filters.insert(id, Installed { entry, at });
         Ok(id)
+    }
+
+    /// The filter's accepting paths (`paths::decompose`), from a kept decomposition of a filter
+    /// that differs only in constants when there is one (`templates`: the same result, and the
+    /// filter is known to verify), else verified and decomposed in full.
+    fn accepting_paths(
+        &mut self,
+        filter: &Function,
+    ) -> Result<Result<Vec<Conjunction>, NotDecomposed>, InsertError> {
+        if let Some(paths) = self.templates.paths(filter) {
+            return Ok(Ok(paths));
+        }
+        sift_ir::verify(filter).map_err(InsertError::InvalidIr)?;
+        Ok(
+            decompose_traced(filter, self.limits).map(|(paths, trace)| {
+                self.templates.learn(filter, &paths, trace);
+                paths
+            }),
+        )
     }
 
     /// Native code for a residual's program where there is a JIT (and the JIT takes it), else
@@ -405,16 +428,15 @@ impl Demux {
             self.published_residuals = self.residuals.clone().into();
             self.shared_search = self.build_shared_search();
         }
-        let snapshot = Snapshot {
-            shapes: self
-                .shapes
+        let snapshot = Snapshot::new(
+            self.shapes
                 .iter()
                 .flatten()
                 .map(|s| s.view.clone())
                 .collect(),
-            residuals: self.published_residuals.clone(),
-            shared_search: self.shared_search.clone(),
-        };
+            self.published_residuals.clone(),
+            self.shared_search.clone(),
+        );
         self.shared.store(Arc::new(snapshot));
     }
 

@@ -15,6 +15,7 @@
 
 use std::num::NonZeroU64;
 
+use sift_jit::demux_matcher::DemuxMatcher;
 use sift_jit::demux_table::{KeyHash, Slot, Table as Keys, Value};
 
 use crate::extract::Regs;
@@ -266,6 +267,35 @@ impl Dispatch {
             Dispatch::Narrow(t) => t.keys.heap_bytes() + t.crowded.heap_bytes(),
             Dispatch::Wide(t) => t.keys.heap_bytes() + t.crowded.heap_bytes(),
         }
+    }
+}
+
+/// The only shape of a snapshot when it takes the common path (native code, two-word keys):
+/// kept inline in the snapshot (a clone of the matcher's function pointers and of the table's
+/// root), so that a match reaches the code and the table's header with one load from the
+/// snapshot instead of a chain through the shape list, the extractor and its matcher.
+#[derive(Clone, Debug)]
+pub(crate) struct FastShape {
+    pub(crate) matcher: DemuxMatcher<2>,
+    pub(crate) table: Keyed<2>,
+}
+
+impl FastShape {
+    pub(crate) fn of(shape: &ShapeView) -> Option<FastShape> {
+        match (&shape.extractor.native, &shape.table) {
+            (Some(Matcher::Narrow(m)), Dispatch::Narrow(t)) => Some(FastShape {
+                matcher: m.clone(),
+                table: t.clone(),
+            }),
+            _ => None,
+        }
+    }
+
+    /// CSPF delivery of a packet ([`ShapeView::deliver`]).
+    #[inline(always)]
+    pub(crate) fn deliver(&self, pkt: &[u8], wire_len: u32, m: &mut Matches) {
+        let t = &self.table;
+        t.deliver(self.matcher.lookup(&t.keys, pkt, wire_len), m);
     }
 }
 

@@ -95,6 +95,7 @@ mod reader;
 mod shape;
 mod snapshot;
 mod table;
+mod templates;
 
 pub use demux::{Batch, Delivery, Demux, FilterId, InsertError, Placement, Stats};
 pub use fragments::{

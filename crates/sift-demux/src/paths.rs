@@ -67,14 +67,104 @@ struct Pending {
     args: Vec<Arc<Expr>>,
     atoms_len: usize,
     required_len: usize,
-    /// The atoms the edge adds to the path.
-    edge: Vec<Atom>,
+    /// The atoms the edge adds to the path, each with the free constant it compares with.
+    edge: Vec<(Atom, Origin)>,
+}
+
+/// The free constant (a value number) an atom compares its field with, if any.
+type Origin = Option<u32>;
+
+/// How a decomposition depends on the filter's *free* constants: constants used only as an
+/// operand of branches (the addresses and ports of a connection filter). Another filter with
+/// the same graph and other values for some free constants decomposes into the same paths
+/// with those values in place of the old (`templates`), provided no changed constant is
+/// *pinned* and each comparison it makes stays undecided by the field's width:
+///
+/// * a free constant's only influence on the walk is through the comparisons it is an
+///   operand of (`decide`): whether the field's width decides it, and whether an atom on the
+///   path about the same field decides it. A comparison the width left undecided stays so
+///   under a new value iff [`crate::canon::decided_by_bits`] says so (recorded in `compares`);
+///   one with another atom about the same field on its path, or between two constants, pins
+///   every free constant involved;
+/// * the atoms it produces carry it as their right-hand side (`origins`), and a path's atoms
+///   are sorted by relation and field before constants, so with no two atoms about one field
+///   on a path (each such pair pins its constants) replacing the value keeps the order.
+#[derive(Clone, Debug, Default)]
+pub(crate) struct Trace {
+    /// Per value: a constant used only as a branch operand.
+    pub(crate) free: Vec<bool>,
+    /// Per value: a free constant whose value the decomposition depends on beyond its atoms.
+    pub(crate) pinned: Vec<bool>,
+    /// `(constant, rel, bits)`: a free constant made an atom `field rel constant` whose field
+    /// has these possible bits.
+    pub(crate) compares: Vec<(u32, Rel, u32)>,
+    /// Per accepting path, per atom: the free constant that is its right-hand side.
+    pub(crate) origins: Vec<Vec<Origin>>,
+}
+
+impl Trace {
+    fn new(f: &Function) -> Trace {
+        let mut free: Vec<bool> = f.values.iter().map(|i| matches!(i, Inst::Const(_))).collect();
+        let mut other_use = |v: sift_ir::Value| {
+            if let Some(x) = free.get_mut(v.index()) {
+                *x = false;
+            }
+        };
+        for inst in &f.values {
+            inst.for_each_operand(&mut other_use);
+        }
+        for b in &f.blocks {
+            match &b.term {
+                // Branch operands are the one use a free constant may have; edge arguments
+                // are other uses.
+                Terminator::Branch { then_, else_, .. } => {
+                    then_.args.iter().chain(&else_.args).for_each(|&a| other_use(a))
+                }
+                term => term.for_each_operand(&mut other_use),
+            }
+        }
+        Trace {
+            pinned: vec![false; free.len()],
+            free,
+            compares: Vec::new(),
+            origins: Vec::new(),
+        }
+    }
+
+    fn pin(&mut self, origin: Origin) {
+        if let Some(v) = origin {
+            self.pinned[v as usize] = true;
+        }
+    }
+
+    /// The free constant among a branch's operands (both pinned when both are).
+    fn origin(&mut self, lhs: sift_ir::Value, rhs: sift_ir::Value) -> Origin {
+        let free = |v: sift_ir::Value| self.free[v.index()].then_some(v.0);
+        match (free(lhs), free(rhs)) {
+            (Some(a), Some(b)) => {
+                self.pin(Some(a));
+                self.pin(Some(b));
+                None
+            }
+            (a, b) => a.or(b),
+        }
+    }
 }
 
 /// The accepting paths of `f` (which must have passed `sift_ir::verify`).
 pub(crate) fn decompose(f: &Function, limits: Limits) -> Result<Vec<Conjunction>, NotDecomposed> {
+    decompose_traced(f, limits).map(|(paths, _)| paths)
+}
+
+/// [`decompose`], and how its result depends on the filter's free constants.
+pub(crate) fn decompose_traced(
+    f: &Function,
+    limits: Limits,
+) -> Result<(Vec<Conjunction>, Trace), NotDecomposed> {
+    let mut trace = Trace::new(f);
     let mut env: Vec<Option<Arc<Expr>>> = vec![None; f.values.len()];
     let mut atoms: Vec<Atom> = Vec::new();
+    let mut origins: Vec<Origin> = Vec::new();
     // Expressions executed on the path that can fail (loads, divisions).
     let mut required: Vec<Arc<Expr>> = Vec::new();
     let mut out = Vec::new();
@@ -92,8 +182,12 @@ pub(crate) fn decompose(f: &Function, limits: Limits) -> Result<Vec<Conjunction>
             return Err(NotDecomposed::TooManySteps);
         }
         atoms.truncate(p.atoms_len);
+        origins.truncate(p.atoms_len);
         required.truncate(p.required_len);
-        atoms.extend(p.edge);
+        for (a, o) in p.edge {
+            atoms.push(a);
+            origins.push(o);
+        }
         let data = f.block(p.block);
         for (param, arg) in data.params.iter().zip(p.args) {
             env[param.index()] = Some(arg);
@@ -148,7 +242,7 @@ pub(crate) fn decompose(f: &Function, limits: Limits) -> Result<Vec<Conjunction>
                 .expect("verified: defined before use")
         };
         let here = (atoms.len(), required.len());
-        let follow = |t: &Target, edge: Vec<Atom>, stack: &mut Vec<Pending>| {
+        let follow = |t: &Target, edge: Vec<(Atom, Origin)>, stack: &mut Vec<Pending>| {
             stack.push(Pending {
                 block: t.block,
                 args: t.args.iter().map(|&a| value(a)).collect(),
@@ -160,15 +254,17 @@ pub(crate) fn decompose(f: &Function, limits: Limits) -> Result<Vec<Conjunction>
         match &data.term {
             Terminator::Return(0) => {}
             Terminator::Return(_) => {
-                out.push(finish(&atoms, &required));
+                out.push(finish(&atoms, &origins, &required, &mut trace));
             }
             Terminator::ReturnValue(v) => {
-                match decide(&atoms, Rel::Ne, value(*v), Arc::new(Expr::Const(0))) {
+                let mut seen = |j: usize| trace.pin(origins[j]);
+                match decide(&atoms, Rel::Ne, value(*v), Arc::new(Expr::Const(0)), &mut seen) {
                     Cond::Decided(false) => {}
-                    Cond::Decided(true) => out.push(finish(&atoms, &required)),
+                    Cond::Decided(true) => out.push(finish(&atoms, &origins, &required, &mut trace)),
                     Cond::Atom(a) => {
                         atoms.push(a);
-                        out.push(finish(&atoms, &required));
+                        origins.push(None);
+                        out.push(finish(&atoms, &origins, &required, &mut trace));
                     }
                 }
             }
@@ -181,14 +277,29 @@ pub(crate) fn decompose(f: &Function, limits: Limits) -> Result<Vec<Conjunction>
                 else_,
             } => {
                 let rel = Rel::from_ir(*op);
-                match decide(&atoms, rel, value(*lhs), value(*rhs)) {
-                    Cond::Decided(true) => follow(then_, Vec::new(), &mut stack),
-                    Cond::Decided(false) => follow(else_, Vec::new(), &mut stack),
+                let origin = trace.origin(*lhs, *rhs);
+                let mut interacted = false;
+                let mut seen = |j: usize| {
+                    trace.pin(origins[j]);
+                    interacted = true;
+                };
+                let cond = decide(&atoms, rel, value(*lhs), value(*rhs), &mut seen);
+                if interacted {
+                    trace.pin(origin);
+                }
+                match cond {
+                    Cond::Decided(outcome) => {
+                        trace.pin(origin);
+                        follow(if outcome { then_ } else { else_ }, Vec::new(), &mut stack)
+                    }
                     Cond::Atom(a) => {
+                        if let (Some(c), Atom::Cmp { rel, lhs, .. }) = (origin, &a) {
+                            trace.compares.push((c, *rel, lhs.possible_bits()));
+                        }
                         let negated = negate(&a);
                         // Else pushed first so the then side (usually the accepting one) runs first.
-                        follow(else_, vec![negated], &mut stack);
-                        follow(then_, vec![a], &mut stack);
+                        follow(else_, vec![(negated, origin)], &mut stack);
+                        follow(then_, vec![(a, origin)], &mut stack);
                     }
                 }
             }
@@ -201,15 +312,17 @@ pub(crate) fn decompose(f: &Function, limits: Limits) -> Result<Vec<Conjunction>
                 let mut default_atoms = Vec::new();
                 let mut default_feasible = true;
                 for (k, t) in cases.iter().rev() {
-                    match decide(&atoms, Rel::Eq, key.clone(), Arc::new(Expr::Const(*k))) {
+                    let mut seen = |j: usize| trace.pin(origins[j]);
+                    let k = Arc::new(Expr::Const(*k));
+                    match decide(&atoms, Rel::Eq, key.clone(), k, &mut seen) {
                         Cond::Decided(false) => {}
                         Cond::Decided(true) => {
                             follow(t, Vec::new(), &mut stack);
                             default_feasible = false;
                         }
                         Cond::Atom(a) => {
-                            default_atoms.push(negate(&a));
-                            follow(t, vec![a], &mut stack);
+                            default_atoms.push((negate(&a), None));
+                            follow(t, vec![(a, None)], &mut stack);
                         }
                     }
                 }
@@ -223,7 +336,9 @@ pub(crate) fn decompose(f: &Function, limits: Limits) -> Result<Vec<Conjunction>
             return Err(NotDecomposed::TooManyPaths);
         }
     }
-    Ok(out)
+    let (paths, path_origins) = out.into_iter().unzip();
+    trace.origins = path_origins;
+    Ok((paths, trace))
 }
 
 /// The negation of an atom produced by a branch (branch atoms are always comparisons).
@@ -239,21 +354,31 @@ fn negate(a: &Atom) -> Atom {
 }
 
 /// Canonicalises `lhs rel rhs` and decides it from the atoms already on the path when a
-/// previous test fixed the field's value (`x == k`) or excluded it (`x != k`).
-fn decide(path: &[Atom], rel: Rel, lhs: Arc<Expr>, rhs: Arc<Expr>) -> Cond {
+/// previous test fixed the field's value (`x == k`) or excluded it (`x != k`). Calls `seen`
+/// with the position of every path atom about the same field it looks at.
+fn decide(
+    path: &[Atom],
+    rel: Rel,
+    lhs: Arc<Expr>,
+    rhs: Arc<Expr>,
+    seen: &mut impl FnMut(usize),
+) -> Cond {
     let cond = Atom::compare(rel, lhs, rhs);
     let Cond::Atom(Atom::Cmp { rel, lhs, rhs }) = &cond else {
         return cond;
     };
     let Some(k) = rhs.constant() else {
         // Same comparison of two fields seen before: implied or contradicted.
-        for a in path {
+        for (j, a) in path.iter().enumerate() {
             if let Atom::Cmp {
                 rel: r,
                 lhs: l,
                 rhs: x,
             } = a
             {
+                if l == lhs {
+                    seen(j);
+                }
                 if l == lhs && x == rhs {
                     if r == rel {
                         return Cond::Decided(true);
@@ -266,7 +391,7 @@ fn decide(path: &[Atom], rel: Rel, lhs: Arc<Expr>, rhs: Arc<Expr>) -> Cond {
         }
         return cond;
     };
-    for a in path {
+    for (j, a) in path.iter().enumerate() {
         let Atom::Cmp {
             rel: r,
             lhs: l,
@@ -278,6 +403,7 @@ fn decide(path: &[Atom], rel: Rel, lhs: Arc<Expr>, rhs: Arc<Expr>) -> Cond {
         if l != lhs {
             continue;
         }
+        seen(j);
         let Some(c) = x.constant() else { continue };
         match r {
             Rel::Eq => return Cond::Decided(rel.eval(c, k)),
@@ -292,8 +418,13 @@ fn decide(path: &[Atom], rel: Rel, lhs: Arc<Expr>, rhs: Arc<Expr>) -> Cond {
 }
 
 /// The conjunction of an accepting path: its comparisons plus the evaluation requirements no
-/// comparison already implies, sorted.
-fn finish(atoms: &[Atom], required: &[Arc<Expr>]) -> Conjunction {
+/// comparison already implies, sorted; with each atom's origin (`origins`: the path's).
+fn finish(
+    atoms: &[Atom],
+    origins: &[Origin],
+    required: &[Arc<Expr>],
+    trace: &mut Trace,
+) -> (Conjunction, Vec<Origin>) {
     // Everything a comparison reads must evaluate for the comparison to hold.
     let mut covered: BTreeSet<Arc<Expr>> = BTreeSet::new();
     for a in atoms {
@@ -338,20 +469,29 @@ fn finish(atoms: &[Atom], required: &[Arc<Expr>]) -> Conjunction {
         _ => None,
     };
     let covered_end = covered.iter().filter_map(fixed_end).max().unwrap_or(0);
-    let mut out: Vec<Atom> = atoms.to_vec();
+    let mut out: Vec<(Atom, Origin)> = atoms.iter().cloned().zip(origins.iter().copied()).collect();
     let mut needed_end = 0;
     for e in extra {
         match fixed_end(&e) {
             Some(end) => needed_end = needed_end.max(end),
-            None => out.push(Atom::Defined(e)),
+            None => out.push((Atom::Defined(e), None)),
         }
     }
     if needed_end > covered_end {
-        out.push(Atom::MinCapLen(needed_end));
+        out.push((Atom::MinCapLen(needed_end), None));
     }
-    out.sort();
-    out.dedup();
-    Conjunction { atoms: out }
+    out.sort_by(|a, b| a.0.cmp(&b.0));
+    out.dedup_by(|later, kept| {
+        let same = later.0 == kept.0;
+        if same {
+            // One atom stands for both: their constants' values must not part them.
+            trace.pin(later.1);
+            trace.pin(kept.1);
+        }
+        same
+    });
+    let (atoms, origins) = out.into_iter().unzip();
+    (Conjunction { atoms }, origins)
 }
 
 #[cfg(test)]

@@ -14,7 +14,7 @@ use sift_coproc::{Coprocessors, SharedSearch};
 use sift_ir::Interpreter;
 use sift_jit::JitFilter;
 
-use crate::dispatch::{Dispatch, Found};
+use crate::dispatch::{Dispatch, FastShape, Found};
 use crate::extract::{Extractor, Regs, MAX_REGS};
 use crate::table::Entry;
 use crate::{Delivery, FilterId};
@@ -57,6 +57,28 @@ pub(crate) struct Snapshot {
     pub(crate) residuals: Arc<[Residual]>,
     /// The residuals' pattern sets searched together (when at least two residuals search).
     pub(crate) shared_search: Option<Arc<SharedSearch>>,
+    /// The only shape, inline, when every filter is in it and it takes the common path
+    /// (see [`FastShape`]).
+    pub(crate) fast: Option<FastShape>,
+}
+
+impl Snapshot {
+    pub(crate) fn new(
+        shapes: Vec<ShapeView>,
+        residuals: Arc<[Residual]>,
+        shared_search: Option<Arc<SharedSearch>>,
+    ) -> Snapshot {
+        let fast = match (&shapes[..], &residuals[..]) {
+            ([shape], []) => FastShape::of(shape),
+            _ => None,
+        };
+        Snapshot {
+            shapes,
+            residuals,
+            shared_search,
+            fast,
+        }
+    }
 }
 
 /// The result of matching one packet, and the scratch space matching needs (keep one per thread
@@ -179,6 +201,9 @@ impl Snapshot {
     /// code and a few stores, and a call around it would cost as much again.
     #[inline(always)]
     pub(crate) fn run(&self, pkt: &[u8], wire_len: u32, m: &mut Matches, all: bool) {
+        if let (Some(fast), false) = (&self.fast, all) {
+            return fast.deliver(pkt, wire_len, m);
+        }
         if let Some(shape) = self.one_shape(all) {
             return shape.deliver(pkt, wire_len, m);
         }
