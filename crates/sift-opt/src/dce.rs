@@ -19,15 +19,25 @@ use std::collections::HashMap;
 
 use sift_ir::{BinOp, Block, Function, Inst, Value};
 
-use crate::cfg::{Cfg, Visit};
+use crate::cfg::{Analysis, Cfg, Visit};
 use crate::range::{self, Range};
-use crate::rewrite::remove_unreachable;
 
 /// Runs the pass; returns the number of instructions and parameters removed.
 pub fn run(f: &mut Function) -> usize {
-    remove_unreachable(f);
-    let cfg = Cfg::new(f);
-    let covered = covered_loads(f, &cfg);
+    run_with(f, &mut Analysis::new())
+}
+
+/// [`run`], with the control-flow facts kept between passes (the pass changes no edge).
+pub fn run_with(f: &mut Function, analysis: &mut Analysis) -> usize {
+    analysis.remove_unreachable(f);
+    let cfg = analysis.take(f);
+    let removed = remove_dead(f, &cfg);
+    analysis.restore(cfg);
+    removed
+}
+
+fn remove_dead(f: &mut Function, cfg: &Cfg) -> usize {
+    let covered = covered_loads(f, cfg);
     let n = f.values.len();
     let mut uses = vec![0u32; n];
     // Which block and parameter position defines each parameter.
@@ -48,7 +58,7 @@ pub fn run(f: &mut Function) -> usize {
         }
         data.term.for_each_operand(count);
         if has_params {
-            for (e, t) in data.term.targets().into_iter().enumerate() {
+            for (e, t) in crate::cfg::targets(&data.term).enumerate() {
                 incoming[t.block.index()].push((b, e));
             }
         }
@@ -126,7 +136,7 @@ pub fn run(f: &mut Function) -> usize {
 
 /// Loads proven in bounds by an earlier load on every path (see the module documentation).
 fn covered_loads(f: &Function, cfg: &Cfg) -> Vec<bool> {
-    let ranges = range::compute(f);
+    let ranges = range::compute_over(f, &cfg.rpo);
     let mut covered = vec![false; f.values.len()];
     // Farthest end (index + offset + size, minus the index) reached by a load with this index.
     let mut reach: HashMap<Option<Value>, u64> = HashMap::new();

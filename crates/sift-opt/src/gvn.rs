@@ -19,8 +19,8 @@ use std::collections::HashMap;
 
 use sift_ir::{BinOp, Block, Chain, Function, Inst, LoadSize, Value};
 
-use crate::cfg::{Cfg, Visit};
-use crate::rewrite::{remove_unreachable, Replacements};
+use crate::cfg::{Analysis, Cfg, Visit};
+use crate::rewrite::Replacements;
 
 /// The identity of a computation, operands already replaced by their representatives.
 #[derive(Clone, Debug, PartialEq, Eq, Hash)]
@@ -71,32 +71,41 @@ fn key_of(inst: &Inst) -> Option<Key> {
 
 /// Runs the pass; returns the number of values replaced.
 pub fn run(f: &mut Function) -> usize {
-    remove_unreachable(f);
+    run_with(f, &mut Analysis::new())
+}
+
+/// [`run`], with the control-flow facts kept between passes (the pass changes no edge).
+pub fn run_with(f: &mut Function, analysis: &mut Analysis) -> usize {
+    analysis.remove_unreachable(f);
+    let cfg = analysis.take(f);
     let mut repl = Replacements::new(f);
-    propagate_params(f, &mut repl);
+    propagate_params(f, &cfg.rpo, &mut repl);
     hoist_constants(f, &mut repl);
-    number_values(f, &mut repl);
+    number_values(f, &cfg, &mut repl);
     let n = repl.len();
     repl.apply(f);
+    analysis.restore(cfg);
     n
 }
 
 /// Replaces each parameter whose incoming arguments are all one value.
-fn propagate_params(f: &mut Function, repl: &mut Replacements) {
-    let rpo = crate::cfg::rpo(f);
+fn propagate_params(f: &mut Function, rpo: &[Block], repl: &mut Replacements) {
+    if f.blocks.iter().all(|data| data.params.is_empty()) {
+        return;
+    }
     // Incoming edges of each block, as (predecessor, index among its targets).
     let mut incoming: Vec<Vec<(Block, usize)>> = vec![Vec::new(); f.blocks.len()];
     // The arguments of each incoming edge, copied once (a switch's target list is long).
     let mut incoming_args: Vec<Vec<Vec<Value>>> = vec![Vec::new(); f.blocks.len()];
-    for &b in &rpo {
-        for (i, t) in f.block(b).term.targets().into_iter().enumerate() {
+    for &b in rpo {
+        for (i, t) in crate::cfg::targets(&f.block(b).term).enumerate() {
             if !f.block(t.block).params.is_empty() {
                 incoming[t.block.index()].push((b, i));
                 incoming_args[t.block.index()].push(t.args.clone());
             }
         }
     }
-    for &b in &rpo {
+    for &b in rpo {
         let nparams = f.block(b).params.len();
         if nparams == 0 || incoming[b.index()].is_empty() {
             continue;
@@ -170,8 +179,7 @@ fn hoist_constants(f: &mut Function, repl: &mut Replacements) {
 }
 
 /// Dominator-based value numbering.
-fn number_values(f: &mut Function, repl: &mut Replacements) {
-    let cfg = Cfg::new(f);
+fn number_values(f: &mut Function, cfg: &Cfg, repl: &mut Replacements) {
     let mut table: HashMap<Key, Value> = HashMap::new();
     // Keys added per block, to forget when the walk leaves the block's subtree.
     let mut scopes: Vec<Vec<Key>> = Vec::new();

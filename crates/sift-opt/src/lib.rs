@@ -64,6 +64,8 @@ use std::fmt;
 
 use sift_ir::{Function, VerifyError};
 
+use crate::cfg::Analysis;
+
 pub use stats::{Counts, PassChanges, Stats};
 
 /// Which passes run, and their limits.
@@ -167,14 +169,23 @@ pub fn optimize_with(f: &mut Function, opts: &Options) -> Stats {
 /// Optimizes `f`; with `opts.verify`, stops at the first pass whose output fails verification.
 /// `f` must verify on entry.
 pub fn try_optimize_with(f: &mut Function, opts: &Options) -> Result<Stats, PassError> {
+    if f.blocks.is_empty() {
+        return Ok(Stats {
+            before: Counts::of(f),
+            ..Stats::default()
+        });
+    }
+    // The control-flow facts, kept from pass to pass while the edges stay the same.
+    let mut analysis = Analysis::new();
     let mut stats = Stats {
-        before: Counts::of(f),
+        before: Counts::over(f, &analysis.cfg(f).rpo),
         ..Stats::default()
     };
-    let check = |f: &Function, pass: &'static str, round: usize| -> Result<(), PassError> {
+    let check = |f: &Function, analysis: &Analysis, pass: &'static str, round: usize| {
         if !opts.verify {
             return Ok(());
         }
+        analysis.check(f, pass);
         sift_ir::verify(f).map_err(|error| PassError {
             pass,
             round,
@@ -182,46 +193,43 @@ pub fn try_optimize_with(f: &mut Function, opts: &Options) -> Result<Stats, Pass
             function: f.to_string(),
         })
     };
-    if f.blocks.is_empty() {
-        return Ok(stats);
-    }
     for round in 0..opts.max_rounds {
         let mut changed = 0;
         if opts.simplify {
-            let n = simplify::run(f);
+            let n = simplify::run_with(f, &mut analysis);
             stats.changes.simplify += n;
             changed += n;
-            check(f, "simplify", round)?;
+            check(f, &analysis, "simplify", round)?;
         }
         if opts.gvn {
-            let n = gvn::run(f);
+            let n = gvn::run_with(f, &mut analysis);
             stats.changes.gvn += n;
             changed += n;
-            check(f, "gvn", round)?;
+            check(f, &analysis, "gvn", round)?;
         }
         if opts.predicates {
-            let n = predicate::run(f);
+            let n = predicate::run_with(f, &mut analysis);
             stats.changes.predicates += n;
             changed += n;
-            check(f, "predicates", round)?;
+            check(f, &analysis, "predicates", round)?;
         }
         if opts.threading {
-            let n = thread::run(f);
+            let n = thread::run_with(f, &mut analysis);
             stats.changes.threading += n;
             changed += n;
-            check(f, "threading", round)?;
+            check(f, &analysis, "threading", round)?;
         }
         if opts.dce {
-            let n = dce::run(f);
+            let n = dce::run_with(f, &mut analysis);
             stats.changes.dce += n;
             changed += n;
-            check(f, "dce", round)?;
+            check(f, &analysis, "dce", round)?;
         }
         if opts.merge {
-            let n = merge::run(f);
+            let n = merge::run_with(f, &mut analysis);
             stats.changes.merge += n;
             changed += n;
-            check(f, "merge", round)?;
+            check(f, &analysis, "merge", round)?;
         }
         stats.rounds = round + 1;
         if changed == 0 {
@@ -229,24 +237,28 @@ pub fn try_optimize_with(f: &mut Function, opts: &Options) -> Result<Stats, Pass
         }
     }
     if opts.tables {
-        stats.changes.tables += table::run(f, opts.min_table_keys.max(2));
-        check(f, "tables", stats.rounds)?;
+        let min_keys = opts.min_table_keys.max(2);
+        stats.changes.tables += table::run_with(f, min_keys, &mut analysis);
+        check(f, &analysis, "tables", stats.rounds)?;
         if opts.threading {
-            stats.changes.threading += thread::run(f);
-            check(f, "threading", stats.rounds)?;
+            stats.changes.threading += thread::run_with(f, &mut analysis);
+            check(f, &analysis, "threading", stats.rounds)?;
         }
         if opts.dce {
-            stats.changes.dce += dce::run(f);
-            check(f, "dce", stats.rounds)?;
+            stats.changes.dce += dce::run_with(f, &mut analysis);
+            check(f, &analysis, "dce", stats.rounds)?;
         }
     }
     if opts.sink_constants {
-        sink::run(f);
-        check(f, "sink", stats.rounds)?;
+        sink::run_with(f, &mut analysis);
+        check(f, &analysis, "sink", stats.rounds)?;
     }
-    rewrite::canonicalize(f);
-    check(f, "canonicalize", stats.rounds)?;
-    stats.after = Counts::of(f);
+    rewrite::canonicalize_over(f, &analysis.take(f).rpo);
+    check(f, &Analysis::new(), "canonicalize", stats.rounds)?;
+    // Canonical numbering is reverse postorder: every block is reachable, in order.
+    let blocks: Vec<sift_ir::Block> = (0..f.blocks.len() as u32).map(sift_ir::Block).collect();
+    debug_assert_eq!(blocks, crate::cfg::rpo(f));
+    stats.after = Counts::over(f, &blocks);
     Ok(stats)
 }
 

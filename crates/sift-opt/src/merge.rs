@@ -25,8 +25,7 @@ use std::collections::{HashMap, HashSet};
 
 use sift_ir::{Block, Function, Inst, Target, Terminator, Value};
 
-use crate::cfg::{Cfg, Visit};
-use crate::rewrite::remove_unreachable;
+use crate::cfg::{Analysis, Cfg, Visit};
 
 /// Merges per run (each recomputes the dominator tree).
 pub const MAX_MERGES: usize = 32;
@@ -59,12 +58,17 @@ impl Dominance {
 
 /// Runs the pass; returns the number of blocks merged away.
 pub fn run(f: &mut Function) -> usize {
+    run_with(f, &mut Analysis::new())
+}
+
+/// [`run`], with the control-flow facts kept between passes.
+pub fn run_with(f: &mut Function, analysis: &mut Analysis) -> usize {
     let mut merged = 0;
     let mut budget = 8 * f.blocks.len() + 4096;
     while merged < MAX_MERGES {
-        remove_unreachable(f);
-        let cfg = Cfg::new(f);
-        let dom = Dominance::new(&cfg, f.blocks.len());
+        analysis.remove_unreachable(f);
+        let cfg = analysis.cfg(f);
+        let dom = Dominance::new(cfg, f.blocks.len());
         let mut def_block = vec![Function::ENTRY; f.values.len()];
         for &b in &cfg.rpo {
             let data = f.block(b);
@@ -101,8 +105,9 @@ pub fn run(f: &mut Function) -> usize {
             }
         }
         let Some((a, b)) = found else { break };
-        for &p in &cfg.rpo {
-            for t in f.block_mut(p).term.targets_mut() {
+        let rpo = analysis.take(f).rpo;
+        for &p in &rpo {
+            for t in crate::cfg::targets_mut(&mut f.block_mut(p).term) {
                 if t.block == b {
                     t.block = a;
                 }
@@ -110,7 +115,7 @@ pub fn run(f: &mut Function) -> usize {
         }
         merged += 1;
     }
-    remove_unreachable(f);
+    analysis.remove_unreachable(f);
     merged
 }
 

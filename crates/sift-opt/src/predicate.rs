@@ -30,10 +30,9 @@
 
 use sift_ir::{CmpOp, Function, Target, Terminator, Value};
 
-use crate::cfg::{Cfg, Visit};
+use crate::cfg::{Analysis, Visit};
 use crate::facts::Facts;
 use crate::range;
-use crate::rewrite::remove_unreachable;
 
 /// An edge's assertion.
 #[derive(Clone, Debug)]
@@ -51,15 +50,20 @@ pub fn hop_budget(f: &Function) -> usize {
 
 /// Runs the pass; returns the number of edges moved or tests removed.
 pub fn run(f: &mut Function) -> usize {
-    remove_unreachable(f);
-    let cfg = Cfg::new(f);
-    let ranges = range::compute(f);
+    run_with(f, &mut Analysis::new())
+}
+
+/// [`run`], with the control-flow facts kept between passes.
+pub fn run_with(f: &mut Function, analysis: &mut Analysis) -> usize {
+    analysis.remove_unreachable(f);
+    let cfg = analysis.take(f);
+    let ranges = range::compute_over(f, &cfg.rpo);
     // The assertion entering each block through its only incoming edge, from the terminators
     // as they are before this run changes any of them.
     let mut entry: Vec<Option<Assertion>> = vec![None; f.blocks.len()];
     for &p in &cfg.rpo {
         let term = &f.block(p).term;
-        for (i, t) in term.targets().into_iter().enumerate() {
+        for (i, t) in crate::cfg::targets(term).enumerate() {
             if cfg.incoming[t.block.index()] == 1 {
                 entry[t.block.index()] = edge_assertion(f, term, i);
             }
@@ -69,6 +73,8 @@ pub fn run(f: &mut Function) -> usize {
     let mut marks: Vec<usize> = Vec::new();
     let mut budget = hop_budget(f);
     let mut changes = 0;
+    // The edges of the current block that move, and where to.
+    let mut moved: Vec<(usize, Target)> = Vec::new();
     for visit in cfg.dom_walk() {
         let b = match visit {
             Visit::Enter(b) => b,
@@ -83,26 +89,25 @@ pub fn run(f: &mut Function) -> usize {
         if let Some(a) = &entry[b.index()] {
             assume(&mut facts, a);
         }
-        if let Some(t) = decide(f, &facts, &f.block(b).term) {
+        if let Some(t) = decide(f, &facts, &f.block(b).term).cloned() {
             f.set_term(b, Terminator::Jump(t));
             changes += 1;
         }
-        let term = f.block(b).term.clone();
-        let targets: Vec<Target> = term.targets().into_iter().cloned().collect();
-        let mut moved: Vec<Option<Target>> = vec![None; targets.len()];
-        for (i, start) in targets.into_iter().enumerate() {
+        let term = &f.block(b).term;
+        moved.clear();
+        for (i, start) in crate::cfg::targets(term).enumerate() {
             let m = facts.mark();
-            if let Some(a) = edge_assertion(f, &term, i) {
+            if let Some(a) = edge_assertion(f, term, i) {
                 assume(&mut facts, &a);
             }
-            let mut t = start.clone();
+            let mut t = start;
             while budget > 0 {
                 let s = f.block(t.block);
                 if !s.insts.is_empty() || !s.params.is_empty() || t.block == b {
                     break;
                 }
                 let next = match &s.term {
-                    Terminator::Jump(n) => n.clone(),
+                    Terminator::Jump(n) => n,
                     other => match decide(f, &facts, other) {
                         Some(n) => n,
                         None => break,
@@ -113,19 +118,23 @@ pub fn run(f: &mut Function) -> usize {
             }
             facts.undo_to(m);
             if t != start {
-                moved[i] = Some(t);
+                moved.push((i, t.clone()));
                 changes += 1;
             }
         }
-        if moved.iter().any(Option::is_some) {
-            for (slot, new) in f.block_mut(b).term.targets_mut().into_iter().zip(moved) {
-                if let Some(t) = new {
+        if !moved.is_empty() {
+            let mut next = moved.drain(..).peekable();
+            for (i, slot) in crate::cfg::targets_mut(&mut f.block_mut(b).term).enumerate() {
+                if let Some((_, t)) = next.next_if(|(j, _)| *j == i) {
                     *slot = t;
                 }
             }
         }
     }
-    remove_unreachable(f);
+    if changes == 0 {
+        analysis.restore(cfg);
+    }
+    analysis.remove_unreachable(f);
     changes
 }
 
@@ -165,7 +174,7 @@ fn assume(facts: &mut Facts, a: &Assertion) {
 const SWITCH_SCAN_LIMIT: usize = 64;
 
 /// The target `term` must take given `facts`, if they decide it.
-fn decide(f: &Function, facts: &Facts, term: &Terminator) -> Option<Target> {
+fn decide<'t>(f: &Function, facts: &Facts, term: &'t Terminator) -> Option<&'t Target> {
     match term {
         Terminator::Branch {
             op,
@@ -179,7 +188,7 @@ fn decide(f: &Function, facts: &Facts, term: &Terminator) -> Option<Target> {
                 (Some(k), None) => facts.decide_const(*rhs, crate::facts::mirror_op(*op), k),
                 (None, None) => facts.decide_pair(*lhs, *op, *rhs),
             }?;
-            Some(if outcome { then_ } else { else_ }.clone())
+            Some(if outcome { then_ } else { else_ })
         }
         Terminator::Switch {
             value,
@@ -188,7 +197,7 @@ fn decide(f: &Function, facts: &Facts, term: &Terminator) -> Option<Target> {
         } => {
             for (k, t) in cases.iter() {
                 if facts.decide_const(*value, CmpOp::Eq, *k) == Some(true) {
-                    return Some(t.clone());
+                    return Some(t);
                 }
                 if cases.len() > SWITCH_SCAN_LIMIT {
                     break;
@@ -199,7 +208,7 @@ fn decide(f: &Function, facts: &Facts, term: &Terminator) -> Option<Target> {
                     .iter()
                     .all(|(k, _)| facts.decide_const(*value, CmpOp::Eq, *k) == Some(false))
             {
-                return Some(default.clone());
+                return Some(default);
             }
             None
         }

@@ -152,14 +152,18 @@ pub fn of_inst(inst: &Inst, range_of: impl Fn(Value) -> Range) -> Range {
 
 /// Ranges of every value of `f` (values of unreachable blocks get `FULL`).
 pub fn compute(f: &Function) -> Vec<Range> {
+    compute_over(f, &crate::cfg::rpo(f))
+}
+
+/// [`compute`], given the reverse postorder of `f`.
+pub fn compute_over(f: &Function, rpo: &[sift_ir::Block]) -> Vec<Range> {
     let mut r = vec![Range::FULL; f.values.len()];
-    let rpo = crate::cfg::rpo(f);
-    for &b in &rpo {
+    for &b in rpo {
         for &p in &f.block(b).params {
             r[p.index()] = Range::EMPTY;
         }
     }
-    for &b in &rpo {
+    for &b in rpo {
         let data = f.block(b);
         for &v in &data.insts {
             let x = of_inst(f.inst(v), |o| r[o.index()]);
@@ -168,14 +172,14 @@ pub fn compute(f: &Function) -> Vec<Range> {
         if let Terminator::Unset = data.term {
             continue;
         }
-        for t in data.term.targets() {
+        for t in crate::cfg::targets(&data.term) {
             for (p, a) in f.block(t.block).params.iter().zip(&t.args) {
                 r[p.index()] = r[p.index()].union(r[a.index()]);
             }
         }
     }
     // A parameter no reachable edge feeds is never read; keep it FULL rather than EMPTY.
-    for &b in &rpo {
+    for &b in rpo {
         for &p in &f.block(b).params {
             if r[p.index()].is_empty() {
                 r[p.index()] = Range::FULL;

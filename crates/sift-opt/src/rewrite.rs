@@ -99,21 +99,28 @@ pub fn reachable(f: &Function) -> Vec<bool> {
 /// edges: an unreachable block may use values whose definitions no longer dominate it.
 pub fn remove_unreachable(f: &mut Function) -> usize {
     let live = reachable(f);
-    let removed = live.iter().filter(|&&l| !l).count();
-    if removed == 0 {
-        return 0;
-    }
+    remove_blocks(f, &live).0
+}
+
+/// Deletes the blocks not marked `keep` (never the entry), renumbering the rest in order.
+/// Returns how many were removed and the new number of every old block (`u32::MAX` if
+/// removed).
+pub fn remove_blocks(f: &mut Function, keep: &[bool]) -> (usize, Vec<u32>) {
     let mut new_index = vec![u32::MAX; f.blocks.len()];
     let mut next = 0;
-    for (i, &l) in live.iter().enumerate() {
-        if l {
+    for (i, &k) in keep.iter().enumerate() {
+        if k {
             new_index[i] = next;
             next += 1;
         }
     }
+    let removed = f.blocks.len() - next as usize;
+    if removed == 0 {
+        return (0, new_index);
+    }
     let old = std::mem::take(&mut f.blocks);
     for (i, mut data) in old.into_iter().enumerate() {
-        if !live[i] {
+        if !keep[i] {
             continue;
         }
         for t in data.term.targets_mut() {
@@ -125,7 +132,7 @@ pub fn remove_unreachable(f: &mut Function) -> usize {
         }
         f.blocks.push(data);
     }
-    removed
+    (removed, new_index)
 }
 
 /// Renumbers blocks in reverse postorder and values in order of definition, dropping unreachable
@@ -133,13 +140,18 @@ pub fn remove_unreachable(f: &mut Function) -> usize {
 /// `parse_function` numbers a text written in that order).
 pub fn canonicalize(f: &mut Function) {
     let rpo = crate::cfg::rpo(f);
+    canonicalize_over(f, &rpo);
+}
+
+/// [`canonicalize`], given the reverse postorder of `f`.
+pub fn canonicalize_over(f: &mut Function, rpo: &[Block]) {
     let mut block_map = vec![u32::MAX; f.blocks.len()];
     for (i, b) in rpo.iter().enumerate() {
         block_map[b.index()] = i as u32;
     }
     let mut value_map = vec![u32::MAX; f.values.len()];
     let mut values = Vec::with_capacity(f.values.len());
-    for &b in &rpo {
+    for &b in rpo {
         let data = f.block(b);
         for &v in data.params.iter().chain(&data.insts) {
             value_map[v.index()] = values.len() as u32;
@@ -154,7 +166,7 @@ pub fn canonicalize(f: &mut Function) {
         }
     }
     let mut blocks = Vec::with_capacity(rpo.len());
-    for &b in &rpo {
+    for &b in rpo {
         let mut data = std::mem::take(&mut f.blocks[b.index()]);
         data.params = data.params.iter().map(|&v| remap(v)).collect();
         data.insts = data.insts.iter().map(|&v| remap(v)).collect();

@@ -23,9 +23,10 @@
 
 use sift_ir::{BinOp, Block, CmpOp, Function, Inst, Terminator, Value};
 
+use crate::cfg::Analysis;
 use crate::facts::{decide_range, mirror_op};
 use crate::range::{self, low_mask, Range};
-use crate::rewrite::{remove_unreachable, Replacements};
+use crate::rewrite::Replacements;
 
 /// What a rewrite rule concluded about one instruction.
 enum Outcome {
@@ -49,11 +50,21 @@ struct Simplifier<'f> {
     /// change (counting it would keep the pipeline from ever reaching its fixed point).
     used: Vec<bool>,
     changes: usize,
+    /// Whether a terminator's successors changed.
+    edges_changed: bool,
+    /// Scratch: the successors of the terminator being rewritten, as they were.
+    successors: Vec<Block>,
 }
 
 /// Runs the pass; returns the number of rewrites.
 pub fn run(f: &mut Function) -> usize {
-    let ranges = range::compute(f);
+    run_with(f, &mut Analysis::new())
+}
+
+/// [`run`], with the control-flow facts kept between passes.
+pub fn run_with(f: &mut Function, analysis: &mut Analysis) -> usize {
+    let cfg = analysis.take(f);
+    let ranges = range::compute_over(f, &cfg.rpo);
     let repl = Replacements::new(f);
     let used = used_values(f);
     let mut s = Simplifier {
@@ -63,14 +74,19 @@ pub fn run(f: &mut Function) -> usize {
         fresh: Vec::new(),
         used,
         changes: 0,
+        edges_changed: false,
+        successors: Vec::new(),
     };
-    for b in crate::cfg::rpo(s.f) {
+    for &b in &cfg.rpo {
         s.block(b);
     }
     let mut repl = s.repl;
     let changes = s.changes;
+    if !s.edges_changed {
+        analysis.restore(cfg);
+    }
     repl.apply(f);
-    remove_unreachable(f);
+    analysis.remove_unreachable(f);
     changes
 }
 
@@ -154,12 +170,22 @@ impl Simplifier<'_> {
         }
         self.f.block_mut(b).insts = kept;
         if rejected {
+            if self.f.block(b).term.successor_count() != 0 {
+                self.edges_changed = true;
+            }
             self.f.set_term(b, Terminator::Return(0));
             return;
         }
         let mut term = std::mem::take(&mut self.f.block_mut(b).term);
         term.map_operands(|x| self.repl.resolve(x));
+        let mut before = std::mem::take(&mut self.successors);
+        before.clear();
+        before.extend(term.successors());
         let term = self.terminator(b, term);
+        if term.successor_count() != before.len() || !term.successors().eq(before.iter().copied()) {
+            self.edges_changed = true;
+        }
+        self.successors = before;
         let mut fresh = std::mem::take(&mut self.fresh);
         self.f.block_mut(b).insts.append(&mut fresh);
         self.f.set_term(b, term);

@@ -5,8 +5,16 @@
 
 use sift_ir::{Block, Function, Inst};
 
+use crate::cfg::Analysis;
+
 /// Runs the pass; returns the number of constants moved.
 pub fn run(f: &mut Function) -> usize {
+    run_with(f, &mut Analysis::new())
+}
+
+/// [`run`], with the control-flow facts kept between passes (the pass changes no edge).
+pub fn run_with(f: &mut Function, analysis: &mut Analysis) -> usize {
+    let cfg = analysis.take(f);
     const NONE: u32 = u32::MAX;
     const MANY: u32 = u32::MAX - 1;
     let mut user = vec![NONE; f.values.len()];
@@ -18,7 +26,7 @@ pub fn run(f: &mut Function) -> usize {
             _ => MANY,
         };
     };
-    for b in crate::cfg::rpo(f) {
+    for &b in &cfg.rpo {
         let data = f.block(b);
         for &v in &data.insts {
             f.inst(v).for_each_operand(|o| note(o, b.index()));
@@ -47,6 +55,7 @@ pub fn run(f: &mut Function) -> usize {
             data.insts = consts;
         }
     }
+    analysis.restore(cfg);
     count
 }
 

@@ -20,8 +20,13 @@ pub struct Counts {
 
 impl Counts {
     pub fn of(f: &Function) -> Counts {
+        Counts::over(f, &crate::cfg::rpo(f))
+    }
+
+    /// [`Counts::of`], given the reverse postorder of `f`.
+    pub fn over(f: &Function, rpo: &[sift_ir::Block]) -> Counts {
         let mut c = Counts::default();
-        for b in crate::cfg::rpo(f) {
+        for &b in rpo {
             let data = f.block(b);
             c.blocks += 1;
             c.insts += data.insts.len();

@@ -23,7 +23,7 @@ use std::collections::{HashMap, HashSet};
 
 use sift_ir::{CmpOp, Function, Inst, Target, Terminator, Value};
 
-use crate::rewrite::{incoming_edges, reachable, remove_unreachable};
+use crate::cfg::Analysis;
 
 /// One element of a chain: the value tested, the keys, the exit on equality, the continuation.
 struct Link {
@@ -87,12 +87,17 @@ fn link(f: &Function, term: &Terminator) -> Option<Link> {
 
 /// Runs the pass with tables of at least `min_keys` keys; returns the number of switches built.
 pub fn run(f: &mut Function, min_keys: usize) -> usize {
-    remove_unreachable(f);
-    let live = reachable(f);
-    let incoming = incoming_edges(f, &live);
+    run_with(f, min_keys, &mut Analysis::new())
+}
+
+/// [`run`], with the control-flow facts kept between passes.
+pub fn run_with(f: &mut Function, min_keys: usize, analysis: &mut Analysis) -> usize {
+    analysis.remove_unreachable(f);
+    let cfg = analysis.take(f);
+    let incoming = &cfg.incoming;
     let mut consumed = vec![false; f.blocks.len()];
     let mut built = 0;
-    for head in crate::cfg::rpo(f) {
+    for &head in &cfg.rpo {
         if consumed[head.index()] {
             continue;
         }
@@ -192,7 +197,10 @@ pub fn run(f: &mut Function, min_keys: usize) -> usize {
         }
     }
     // Constants for small groups were appended to the entry block, which dominates every use.
-    remove_unreachable(f);
+    if built == 0 {
+        analysis.restore(cfg);
+    }
+    analysis.remove_unreachable(f);
     built
 }
 

@@ -13,7 +13,8 @@
 
 use sift_ir::{CmpOp, Function, Inst, Terminator, Value};
 
-use crate::rewrite::{incoming_edges, reachable, remove_unreachable, Replacements};
+use crate::cfg::Analysis;
+use crate::rewrite::Replacements;
 
 /// Longest chain of jump-only blocks followed from one edge (chains are acyclic; the bound only
 /// keeps a run linear).
@@ -21,16 +22,21 @@ const MAX_FORWARD: usize = 64;
 
 /// Runs the pass; returns the number of rewrites.
 pub fn run(f: &mut Function) -> usize {
-    remove_unreachable(f);
+    run_with(f, &mut Analysis::new())
+}
+
+/// [`run`], with the control-flow facts kept between passes.
+pub fn run_with(f: &mut Function, analysis: &mut Analysis) -> usize {
+    analysis.remove_unreachable(f);
     let mut changes = 0;
-    let rpo = crate::cfg::rpo(f);
+    let cfg = analysis.take(f);
     // Successors first, and each terminator simplified after its edges are forwarded: a test
     // whose arms both reach one block through empty blocks becomes a jump, which the blocks
     // before it then skip in the same run. (In reverse postorder, a chain of such tests took one
     // optimizer round per link.)
-    for &b in rpo.iter().rev() {
+    for &b in cfg.rpo.iter().rev() {
         let mut term = std::mem::take(&mut f.block_mut(b).term);
-        for t in term.targets_mut() {
+        for t in crate::cfg::targets_mut(&mut term) {
             let mut hops = 0;
             while hops < MAX_FORWARD {
                 let s = f.block(t.block);
@@ -58,9 +64,13 @@ pub fn run(f: &mut Function) -> usize {
         }
         f.block_mut(b).term = term;
     }
-    changes += merge_blocks(f);
-    remove_unreachable(f);
-    changes
+    if changes == 0 {
+        // Nothing moved: the facts taken above still hold.
+        analysis.restore(cfg);
+    }
+    let merged = merge_blocks(f, analysis);
+    analysis.remove_unreachable(f);
+    changes + merged
 }
 
 fn simplify_terminator(
@@ -106,13 +116,13 @@ fn simplify_terminator(
 }
 
 /// Merges each block ending in a jump with its target when it is the target's only predecessor.
-fn merge_blocks(f: &mut Function) -> usize {
-    let live = reachable(f);
-    let incoming = incoming_edges(f, &live);
+fn merge_blocks(f: &mut Function, analysis: &mut Analysis) -> usize {
+    let cfg = analysis.take(f);
+    let incoming = &cfg.incoming;
     let mut repl = Replacements::new(f);
     let mut absorbed = vec![false; f.blocks.len()];
     let mut merged = 0;
-    for b in crate::cfg::rpo(f) {
+    for &b in &cfg.rpo {
         if absorbed[b.index()] {
             continue;
         }
@@ -135,6 +145,9 @@ fn merge_blocks(f: &mut Function) -> usize {
         }
     }
     repl.apply(f);
+    if merged == 0 {
+        analysis.restore(cfg);
+    }
     merged
 }
 
