@@ -9,12 +9,15 @@
 //! its value flows into a merge the translation cannot see through.
 //!
 //! **Native byte order** (NetVM): a half-word or word load whose value only feeds `jeq`/`jne`/
-//! `jset` against constants, or an `and` with a constant whose result does the same, can be
+//! `jset` against constants or small-set `switch`es ([`crate::membership`]), or an `and` with
+//! a constant whose result does the same, can be
 //! loaded in the machine's byte order and compared with the byte-swapped constant, swapped once
 //! at compile time instead of once per packet. [`Flow::native_order`] marks those definitions.
 
 use sift_bytecode::insn::MAX_USES;
 use sift_bytecode::{AluOp, Cond, Insn, Operand, Program, Width};
+
+use crate::membership::as_set;
 use std::collections::HashMap;
 
 /// A register read on a path where different instructions wrote it.
@@ -200,6 +203,8 @@ impl Flow {
                     rhs: Operand::Imm(_),
                     ..
                 } => width[j].is_some() && !bad[j] && !self.escaped[j],
+                // Tested as a set (`crate::membership`), whose keys are swapped too.
+                Insn::Switch { table, .. } => as_set(p, table).is_some(),
                 _ => false,
             };
             for slot in 0..insn.uses().count() {

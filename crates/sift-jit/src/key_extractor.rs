@@ -243,11 +243,9 @@ impl fmt::Debug for NativeExtractor {
 
 impl NativeExtractor {
     /// Compiles `program`; [`JitError::Unsupported`] where the host cannot run generated code,
-    /// [`JitError::Codegen`] for a malformed program (see [`KeyProgram::validate`]).
+    /// [`JitError::KeyProgram`] for a malformed program (see [`KeyProgram::validate`]).
     pub fn compile(program: &KeyProgram) -> Result<NativeExtractor, JitError> {
-        program
-            .validate()
-            .map_err(|e| JitError::Codegen(e.to_string()))?;
+        program.validate()?;
         let mut functions = Functions::new()?;
         functions.add(
             "extract_key",
@@ -846,7 +844,7 @@ mod tests {
             assert!(program.validate().is_err());
             assert!(matches!(
                 NativeExtractor::compile(&program),
-                Err(JitError::Codegen(_))
+                Err(JitError::KeyProgram(_))
             ));
         }
     }

@@ -69,8 +69,10 @@ mod calls;
 mod coalesce;
 pub mod demux_matcher;
 pub mod demux_table;
+mod error;
 mod flow;
 pub mod key_extractor;
+mod membership;
 mod native;
 mod outcome;
 mod table;
@@ -80,6 +82,8 @@ use std::fmt;
 use std::marker::PhantomData;
 
 use sift_bytecode::VerifiedProgram;
+
+pub use error::{CodegenStage, HostUnsupported, JitError};
 
 /// Whether this host can compile filters (x86-64 or aarch64, and Cranelift accepts the CPU).
 pub fn supported() -> bool {
@@ -132,27 +136,6 @@ impl Options {
     }
 }
 
-/// Why a program could not be compiled to native code.
-#[derive(Clone, Debug, PartialEq, Eq)]
-pub enum JitError {
-    /// The host cannot run generated code (the message says why); use the interpreter.
-    Unsupported(String),
-    /// Cranelift rejected the generated function or could not map it (out of memory, or a bug
-    /// in this crate).
-    Codegen(String),
-}
-
-impl fmt::Display for JitError {
-    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
-        match self {
-            JitError::Unsupported(m) => write!(f, "JIT not supported on this host: {m}"),
-            JitError::Codegen(m) => write!(f, "JIT code generation failed: {m}"),
-        }
-    }
-}
-
-impl std::error::Error for JitError {}
-
 /// One packet of a batch, in the layout the generated batch loop reads: the captured bytes and
 /// the length on the wire.
 #[repr(C)]
@@ -173,6 +156,13 @@ impl<'a> PacketRef<'a> {
             _borrow: PhantomData,
         }
     }
+}
+
+/// What the translation of `program` decides before emitting code.
+fn plan<'p>(program: &'p VerifiedProgram, options: &Options) -> translate::Plan<'p> {
+    let mut plan = translate::Plan::new(program.program(), options);
+    plan.short_packets_fail = plan.branchless && branchless::short_packets_fail(program, &plan);
+    plan
 }
 
 /// A filter compiled to native code. Immutable and `Send + Sync`: compile once, share, run from
@@ -199,12 +189,20 @@ impl JitFilter {
         program: &VerifiedProgram,
         options: &Options,
     ) -> Result<JitFilter, JitError> {
-        let plan = translate::Plan::new(program.program(), options);
+        let plan = plan(program, options);
         let calls = match (program.has_calls(), program.coprocessors()) {
             (false, _) => None,
             (true, Some(c)) => Some((c.clone(), translate::searches(program.program()))),
             // The verifier makes calls name tables the program carries.
-            (true, None) => return Err(JitError::Codegen("calls without tables".into())),
+            (true, None) => {
+                let insn = program
+                    .program()
+                    .code
+                    .iter()
+                    .position(|i| i.is_call())
+                    .unwrap_or(0);
+                return Err(JitError::CallsWithoutTables { insn });
+            }
         };
         Ok(JitFilter {
             code: native::Code::compile(&plan, calls, None)?,
@@ -214,7 +212,7 @@ impl JitFilter {
     /// Compiles `program` and returns the Cranelift IR and machine code of both entry points
     /// (for inspecting what the translation does).
     pub fn listing(program: &VerifiedProgram, options: &Options) -> Result<String, JitError> {
-        let plan = translate::Plan::new(program.program(), options);
+        let plan = plan(program, options);
         let mut text = String::new();
         native::Code::compile(&plan, None, Some(&mut text))?;
         Ok(text)

@@ -26,7 +26,7 @@ use cranelift_module::{default_libcall_names, FuncId, Linkage, Module};
 
 use crate::calls::{self, CallContext};
 use crate::translate::{translate, Plan, Shape};
-use crate::{JitError, PacketRef};
+use crate::{CodegenStage, HostUnsupported, JitError, PacketRef};
 
 /// `(packet, caplen, wire_len, call context) -> result`.
 type SingleFn = unsafe extern "C" fn(*const u8, u64, u32, *mut c_void) -> u32;
@@ -39,14 +39,19 @@ fn context_pointer(ctx: &mut CallContext<'_>) -> *mut c_void {
 
 /// The host's instruction set, configured once per process.
 pub(crate) fn host_isa() -> Result<OwnedTargetIsa, JitError> {
-    static ISA: OnceLock<Result<OwnedTargetIsa, String>> = OnceLock::new();
+    static ISA: OnceLock<Result<OwnedTargetIsa, JitError>> = OnceLock::new();
     ISA.get_or_init(|| {
         if !cfg!(any(target_arch = "x86_64", target_arch = "aarch64")) {
-            return Err("only x86-64 and aarch64 are supported".to_string());
+            return Err(JitError::Unsupported(HostUnsupported::Architecture {
+                arch: std::env::consts::ARCH,
+            }));
         }
+        let unsupported = |reason: String| JitError::Unsupported(HostUnsupported::Cpu { reason });
         let mut flags = settings::builder();
         let set = |flags: &mut settings::Builder, k: &str, v: &str| {
-            flags.set(k, v).map_err(|e| format!("{k}={v}: {e}"))
+            flags
+                .set(k, v)
+                .map_err(|e| unsupported(format!("setting {k}={v}: {e}")))
         };
         set(&mut flags, "opt_level", "speed")?;
         set(&mut flags, "is_pic", "false")?;
@@ -57,12 +62,11 @@ pub(crate) fn host_isa() -> Result<OwnedTargetIsa, JitError> {
             "false"
         };
         set(&mut flags, "enable_verifier", verify)?;
-        let isa = cranelift_native::builder().map_err(|e| e.to_string())?;
+        let isa = cranelift_native::builder().map_err(|e| unsupported(e.to_string()))?;
         isa.finish(settings::Flags::new(flags))
-            .map_err(|e| e.to_string())
+            .map_err(|e| unsupported(e.to_string()))
     })
     .clone()
-    .map_err(JitError::Unsupported)
 }
 
 /// Compiled code for one filter: both entry points, the memory they live in, and the tables
@@ -224,10 +228,15 @@ impl Functions {
         sig.params.extend(params.iter().map(|&t| AbiParam::new(t)));
         sig.returns
             .extend(returns.iter().map(|&t| AbiParam::new(t)));
+        let failed = |stage, message| JitError::Cranelift {
+            function: name.to_string(),
+            stage,
+            message,
+        };
         let id = self
             .module
             .declare_function(name, Linkage::Local, &sig)
-            .map_err(|e| JitError::Codegen(e.to_string()))?;
+            .map_err(|e| failed(CodegenStage::Declare, e.to_string()))?;
         self.ctx.func.signature = sig;
         self.ctx.func.name = UserFuncName::user(0, id.as_u32());
         let mut b = FunctionBuilder::new(&mut self.ctx.func, &mut self.fctx);
@@ -240,7 +249,7 @@ impl Functions {
         }
         self.module
             .define_function(id, &mut self.ctx)
-            .map_err(|e| JitError::Codegen(format!("{e:?}")))?;
+            .map_err(|e| failed(CodegenStage::Compile, format!("{e:?}")))?;
         if let (Some(l), Some(code)) = (listing, self.ctx.compiled_code()) {
             if let Some(vcode) = &code.vcode {
                 l.push_str(&format!("; {name}: machine code\n{vcode}\n"));
@@ -256,7 +265,11 @@ impl Functions {
     pub(crate) fn finish(mut self) -> Result<(Vec<*const u8>, CodeMemory), JitError> {
         self.module
             .finalize_definitions()
-            .map_err(|e| JitError::Codegen(e.to_string()))?;
+            .map_err(|e| JitError::Cranelift {
+                function: "(all)".to_string(),
+                stage: CodegenStage::Map,
+                message: e.to_string(),
+            })?;
         let addresses = self
             .ids
             .iter()

@@ -137,11 +137,7 @@ impl Outcomes {
             (Domain::Accept(k), Outcome::Const(c)) => b
                 .ins()
                 .iconst(types::I32, i64::from(if c != 0 { k } else { 0 })),
-            (Domain::Accept(k), Outcome::Value(v)) => {
-                let k = b.ins().iconst(types::I32, i64::from(k));
-                let zero = b.ins().iconst(types::I32, 0);
-                b.ins().select(v, k, zero)
-            }
+            (Domain::Accept(k), Outcome::Value(v)) => accept_times(b, v, k),
             (Domain::Values, o) => self.materialize(b, o),
         }
     }
@@ -203,5 +199,18 @@ impl Outcomes {
     /// `fits ? o : 0`.
     fn guard(&self, b: &mut FunctionBuilder<'_>, fits: Value, o: Outcome) -> Outcome {
         self.choose(b, fits, o, Outcome::Const(0))
+    }
+}
+
+/// `k` when the 0/1 value `v` is 1, else 0, without a `select` (which x86-64 makes a zeroing,
+/// a test and a conditional move from a constant in memory): a shift when `k` is a power of
+/// two (the usual snapshot lengths), else a multiplication.
+fn accept_times(b: &mut FunctionBuilder<'_>, v: Value, k: u32) -> Value {
+    let one = b.ins().uextend(types::I32, v);
+    match k {
+        0 => b.ins().iconst(types::I32, 0),
+        1 => one,
+        k if k.is_power_of_two() => b.ins().ishl_imm_u(one, i64::from(k.trailing_zeros())),
+        k => b.ins().imul_imm_u(one, i64::from(k)),
     }
 }

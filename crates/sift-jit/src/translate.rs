@@ -33,6 +33,7 @@ use crate::branchless;
 use crate::calls::Helper;
 use crate::coalesce::{pair_at, Pair};
 use crate::flow::{Flow, MULTI};
+use crate::membership::{as_set, emit_member, keys_as_read};
 use crate::table::{emit_lookup, PerfectHash};
 use crate::Options;
 
@@ -58,6 +59,10 @@ pub(crate) struct Plan<'p> {
     pub pairs: Vec<Option<Pair>>,
     /// Emit the program without conditional branches ([`crate::branchless`]).
     pub branchless: bool,
+    /// In branch-free code, the result needs no test of the entry bound: a packet shorter than
+    /// it, whose loads then read zeros, is rejected by the tests themselves (set by
+    /// [`crate::branchless::short_packets_fail`], which runs the program on zeros).
+    pub short_packets_fail: bool,
     pub options: Options,
 }
 
@@ -91,6 +96,7 @@ impl<'p> Plan<'p> {
             bounds,
             pairs,
             branchless,
+            short_packets_fail: false,
             options: options.clone(),
         }
     }
@@ -389,7 +395,7 @@ impl Translator<'_, '_, '_> {
                 table,
                 default,
             } => {
-                self.switch(key, table, default);
+                self.switch(i, key, table, default);
                 return false;
             }
             Insn::Return { value } => {
@@ -614,10 +620,18 @@ impl Translator<'_, '_, '_> {
         self.b.ins().brif(holds, t, &[], f, &[]);
     }
 
-    fn switch(&mut self, key: Reg, table: u32, default: u32) {
+    fn switch(&mut self, i: usize, key: Reg, table: u32, default: u32) {
         let entries = &self.plan.program.tables[table as usize].entries;
         let key = self.b.use_var(self.var(key));
         let default = self.block(default);
+        if let Some((keys, target)) = as_set(self.plan.program, table) {
+            // One test of membership, then one branch (taken rarely in host sets).
+            let keys = keys_as_read(&keys, self.native_operand(i));
+            let member = emit_member(self.b, key, &keys);
+            let target = self.block(target);
+            self.b.ins().brif(member, target, &[], default, &[]);
+            return;
+        }
         let dense = match (entries.first(), entries.last()) {
             (Some(lo), Some(hi)) => u64::from(hi.0 - lo.0) < 2 * entries.len() as u64,
             _ => true,

@@ -49,7 +49,7 @@ impl Emitter<'_, '_, '_> {
             return;
         };
         self.exits_left -= 1;
-        let fits = self.entry.map(|(_, fits, _)| fits);
+        let fits = self.entry_guard();
         let result = self.outcomes.result(self.b, x, fits);
         let (leave, go_on) = (self.b.create_block(), self.b.create_block());
         self.b.ins().brif(alive, go_on, &[], leave, &[]);

@@ -53,8 +53,9 @@ use std::collections::HashMap;
 use cranelift_codegen::ir::condcodes::IntCC;
 use cranelift_codegen::ir::{types, Block, InstBuilder, Value};
 use cranelift_frontend::FunctionBuilder;
-use sift_bytecode::{Insn, Program};
+use sift_bytecode::{Cache, Insn, Program, VerifiedProgram};
 
+use crate::membership::as_set;
 use crate::outcome::{Domain, Outcomes};
 use crate::translate::{exit_with, Plan};
 use safe_loads::{fixed_need, MAX_LONG, ZEROS, ZEROS_LEN};
@@ -67,6 +68,10 @@ const MAX_INSNS: usize = 64;
 const MAX_BRANCHES: usize = 16;
 /// Largest `switch` tested key by key; larger ones are hashed.
 const SMALL_SWITCH: usize = 4;
+/// What a small-set `switch` ([`crate::membership`]) counts towards [`MAX_BRANCHES`]: host
+/// sets of ten addresses test four fields (source and destination of IPv4 and of ARP), each
+/// one vector test of about seven instructions.
+const SET_TEST: usize = 2;
 /// Fewest instructions after an early exit that make it worth a branch.
 const MIN_TAIL: usize = 4;
 /// Most early exits in one program: the first one already leaves on almost every packet, and a
@@ -86,6 +91,11 @@ pub(crate) fn eligible(p: &Program, reachable: &[bool]) -> bool {
                 let Some(t) = p.tables.get(*table as usize) else {
                     return false;
                 };
+                if as_set(p, *table).is_some() {
+                    // One vector test: a few instructions per four keys, one predicate.
+                    branches += SET_TEST;
+                    continue;
+                }
                 branches += match t.entries.len() {
                     n if n <= SMALL_SWITCH => n,
                     _ => {
@@ -104,6 +114,33 @@ pub(crate) fn eligible(p: &Program, reachable: &[bool]) -> bool {
         }
     }
     insns <= MAX_INSNS && branches <= MAX_BRANCHES
+}
+
+/// Whether every packet shorter than the entry bound is rejected by the tests alone, with the
+/// loads below that bound reading the block of zeros (as the code points them when the packet
+/// is shorter), so the result needs no separate test of the bound.
+///
+/// Holds when the program reads nothing but bytes at constant offsets (no wire length, no
+/// loads at a register's offset) and returns 0 on a packet of `need` zeros: on a shorter
+/// packet the code sees those zeros, takes the path the interpreter takes on them, and a load
+/// beyond `need` fails its own bounds check (a guard of its block) just as it fails in the
+/// interpreter; other guards can only turn a result into 0.
+pub(crate) fn short_packets_fail(program: &VerifiedProgram, plan: &Plan<'_>) -> bool {
+    let Some(need) = plan.bounds.entry_need else {
+        return false;
+    };
+    let p = plan.program;
+    let constant_offsets = p.code.iter().zip(&plan.flow.reachable).all(|(insn, &r)| {
+        !r || !matches!(
+            insn,
+            Insn::WireLen { .. } | Insn::Load { base: Some(_), .. }
+        )
+    });
+    if !constant_offsets || need == 0 || need > ZEROS_LEN as u64 {
+        return false;
+    }
+    let zeros = vec![0u8; need as usize];
+    program.run(&mut Cache::new(), &zeros, need as u32) == 0
 }
 
 /// A path predicate: statically true, or an `i8` 0/1 value.
@@ -256,7 +293,17 @@ fn evaluate(
         rare: false,
     });
     e.run();
-    let fits = e.entry.map(|(_, fits, _)| fits);
+    let fits = e.entry_guard();
     let result = e.outcomes.result(e.b, p.code.len(), fits);
     exit_with(e.b, finish, result);
+}
+
+impl Emitter<'_, '_, '_> {
+    /// What must hold for a result to be nonzero besides the tests: the entry bound, unless
+    /// short packets fail the tests anyway ([`short_packets_fail`]).
+    fn entry_guard(&self) -> Option<Value> {
+        self.entry
+            .filter(|_| !self.plan.short_packets_fail)
+            .map(|(_, fits, _)| fits)
+    }
 }

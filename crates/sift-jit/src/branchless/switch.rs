@@ -1,5 +1,6 @@
-//! Switch lowering for the if-converted code: a `switch` of a few keys becomes one equality
-//! per key, a larger one a branch-free lookup in a collision-free hash ([`crate::table`]); each
+//! Switch lowering for the if-converted code: a small set (keys with one target) becomes one
+//! vector membership test ([`crate::membership`]), a `switch` of a few keys one equality per
+//! key, a larger one a branch-free lookup in a collision-free hash ([`crate::table`]); each
 //! distinct target gets one edge condition, the default the rest.
 
 use cranelift_codegen::ir::condcodes::IntCC;
@@ -7,6 +8,7 @@ use cranelift_codegen::ir::{InstBuilder, Value};
 use sift_bytecode::Reg;
 
 use super::{Emitter, Pred, State, SMALL_SWITCH};
+use crate::membership::{as_set, emit_member, keys_as_read};
 use crate::outcome::Term;
 use crate::table::{emit_lookup, PerfectHash};
 
@@ -26,6 +28,20 @@ impl Emitter<'_, '_, '_> {
     ) {
         let entries = &self.plan.program.tables[table as usize].entries;
         let key = self.reg(state, key);
+        if let Some((keys, target)) = as_set(self.plan.program, table) {
+            let keys = keys_as_read(&keys, self.plan.native_operand(i));
+            let member = emit_member(self.b, key, &keys);
+            let rare_case = rare || self.reads_word(i);
+            let edge = self.and(reach, member);
+            self.push(target, edge, state, rare_case);
+            let edge = self.and_not(reach, member);
+            self.push(default, edge, state, rare);
+            self.end(Term::Cases {
+                cases: vec![(member, target as usize)],
+                default: default as usize,
+            });
+            return;
+        }
         let keys: Vec<u32> = entries.iter().map(|e| e.0).collect();
         let hash = (entries.len() > SMALL_SWITCH)
             .then(|| PerfectHash::build(&keys))
