@@ -68,6 +68,12 @@ pub struct Cfg {
     /// `b` are `child_list[child_start[b]..child_start[b + 1]]`.
     child_start: Vec<u32>,
     child_list: Vec<Block>,
+    /// The dominator tree in depth-first order, as enter/exit events.
+    walk: Vec<Visit>,
+    /// Each block's position in `walk` on entry and on exit (`u32::MAX` for unreachable
+    /// blocks): `a` dominates `b` when `b`'s interval lies within `a`'s.
+    enter: Vec<u32>,
+    exit: Vec<u32>,
 }
 
 /// One step of a dominator-tree walk.
@@ -108,14 +114,25 @@ impl Cfg {
                 fill[d.index()] += 1;
             }
         }
-        Cfg {
+        let mut cfg = Cfg {
             rpo,
             idom,
             live,
             incoming,
             child_start,
             child_list,
+            walk: Vec::new(),
+            enter: vec![u32::MAX; n],
+            exit: vec![u32::MAX; n],
+        };
+        cfg.walk = cfg.compute_walk();
+        for (i, v) in cfg.walk.iter().enumerate() {
+            match *v {
+                Visit::Enter(b) => cfg.enter[b.index()] = i as u32,
+                Visit::Exit(b) => cfg.exit[b.index()] = i as u32,
+            }
         }
+        cfg
     }
 
     /// The dominator-tree children of `b`, in reverse postorder.
@@ -129,8 +146,13 @@ impl Cfg {
         self.rpo.len() == self.live.len()
     }
 
-    /// The dominator tree in depth-first order, as enter/exit events (no recursion).
-    pub fn dom_walk(&self) -> Vec<Visit> {
+    /// The dominator tree in depth-first order, as enter/exit events.
+    pub fn dom_walk(&self) -> &[Visit] {
+        &self.walk
+    }
+
+    /// The walk, computed without recursion.
+    fn compute_walk(&self) -> Vec<Visit> {
         let mut out = Vec::with_capacity(self.rpo.len() * 2);
         if self.rpo.is_empty() {
             return out;
@@ -151,17 +173,11 @@ impl Cfg {
         out
     }
 
-    /// Whether `a` dominates `b` (walks up from `b`; for assertions and tests).
-    pub fn dominates(&self, a: Block, mut b: Block) -> bool {
-        loop {
-            if a == b {
-                return true;
-            }
-            match self.idom[b.index()] {
-                Some(d) => b = d,
-                None => return false,
-            }
-        }
+    /// Whether `a` dominates `b` (both reachable; every block dominates itself), in constant
+    /// time.
+    pub fn dominates(&self, a: Block, b: Block) -> bool {
+        let (ea, eb) = (self.enter[a.index()], self.enter[b.index()]);
+        ea != u32::MAX && eb != u32::MAX && ea <= eb && self.exit[b.index()] <= self.exit[a.index()]
     }
 
     /// The same facts after the unreachable blocks are deleted and the others renumbered by
@@ -173,8 +189,15 @@ impl Cfg {
         for b in &mut self.rpo {
             *b = map(*b);
         }
+        for v in &mut self.walk {
+            match v {
+                Visit::Enter(b) | Visit::Exit(b) => *b = map(*b),
+            }
+        }
         let mut idom = vec![None; kept];
         let mut incoming = vec![0u32; kept];
+        let mut enter = vec![0u32; kept];
+        let mut exit = vec![0u32; kept];
         let mut child_start = vec![0u32; kept + 1];
         let mut child_list = Vec::with_capacity(self.child_list.len());
         // Blocks keep their relative order, so children lists are copied in new block order.
@@ -185,6 +208,8 @@ impl Cfg {
             let new = new as usize;
             idom[new] = self.idom[old].map(map);
             incoming[new] = self.incoming[old];
+            enter[new] = self.enter[old];
+            exit[new] = self.exit[old];
             child_list.extend(self.children(Block(old as u32)).iter().map(|&c| map(c)));
             child_start[new + 1] = child_list.len() as u32;
         }
@@ -193,6 +218,8 @@ impl Cfg {
         self.live = vec![true; kept];
         self.child_start = child_start;
         self.child_list = child_list;
+        self.enter = enter;
+        self.exit = exit;
     }
 }
 

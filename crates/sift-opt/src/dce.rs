@@ -15,11 +15,10 @@
 //! A parameter nothing reads goes, with the matching argument of every incoming edge (which may
 //! make the argument's definition dead in turn).
 
-use std::collections::HashMap;
-
 use sift_ir::{BinOp, Block, Function, Inst, Value};
 
 use crate::cfg::{Analysis, Cfg, Visit};
+use crate::hash::FastMap;
 use crate::range::{self, Range};
 
 /// Runs the pass; returns the number of instructions and parameters removed.
@@ -139,12 +138,14 @@ fn covered_loads(f: &Function, cfg: &Cfg) -> Vec<bool> {
     let ranges = range::compute_over(f, &cfg.rpo);
     let mut covered = vec![false; f.values.len()];
     // Farthest end (index + offset + size, minus the index) reached by a load with this index.
-    let mut reach: HashMap<Option<Value>, u64> = HashMap::new();
-    let mut undo: Vec<Vec<(Option<Value>, Option<u64>)>> = Vec::new();
-    for visit in cfg.dom_walk() {
+    let mut reach: FastMap<Option<Value>, u64> = FastMap::default();
+    // Old reaches to restore when the walk leaves a block, and where each block's start.
+    let mut undo: Vec<(Option<Value>, Option<u64>)> = Vec::new();
+    let mut marks: Vec<usize> = Vec::new();
+    for &visit in cfg.dom_walk() {
         match visit {
             Visit::Enter(b) => {
-                let mut log = Vec::new();
+                marks.push(undo.len());
                 for &v in &f.block(b).insts {
                     let Inst::Load {
                         index,
@@ -164,14 +165,15 @@ fn covered_loads(f: &Function, cfg: &Cfg) -> Vec<bool> {
                     covered[v.index()] =
                         same.is_some_and(|s| s >= end) || by_constant.unwrap_or(false);
                     if !matches!(same, Some(s) if s >= end) {
-                        log.push((index, same));
+                        undo.push((index, same));
                         reach.insert(index, end);
                     }
                 }
-                undo.push(log);
             }
             Visit::Exit(_) => {
-                for (k, old) in undo.pop().unwrap_or_default().into_iter().rev() {
+                let mark = marks.pop().unwrap_or(0);
+                while undo.len() > mark {
+                    let Some((k, old)) = undo.pop() else { break };
                     match old {
                         Some(e) => reach.insert(k, e),
                         None => reach.remove(&k),

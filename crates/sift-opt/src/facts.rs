@@ -19,7 +19,7 @@
 //! The base is scoped: [`Facts::mark`] and [`Facts::undo_to`] let a dominator-tree walk add an
 //! edge's assertion on the way down and drop it on the way up.
 
-use std::collections::{HashMap, HashSet};
+use crate::hash::{FastMap, FastSet};
 
 use sift_ir::{CmpOp, Value};
 
@@ -125,9 +125,9 @@ enum Undo {
 /// A scoped base of assertions about values.
 pub struct Facts<'r> {
     ranges: &'r [Range],
-    summaries: HashMap<Value, Summary>,
-    ne: HashSet<(Value, u32)>,
-    pairs: HashMap<(Value, Value), u8>,
+    summaries: FastMap<Value, Summary>,
+    ne: FastSet<(Value, u32)>,
+    pairs: FastMap<(Value, Value), u8>,
     undo: Vec<Undo>,
 }
 
@@ -136,9 +136,9 @@ impl<'r> Facts<'r> {
     pub fn new(ranges: &'r [Range]) -> Facts<'r> {
         Facts {
             ranges,
-            summaries: HashMap::new(),
-            ne: HashSet::new(),
-            pairs: HashMap::new(),
+            summaries: FastMap::default(),
+            ne: FastSet::default(),
+            pairs: FastMap::default(),
             undo: Vec::new(),
         }
     }

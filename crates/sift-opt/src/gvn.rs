@@ -15,11 +15,10 @@
 //!   which this one would be out of bounds, so the second load can neither differ nor reject.
 //!   The replaced instruction is removed.
 
-use std::collections::HashMap;
-
 use sift_ir::{BinOp, Block, Chain, Function, Inst, LoadSize, Value};
 
 use crate::cfg::{Analysis, Cfg, Visit};
+use crate::hash::FastMap;
 use crate::rewrite::Replacements;
 
 /// The identity of a computation, operands already replaced by their representatives.
@@ -153,7 +152,7 @@ fn propagate_params(f: &mut Function, rpo: &[Block], repl: &mut Replacements) {
 
 /// Moves every constant to the start of the entry block, one value per distinct constant.
 fn hoist_constants(f: &mut Function, repl: &mut Replacements) {
-    let mut first: HashMap<u32, Value> = HashMap::new();
+    let mut first: FastMap<u32, Value> = FastMap::default();
     let mut hoisted = Vec::new();
     for bi in 0..f.blocks.len() {
         let insts = std::mem::take(&mut f.blocks[bi].insts);
@@ -179,41 +178,35 @@ fn hoist_constants(f: &mut Function, repl: &mut Replacements) {
 }
 
 /// Dominator-based value numbering.
+///
+/// The table maps each computation to the first value computing it and that value's block.
+/// An entry whose block does not dominate the current one was left by a subtree the walk has
+/// finished (a depth-first walk never returns to a subtree), so it is overwritten: the same
+/// result as a table scoped to the dominator-tree path, without removing entries on the way
+/// up.
 fn number_values(f: &mut Function, cfg: &Cfg, repl: &mut Replacements) {
-    let mut table: HashMap<Key, Value> = HashMap::new();
-    // Keys added per block, to forget when the walk leaves the block's subtree.
-    let mut scopes: Vec<Vec<Key>> = Vec::new();
+    let mut table: FastMap<Key, (Value, Block)> = FastMap::default();
     for visit in cfg.dom_walk() {
-        match visit {
-            Visit::Enter(b) => {
-                let mut added = Vec::new();
-                let insts = std::mem::take(&mut f.block_mut(b).insts);
-                let mut kept = Vec::with_capacity(insts.len());
-                for v in insts {
-                    let mut inst = f.values[v.index()].clone();
-                    inst.map_operands(|x| repl.resolve(x));
-                    f.values[v.index()] = inst.clone();
-                    match key_of(&inst) {
-                        Some(k) => match table.get(&k) {
-                            Some(&w) => repl.replace(v, w),
-                            None => {
-                                table.insert(k.clone(), v);
-                                added.push(k);
-                                kept.push(v);
-                            }
-                        },
-                        None => kept.push(v),
+        let Visit::Enter(b) = *visit else { continue };
+        let insts = std::mem::take(&mut f.block_mut(b).insts);
+        let mut kept = Vec::with_capacity(insts.len());
+        for v in insts {
+            let mut inst = f.values[v.index()].clone();
+            inst.map_operands(|x| repl.resolve(x));
+            let key = key_of(&inst);
+            f.values[v.index()] = inst;
+            match key {
+                Some(k) => match table.get(&k) {
+                    Some(&(w, d)) if cfg.dominates(d, b) => repl.replace(v, w),
+                    _ => {
+                        table.insert(k, (v, b));
+                        kept.push(v);
                     }
-                }
-                f.block_mut(b).insts = kept;
-                scopes.push(added);
-            }
-            Visit::Exit(_) => {
-                for k in scopes.pop().unwrap_or_default() {
-                    table.remove(&k);
-                }
+                },
+                None => kept.push(v),
             }
         }
+        f.block_mut(b).insts = kept;
     }
 }
 

@@ -46,6 +46,7 @@ pub mod cfg;
 pub mod dce;
 pub mod facts;
 pub mod gvn;
+pub mod hash;
 pub mod merge;
 pub mod predicate;
 pub mod range;

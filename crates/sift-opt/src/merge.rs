@@ -21,40 +21,13 @@
 //! control-flow analysis is recomputed after each merge (at most [`MAX_MERGES`] per run; the
 //! pipeline repeats the pass).
 
-use std::collections::{HashMap, HashSet};
-
 use sift_ir::{Block, Function, Inst, Target, Terminator, Value};
 
-use crate::cfg::{Analysis, Cfg, Visit};
+use crate::cfg::{Analysis, Cfg};
+use crate::hash::{FastMap, FastSet};
 
 /// Merges per run (each recomputes the dominator tree).
 pub const MAX_MERGES: usize = 32;
-
-/// Dominator-tree intervals for constant-time dominance queries.
-struct Dominance {
-    pre: Vec<u32>,
-    post: Vec<u32>,
-}
-
-impl Dominance {
-    fn new(cfg: &Cfg, nblocks: usize) -> Dominance {
-        let mut pre = vec![u32::MAX; nblocks];
-        let mut post = vec![0; nblocks];
-        let mut clock = 0;
-        for v in cfg.dom_walk() {
-            clock += 1;
-            match v {
-                Visit::Enter(b) => pre[b.index()] = clock,
-                Visit::Exit(b) => post[b.index()] = clock,
-            }
-        }
-        Dominance { pre, post }
-    }
-
-    fn dominates(&self, a: Block, b: Block) -> bool {
-        self.pre[a.index()] <= self.pre[b.index()] && self.post[b.index()] <= self.post[a.index()]
-    }
-}
 
 /// Runs the pass; returns the number of blocks merged away.
 pub fn run(f: &mut Function) -> usize {
@@ -68,7 +41,6 @@ pub fn run_with(f: &mut Function, analysis: &mut Analysis) -> usize {
     while merged < MAX_MERGES {
         analysis.remove_unreachable(f);
         let cfg = analysis.cfg(f);
-        let dom = Dominance::new(cfg, f.blocks.len());
         let mut def_block = vec![Function::ENTRY; f.values.len()];
         for &b in &cfg.rpo {
             let data = f.block(b);
@@ -76,7 +48,7 @@ pub fn run_with(f: &mut Function, analysis: &mut Analysis) -> usize {
                 def_block[v.index()] = b;
             }
         }
-        let mut first_of_shape: HashMap<Vec<u64>, Block> = HashMap::new();
+        let mut first_of_shape: FastMap<Vec<u64>, Block> = FastMap::default();
         let mut found = None;
         for &b in &cfg.rpo {
             let key = shape(f, b);
@@ -87,11 +59,11 @@ pub fn run_with(f: &mut Function, analysis: &mut Analysis) -> usize {
                 Some(&a) => {
                     let mut cmp = Comparison {
                         f,
-                        dom: &dom,
+                        cfg,
                         def_block: &def_block,
                         roots: (a, b),
-                        rho: HashMap::new(),
-                        paired: HashSet::new(),
+                        rho: FastMap::default(),
+                        paired: FastSet::default(),
                         budget: &mut budget,
                     };
                     if cmp.equivalent() {
@@ -169,12 +141,12 @@ fn shape(f: &Function, b: Block) -> Vec<u64> {
 
 struct Comparison<'a> {
     f: &'a Function,
-    dom: &'a Dominance,
+    cfg: &'a Cfg,
     def_block: &'a [Block],
     roots: (Block, Block),
     /// Values of `b`'s subgraph and the values of `a`'s they correspond to.
-    rho: HashMap<Value, Value>,
-    paired: HashSet<(Block, Block)>,
+    rho: FastMap<Value, Value>,
+    paired: FastSet<(Block, Block)>,
     budget: &'a mut usize,
 }
 
@@ -203,8 +175,8 @@ impl Comparison<'_> {
             None => {
                 x == y && {
                     let d = self.def_block[x.index()];
-                    self.dom.dominates(d, self.roots.0)
-                        && self.dom.dominates(d, self.roots.1)
+                    self.cfg.dominates(d, self.roots.0)
+                        && self.cfg.dominates(d, self.roots.1)
                         && d != self.roots.0
                         && d != self.roots.1
                 }

@@ -75,7 +75,7 @@ pub fn run_with(f: &mut Function, analysis: &mut Analysis) -> usize {
     let mut changes = 0;
     // The edges of the current block that move, and where to.
     let mut moved: Vec<(usize, Target)> = Vec::new();
-    for visit in cfg.dom_walk() {
+    for &visit in cfg.dom_walk() {
         let b = match visit {
             Visit::Enter(b) => b,
             Visit::Exit(_) => {

@@ -9,14 +9,19 @@ use sift_ir::{Block, Function, Inst, Target, Value};
 /// A map from values to the values that replace them (identity for values not replaced).
 #[derive(Debug)]
 pub struct Replacements {
+    /// Empty until the first replacement (many runs replace nothing), then the identity on
+    /// every value but the replaced ones.
     map: Vec<Value>,
+    /// The function's number of values, the size the map takes when first needed.
+    values: usize,
     count: usize,
 }
 
 impl Replacements {
     pub fn new(f: &Function) -> Replacements {
         Replacements {
-            map: (0..f.values.len() as u32).map(Value).collect(),
+            map: Vec::new(),
+            values: f.values.len(),
             count: 0,
         }
     }
@@ -25,7 +30,7 @@ impl Replacements {
     pub fn replace(&mut self, v: Value, with: Value) {
         let with = self.resolve(with);
         if with != v {
-            self.grow(v.index().max(with.index()));
+            self.grow(v.index().max(with.index()).max(self.values));
             self.map[v.index()] = with;
             self.count += 1;
         }
@@ -60,9 +65,9 @@ impl Replacements {
     }
 
     fn grow(&mut self, index: usize) {
-        while self.map.len() <= index {
-            let v = Value(self.map.len() as u32);
-            self.map.push(v);
+        if self.map.len() <= index {
+            let from = self.map.len() as u32;
+            self.map.extend((from..=index as u32).map(Value));
         }
     }
 

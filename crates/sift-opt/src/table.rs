@@ -19,11 +19,10 @@
 //! on the source address and one on the destination address; `port 22 or port 80 or …` one per
 //! port field.
 
-use std::collections::{HashMap, HashSet};
-
 use sift_ir::{CmpOp, Function, Inst, Target, Terminator, Value};
 
 use crate::cfg::Analysis;
+use crate::hash::{FastMap, FastSet};
 
 /// One element of a chain: the value tested, the keys, the exit on equality, the continuation.
 struct Link {
@@ -129,8 +128,8 @@ pub fn run_with(f: &mut Function, min_keys: usize, analysis: &mut Analysis) -> u
         }
         // Group the keys by value, in order of first appearance.
         let mut order: Vec<Value> = Vec::new();
-        let mut groups: HashMap<Value, Vec<u32>> = HashMap::new();
-        let mut seen: HashSet<(Value, u32)> = HashSet::new();
+        let mut groups: FastMap<Value, Vec<u32>> = FastMap::default();
+        let mut seen: FastSet<(Value, u32)> = FastSet::default();
         for l in &links {
             let g = groups.entry(l.value).or_insert_with(|| {
                 order.push(l.value);
@@ -163,7 +162,7 @@ pub fn run_with(f: &mut Function, min_keys: usize, analysis: &mut Analysis) -> u
             }
         }
         debug_assert!(nodes.len() <= blocks.len());
-        let mut consts: HashMap<u32, Value> = HashMap::new();
+        let mut consts: FastMap<u32, Value> = FastMap::default();
         for (i, (value, keys)) in nodes.iter().enumerate() {
             let b = blocks[i];
             let next = match blocks.get(i + 1) {
