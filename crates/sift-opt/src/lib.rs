@@ -194,7 +194,13 @@ pub fn try_optimize_with(f: &mut Function, opts: &Options) -> Result<Stats, Pass
             function: f.to_string(),
         })
     };
+    // Values in the order the passes visit them (lowering numbers them as it creates them,
+    // scattered over the function).
+    rewrite::compact_values(f, &analysis.cfg(f).rpo);
     for round in 0..opts.max_rounds {
+        if round > 0 {
+            compact_if_sparse(f, &mut analysis);
+        }
         let mut changed = 0;
         if opts.simplify {
             let n = simplify::run_with(f, &mut analysis);
@@ -207,6 +213,7 @@ pub fn try_optimize_with(f: &mut Function, opts: &Options) -> Result<Stats, Pass
             stats.changes.gvn += n;
             changed += n;
             check(f, &analysis, "gvn", round)?;
+            compact_if_sparse(f, &mut analysis);
         }
         if opts.predicates {
             let n = predicate::run_with(f, &mut analysis);
@@ -237,6 +244,7 @@ pub fn try_optimize_with(f: &mut Function, opts: &Options) -> Result<Stats, Pass
             break;
         }
     }
+    compact_if_sparse(f, &mut analysis);
     if opts.tables {
         let min_keys = opts.min_table_keys.max(2);
         stats.changes.tables += table::run_with(f, min_keys, &mut analysis);
@@ -261,6 +269,19 @@ pub fn try_optimize_with(f: &mut Function, opts: &Options) -> Result<Stats, Pass
     debug_assert_eq!(blocks, crate::cfg::rpo(f));
     stats.after = Counts::over(f, &blocks);
     Ok(stats)
+}
+
+/// Compacts the values of `f` (see [`rewrite::compact_values`]) when most of them are no longer
+/// defined by any block.
+fn compact_if_sparse(f: &mut Function, analysis: &mut Analysis) {
+    let defined: usize = f
+        .blocks
+        .iter()
+        .map(|data| data.params.len() + data.insts.len())
+        .sum();
+    if defined * 2 < f.values.len() {
+        rewrite::compact_values(f, &analysis.cfg(f).rpo);
+    }
 }
 
 #[cfg(test)]

@@ -48,15 +48,12 @@ pub fn run_with(f: &mut Function, analysis: &mut Analysis) -> usize {
                 def_block[v.index()] = b;
             }
         }
-        let mut first_of_shape: FastMap<Vec<u64>, Block> = FastMap::default();
+        let mut shapes = Shapes::default();
         let mut found = None;
         for &b in &cfg.rpo {
-            let key = shape(f, b);
-            match first_of_shape.get(&key) {
-                None => {
-                    first_of_shape.insert(key, b);
-                }
-                Some(&a) => {
+            match shapes.first_of(f, b) {
+                None => {}
+                Some(a) => {
                     let mut cmp = Comparison {
                         f,
                         cfg,
@@ -91,11 +88,53 @@ pub fn run_with(f: &mut Function, analysis: &mut Analysis) -> usize {
     merged
 }
 
-/// A hash-free summary of a block's shape: instruction kinds and immediates, terminator kind,
-/// comparison and constants, number of targets.
-fn shape(f: &Function, b: Block) -> Vec<u64> {
+/// The first block of each shape seen so far, found by the shape's hash (then compared word
+/// for word; shapes whose hash an earlier, different shape took are kept whole).
+#[derive(Default)]
+struct Shapes {
+    by_hash: FastMap<u64, Block>,
+    collided: FastMap<Vec<u64>, Block>,
+    hasher: crate::hash::FastState,
+    /// Scratch: the shape of the block looked up, and of the candidate found by hash.
+    current: Vec<u64>,
+    candidate: Vec<u64>,
+}
+
+impl Shapes {
+    /// The first block seen with `b`'s shape; `None` (and `b` becomes the first) if there is
+    /// none.
+    fn first_of(&mut self, f: &Function, b: Block) -> Option<Block> {
+        use std::collections::hash_map::Entry;
+        use std::hash::BuildHasher;
+        shape(f, b, &mut self.current);
+        let hash = self.hasher.hash_one(&self.current[..]);
+        let a = match self.by_hash.entry(hash) {
+            Entry::Vacant(e) => {
+                e.insert(b);
+                return None;
+            }
+            Entry::Occupied(e) => *e.get(),
+        };
+        shape(f, a, &mut self.candidate);
+        if self.candidate == self.current {
+            return Some(a);
+        }
+        match self.collided.entry(self.current.clone()) {
+            Entry::Occupied(e) => Some(*e.get()),
+            Entry::Vacant(e) => {
+                e.insert(b);
+                None
+            }
+        }
+    }
+}
+
+/// A summary of a block's shape, written into `out`: instruction kinds and immediates,
+/// terminator kind, comparison and constants, number of targets.
+fn shape(f: &Function, b: Block, out: &mut Vec<u64>) {
     let data = f.block(b);
-    let mut out = vec![data.params.len() as u64, data.insts.len() as u64];
+    out.clear();
+    out.extend([data.params.len() as u64, data.insts.len() as u64]);
     for &v in &data.insts {
         out.push(match *f.inst(v) {
             Inst::Const(k) => 1 << 40 | u64::from(k),
@@ -136,7 +175,6 @@ fn shape(f: &Function, b: Block) -> Vec<u64> {
         Terminator::ReturnValue(_) => out.push(11 << 40),
         Terminator::Unset => out.push(12 << 40),
     }
-    out
 }
 
 struct Comparison<'a> {

@@ -140,6 +140,48 @@ pub fn remove_blocks(f: &mut Function, keep: &[bool]) -> (usize, Vec<u32>) {
     (removed, new_index)
 }
 
+/// Renumbers the values in the order they are defined, blocks in `order` first (reverse
+/// postorder) and the other blocks after them in block order, and drops the values no block
+/// defines any more (left behind by passes that removed their instructions).
+///
+/// Only the numbers change, and the passes use value numbers as identities only (never as an
+/// order that decides anything), so the optimizer's output stays the same; but values are then
+/// laid out in the order the passes visit them, and the vectors the passes index by value are
+/// no longer sized by every value lowering ever created. On a 10^4-term chain, where value
+/// numbering leaves nine values in ten behind, this is most of a pass's memory traffic.
+pub fn compact_values(f: &mut Function, order: &[Block]) {
+    let mut value_map = vec![u32::MAX; f.values.len()];
+    let mut values = Vec::with_capacity(f.values.len().min(4 * f.blocks.len() + 64));
+    let mut placed = vec![false; f.blocks.len()];
+    let rest: Vec<Block> = {
+        for b in order {
+            placed[b.index()] = true;
+        }
+        (0..f.blocks.len() as u32)
+            .map(Block)
+            .filter(|b| !placed[b.index()])
+            .collect()
+    };
+    for &b in order.iter().chain(&rest) {
+        let data = &f.blocks[b.index()];
+        for &v in data.params.iter().chain(&data.insts) {
+            value_map[v.index()] = values.len() as u32;
+            values.push(std::mem::replace(&mut f.values[v.index()], Inst::WireLen));
+        }
+    }
+    let remap = |v: Value| Value(value_map[v.index()]);
+    for inst in &mut values {
+        inst.map_operands(remap);
+    }
+    for data in &mut f.blocks {
+        for v in data.params.iter_mut().chain(data.insts.iter_mut()) {
+            *v = remap(*v);
+        }
+        data.term.map_operands(remap);
+    }
+    f.values = values;
+}
+
 /// Renumbers blocks in reverse postorder and values in order of definition, dropping unreachable
 /// blocks and values no block defines. The result prints the way a reader expects (and the way
 /// `parse_function` numbers a text written in that order).
@@ -218,6 +260,27 @@ mod tests {
         r.replace(Value(1), Value(0));
         assert_eq!(r.resolve(Value(2)), Value(0));
         assert_eq!(r.len(), 2);
+    }
+
+    #[test]
+    fn compacting_values_renumbers_only() {
+        let mut f = parse_function(
+            "block0:\n v5 = load.b [0]\n v2 = const 1\n br eq v5, v2, block2(v5), block1\nblock1:\n v9 = load.b [1]\n ret v9\nblock2(v7):\n v3 = add v7, v2\n ret v3\nblock3:\n v8 = load.b [2]\n ret v8\n",
+        )
+        .unwrap();
+        // Values no block defines any more.
+        f.values.extend([Inst::WireLen, Inst::Const(4)]);
+        let before = crate::testutil::canonical(&f);
+        let rpo = crate::cfg::rpo(&f);
+        compact_values(&mut f, &rpo);
+        assert_eq!(f.values.len(), 6, "{f}");
+        assert_eq!(
+            f.block(Block(3)).insts,
+            vec![Value(5)],
+            "unreachable blocks last"
+        );
+        sift_ir::verify(&f).unwrap();
+        assert_eq!(crate::testutil::canonical(&f), before);
     }
 
     #[test]
