@@ -266,6 +266,11 @@ fn slot_address<const W: usize>(
 
 /// Linear probe of the leaf `(address, mask)` for `key` from slot `start`: jumps to `done`
 /// with the slot's address, or 0 when a vacant slot (or a whole round) ends the probe.
+///
+/// The key is compared first and the tag read only then, on the branch each outcome
+/// predicts well (nearly every probe ends at its first slot): a key that matches is found
+/// unless the slot is vacant (an all-zero key matches a vacant slot's zeros), and a key that
+/// does not ends the probe at a vacant slot or goes on to the next.
 fn emit_probe<const W: usize>(
     b: &mut FunctionBuilder<'_>,
     key: &[ClifValue],
@@ -280,9 +285,6 @@ fn emit_probe<const W: usize>(
     b.ins().jump(probe, &[start.into(), slots.into()]);
     b.switch_to_block(probe);
     let slot = slot_address::<W>(b, address, i);
-    let tag = b
-        .ins()
-        .load(types::I64, table_flags(), slot, (8 * W) as i32);
     let mut diff = None;
     for (k, &word) in key.iter().enumerate() {
         let stored = b
@@ -294,17 +296,26 @@ fn emit_probe<const W: usize>(
             Some(acc) => b.ins().bor(acc, d),
         });
     }
-    let same = b
-        .ins()
-        .icmp_imm_u(IntCC::Equal, diff.expect("key words"), 0);
-    let occupied = b.ins().icmp_imm_u(IntCC::NotEqual, tag, 0);
-    let found = b.ins().band(same, occupied);
-    let not_found = b.create_block();
-    b.ins().brif(found, done, &[slot.into()], not_found, &[]);
-    b.switch_to_block(not_found);
-    let zero = b.ins().iconst(types::I64, 0);
+    let (same, other) = (b.create_block(), b.create_block());
+    b.ins()
+        .brif(diff.expect("key words"), other, &[], same, &[]);
+    let tag_of = |b: &mut FunctionBuilder<'_>| {
+        b.ins()
+            .load(types::I64, table_flags(), slot, (8 * W) as i32)
+    };
+    let zero = |b: &mut FunctionBuilder<'_>| b.ins().iconst(types::I64, 0);
+
+    b.switch_to_block(same);
+    let tag = tag_of(b);
+    let none = zero(b);
+    let found = b.ins().select(tag, slot, none);
+    b.ins().jump(done, &[found.into()]);
+
+    b.switch_to_block(other);
+    let tag = tag_of(b);
     let next = b.create_block();
-    b.ins().brif(occupied, next, &[], done, &[zero.into()]);
+    let none = zero(b);
+    b.ins().brif(tag, next, &[], done, &[none.into()]);
     b.switch_to_block(next);
     let i_next = b.ins().iadd_imm_u(i, 1);
     let i_next = b.ins().band(i_next, mask);
@@ -314,7 +325,7 @@ fn emit_probe<const W: usize>(
         probe,
         &[i_next.into(), left_next.into()],
         done,
-        &[zero.into()],
+        &[none.into()],
     );
 }
 
