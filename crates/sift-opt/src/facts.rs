@@ -125,7 +125,10 @@ enum Undo {
 /// A scoped base of assertions about values.
 pub struct Facts<'r> {
     ranges: &'r [Range],
-    summaries: FastMap<Value, Summary>,
+    /// What the assertions on the path say about each value (indexed by value; `None`: only
+    /// its range is known). An array, not a map: a chain asserts something about a value in
+    /// almost every block.
+    summaries: Vec<Option<Summary>>,
     ne: FastSet<(Value, u32)>,
     pairs: FastMap<(Value, Value), u8>,
     undo: Vec<Undo>,
@@ -136,7 +139,7 @@ impl<'r> Facts<'r> {
     pub fn new(ranges: &'r [Range]) -> Facts<'r> {
         Facts {
             ranges,
-            summaries: FastMap::default(),
+            summaries: vec![None; ranges.len()],
             ne: FastSet::default(),
             pairs: FastMap::default(),
             undo: Vec::new(),
@@ -151,14 +154,7 @@ impl<'r> Facts<'r> {
     pub fn undo_to(&mut self, mark: usize) {
         while self.undo.len() > mark {
             match self.undo.pop() {
-                Some(Undo::Summary(v, old)) => match old {
-                    Some(s) => {
-                        self.summaries.insert(v, s);
-                    }
-                    None => {
-                        self.summaries.remove(&v);
-                    }
-                },
+                Some(Undo::Summary(v, old)) => self.summaries[v.index()] = old,
                 Some(Undo::Ne(v, k)) => {
                     self.ne.remove(&(v, k));
                 }
@@ -176,14 +172,17 @@ impl<'r> Facts<'r> {
     }
 
     fn summary(&self, v: Value) -> Summary {
-        match self.summaries.get(&v) {
-            Some(s) => *s,
+        match self.summaries.get(v.index()).copied().flatten() {
+            Some(s) => s,
             None => Summary::new(self.ranges.get(v.index()).copied().unwrap_or(Range::FULL)),
         }
     }
 
     fn set_summary(&mut self, v: Value, s: Summary) {
-        let old = self.summaries.insert(v, s);
+        if self.summaries.len() <= v.index() {
+            self.summaries.resize(v.index() + 1, None);
+        }
+        let old = self.summaries[v.index()].replace(s);
         self.undo.push(Undo::Summary(v, old));
     }
 

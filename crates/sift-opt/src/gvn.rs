@@ -191,11 +191,8 @@ fn number_values(f: &mut Function, cfg: &Cfg, repl: &mut Replacements) {
         let insts = std::mem::take(&mut f.block_mut(b).insts);
         let mut kept = Vec::with_capacity(insts.len());
         for v in insts {
-            let mut inst = f.values[v.index()].clone();
-            inst.map_operands(|x| repl.resolve(x));
-            let key = key_of(&inst);
-            f.values[v.index()] = inst;
-            match key {
+            f.values[v.index()].map_operands(|x| repl.resolve(x));
+            match key_of(&f.values[v.index()]) {
                 Some(k) => match table.get(&k) {
                     Some(&(w, d)) if cfg.dominates(d, b) => repl.replace(v, w),
                     _ => {

@@ -194,9 +194,6 @@ pub fn try_optimize_with(f: &mut Function, opts: &Options) -> Result<Stats, Pass
             function: f.to_string(),
         })
     };
-    // Values in the order the passes visit them (lowering numbers them as it creates them,
-    // scattered over the function).
-    rewrite::compact_values(f, &analysis.cfg(f).rpo);
     for round in 0..opts.max_rounds {
         if round > 0 {
             compact_if_sparse(f, &mut analysis);

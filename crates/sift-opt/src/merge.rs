@@ -38,8 +38,9 @@ pub fn run(f: &mut Function) -> usize {
 pub fn run_with(f: &mut Function, analysis: &mut Analysis) -> usize {
     let mut merged = 0;
     let mut budget = 8 * f.blocks.len() + 4096;
+    analysis.remove_unreachable(f);
     while merged < MAX_MERGES {
-        analysis.remove_unreachable(f);
+        // Blocks a merge cut off stay in `f` (unreachable, outside the analysis) until the end.
         let cfg = analysis.cfg(f);
         let mut def_block = vec![Function::ENTRY; f.values.len()];
         for &b in &cfg.rpo {

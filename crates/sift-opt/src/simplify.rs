@@ -126,9 +126,11 @@ impl Simplifier<'_> {
         let mut rejected = false;
         let count = insts.len();
         for (position, v) in insts.into_iter().enumerate() {
-            let mut inst = self.f.values[v.index()].clone();
-            inst.map_operands(|x| self.repl.resolve(x));
-            self.f.values[v.index()] = inst.clone();
+            let repl = &mut self.repl;
+            if !repl.is_empty() {
+                self.f.values[v.index()].map_operands(|x| repl.resolve(x));
+            }
+            let inst = self.f.values[v.index()].clone();
             // Rules may chain (a fold exposes an identity), so apply them until none fires.
             let mut outcome = self.inst(&inst);
             let mut guard = 0;
@@ -177,7 +179,9 @@ impl Simplifier<'_> {
             return;
         }
         let mut term = std::mem::take(&mut self.f.block_mut(b).term);
-        term.map_operands(|x| self.repl.resolve(x));
+        if !self.repl.is_empty() {
+            term.map_operands(|x| self.repl.resolve(x));
+        }
         let mut before = std::mem::take(&mut self.successors);
         before.clear();
         before.extend(term.successors());
