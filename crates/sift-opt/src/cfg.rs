@@ -91,9 +91,10 @@ impl Cfg {
         for b in &rpo {
             live[b.index()] = true;
         }
+        // In block order: one sweep through memory.
         let mut incoming = vec![0u32; n];
-        for &b in &rpo {
-            for s in f.block(b).term.successors() {
+        for (data, _) in f.blocks.iter().zip(&live).filter(|(_, &l)| l) {
+            for s in data.term.successors() {
                 if let Some(c) = incoming.get_mut(s.index()) {
                     *c += 1;
                 }
