@@ -27,12 +27,15 @@
 //! * **atom coalescing** (module `coalesce`): adjacent equality tests with a common exit become one
 //!   wider compare;
 //! * **lookup tables** (module `table`): compare chains, binary search and jump tables by size and
-//!   density, and a collision-free hash for large sparse sets;
+//!   density, and a collision-free hash for large sparse sets; a small set (up to 16 keys with
+//!   one target, module `membership`) is one branch-free vector compare of the key against
+//!   every key at once;
 //! * **if-conversion** (module `branchless`): a small program without calls is evaluated on
 //!   all its paths at once, with `select`s instead of conditional branches, so a mix of packets
 //!   the branch predictor cannot foresee costs no mispredictions (loads on paths not taken read
-//!   a block of zeros instead of bytes beyond the packet); it leaves early only by branches that
-//!   almost always go one way (after a rare test such as an address equality).
+//!   a block of zeros instead of bytes beyond the packet, and when the tests alone reject a
+//!   packet of zeros the result needs no test of the packet's length); it leaves early only by
+//!   branches that almost always go one way (after a rare test such as an address equality).
 //!
 //! * **coprocessor calls** (module `calls`): `contains` and `member` become calls into
 //!   `sift_coproc::Coprocessors` through `extern "C"` helpers, with a per-thread memo that
@@ -40,6 +43,14 @@
 //!   search; a program that only looks keys up pays no thread-local access); a call never
 //!   rejects and reads the packet through its slice, so the bounds checks around it are
 //!   unchanged.
+//!
+//! Errors are [`JitError`]s naming what failed (the host, a key program's step, an
+//! instruction, or a generated function and the Cranelift stage).
+//!
+//! On x86-64, Cranelift (0.135) gives every function a frame (`push rbp; mov rbp, rsp`), leaf
+//! or not, whatever the calling convention or `preserve_frame_pointers` (four of the thirteen
+//! instructions `ip` compiles to). Each filter's code is mapped on pages of its own, so its
+//! entry is page-aligned.
 //!
 //! Safety: the generated code never reads outside `packet[..caplen]` (every load is checked, or
 //! covered by a check made on every path to it), never loops (the bytecode's edges go forward),

@@ -122,11 +122,11 @@ mod tests {
                     keys.push(0x1_0800);
                 }
                 let program = set_program(&keys, width);
-                for options in [crate::Options::default(), {
-                    let mut o = crate::Options::default();
-                    o.branchless = false;
-                    o
-                }] {
+                let branching = crate::Options {
+                    branchless: false,
+                    ..Default::default()
+                };
+                for options in [crate::Options::default(), branching] {
                     let jit = JitFilter::compile_with(&program, &options).unwrap();
                     for &k in &keys {
                         for probe in [k, k.wrapping_add(1), k.wrapping_sub(1), k & 0xffff] {

@@ -137,3 +137,58 @@ fn a_large_switch_is_hashed_without_branches() {
     let packets: Vec<Vec<u8>> = (0..=255u8).map(|b| vec![b, 1, 2, 3, 4]).collect();
     agrees(text, &Options::default(), &packets);
 }
+
+/// `ip`: a packet of zeros fails the EtherType test, so the result is the test alone, with no
+/// compare of the length; `ld.b [20] = 0` accepts zeros, so it keeps the length in the result.
+/// Both agree with the interpreter on every truncation.
+#[test]
+fn the_length_joins_the_result_only_when_zeros_would_pass() {
+    if !crate::supported() {
+        return;
+    }
+    let program = |text: &str| sift_bytecode::verify(sift_bytecode::assemble(text).unwrap());
+    let ip = "ld.h r0, [12]\n jeq r0, 2048, L3, L2\nL2:\n ret 0\nL3:\n ret 96\n";
+    let zero = "ld.b r0, [20]\n jeq r0, 0, L3, L2\nL2:\n ret 0\nL3:\n ret 96\n";
+    let options = Options::default();
+    for (text, fails) in [(ip, true), (zero, false)] {
+        let p = program(text).unwrap();
+        let mut plan = crate::translate::Plan::new(p.program(), &options);
+        assert!(plan.branchless);
+        plan.short_packets_fail = super::short_packets_fail(&p, &plan);
+        assert_eq!(plan.short_packets_fail, fails, "{text}");
+        let mut packet = ipv4_like([10, 1, 1, 1], 6, 5);
+        agrees(text, &options, &[packet.clone()]);
+        packet.fill(0);
+        agrees(text, &options, &[packet]);
+    }
+}
+
+/// A host set of ten addresses (source or destination, IPv4 or ARP) is branch-free: each
+/// field one vector membership test.
+#[test]
+fn a_host_set_of_ten_is_branch_free() {
+    if !crate::supported() {
+        return;
+    }
+    let mut text = String::from(
+        "ld.h r0, [12]\n jeq r0, 2048, L8, L2\nL2:\n jeq r0, 2054, L4, L12\nL4:\n ld.w r0, [28]\n switch r0, T0, L6\nL6:\n ld.w r0, [38]\n switch r0, T0, L12\nL8:\n ld.w r0, [26]\n switch r0, T0, L10\nL10:\n ld.w r0, [30]\n switch r0, T0, L12\nL12:\n ret 0\nL13:\n ret 96\n.table T0\n",
+    );
+    let hosts: Vec<u32> = (1..=10).map(|k| 0x0a01_0100 + k).collect();
+    for h in &hosts {
+        text.push_str(&format!(" {h} -> L13\n"));
+    }
+    let ir = filter_ir(&text, &Options::default());
+    assert_eq!(branches(&ir), 1, "{ir}"); // the long-packet path only
+    assert!(ir.contains("vany_true"), "{ir}");
+    let mut packets = Vec::new();
+    for (at, ethertype) in [(26, 8u8), (30, 8), (28, 6), (38, 6)] {
+        for h in [hosts[0], hosts[9], hosts[9] + 1] {
+            let mut p = ipv4_like([0; 4], 6, 5);
+            p.resize(60, 0);
+            p[12..14].copy_from_slice(&[8, ethertype]);
+            p[at..at + 4].copy_from_slice(&h.to_be_bytes());
+            packets.push(p);
+        }
+    }
+    agrees(&text, &Options::default(), &packets);
+}
