@@ -17,10 +17,10 @@ use std::alloc::{GlobalAlloc, Layout, System};
 use std::num::NonZeroU64;
 use std::sync::atomic::{AtomicBool, AtomicUsize, Ordering};
 
-use sift_ir::BinOp;
+use sift_jit::demux_matcher::fixtures::four_tuple;
 use sift_jit::demux_matcher::{DemuxMatcher, BATCH};
 use sift_jit::demux_table::{KeyHash, Table, Value};
-use sift_jit::key_extractor::{KeyProgram, KeyRel, KeyStep, NativeExtractor, KEY_WORDS};
+use sift_jit::key_extractor::{NativeExtractor, KEY_WORDS};
 use sift_jit::PacketRef;
 
 const PAGE: usize = 4096;
@@ -114,58 +114,6 @@ unsafe impl GlobalAlloc for Guarded {
 
 #[global_allocator]
 static ALLOCATOR: Guarded = Guarded;
-
-/// Ethernet, IPv4, TCP, not a fragment; addresses and ports into the words `word_of` names.
-fn four_tuple(word_of: [u8; 4]) -> KeyProgram {
-    let load = |offset, bytes| KeyStep::Load {
-        index: None,
-        offset,
-        bytes,
-    };
-    let check = |a, rel, k| KeyStep::Check { rel, a, k };
-    let mut steps = vec![
-        load(12, 2),
-        check(0, KeyRel::Eq, 0x0800),
-        load(23, 1),
-        check(1, KeyRel::Eq, 6),
-        load(20, 2),
-        check(2, KeyRel::Clear, 0x1fff),
-        load(14, 1),
-        KeyStep::BinK {
-            op: BinOp::And,
-            a: 3,
-            k: 15,
-        },
-        KeyStep::BinK {
-            op: BinOp::Shl,
-            a: 4,
-            k: 2,
-        },
-        load(26, 4),
-        load(30, 4),
-        KeyStep::Load {
-            index: Some(5),
-            offset: 14,
-            bytes: 2,
-        },
-        KeyStep::Load {
-            index: Some(5),
-            offset: 16,
-            bytes: 2,
-        },
-    ];
-    for (field, &word) in word_of.iter().enumerate() {
-        steps.push(KeyStep::Key {
-            a: 6 + field as u32,
-            word,
-            shift: [32, 0, 16, 0][field],
-        });
-    }
-    KeyProgram {
-        min_caplen: 34,
-        steps,
-    }
-}
 
 struct Rng(u64);
 

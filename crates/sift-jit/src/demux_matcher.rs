@@ -608,6 +608,12 @@ fn loop_head(b: &mut FunctionBuilder<'_>, initial: ClifValue) -> (Block, ClifVal
     (head, i)
 }
 
+/// The test fixtures of the demultiplexer's native code (`demux_fixtures.rs`), here rather than
+/// in the crate root so that they stay with the code they test.
+#[doc(hidden)]
+#[path = "demux_fixtures.rs"]
+pub mod fixtures;
+
 const PACKET_REF_CAPLEN: i32 = std::mem::offset_of!(PacketRef, caplen) as i32;
 const PACKET_REF_WIRE_LEN: i32 = std::mem::offset_of!(PacketRef, wire_len) as i32;
 const _: () = assert!(std::mem::offset_of!(PacketRef, data) == 0);
@@ -621,73 +627,8 @@ mod tests {
 
     use super::*;
     use crate::demux_table::{KeyHash, Value};
-    use crate::key_extractor::{KeyRel, NativeExtractor};
-    use sift_ir::BinOp;
-
-    /// Ethernet, IPv4, TCP (not a fragment): addresses and ports packed as `word_of(field)`
-    /// says (field 0 = source address, 1 = destination, 2 = source port, 3 = destination port).
-    fn four_tuple(word_of: [u8; 4]) -> KeyProgram {
-        let load = |offset, bytes| KeyStep::Load {
-            index: None,
-            offset,
-            bytes,
-        };
-        let mut steps = vec![
-            load(12, 2),
-            KeyStep::Check {
-                rel: KeyRel::Eq,
-                a: 0,
-                k: 0x0800,
-            },
-            load(23, 1),
-            KeyStep::Check {
-                rel: KeyRel::Eq,
-                a: 1,
-                k: 6,
-            },
-            load(20, 2),
-            KeyStep::Check {
-                rel: KeyRel::Clear,
-                a: 2,
-                k: 0x1fff,
-            },
-            load(14, 1),
-            KeyStep::BinK {
-                op: BinOp::And,
-                a: 3,
-                k: 15,
-            },
-            KeyStep::BinK {
-                op: BinOp::Shl,
-                a: 4,
-                k: 2,
-            },
-            load(26, 4),
-            load(30, 4),
-            KeyStep::Load {
-                index: Some(5),
-                offset: 14,
-                bytes: 2,
-            },
-            KeyStep::Load {
-                index: Some(5),
-                offset: 16,
-                bytes: 2,
-            },
-        ];
-        for (field, &word) in word_of.iter().enumerate() {
-            let shift = [32, 0, 16, 0][field];
-            steps.push(KeyStep::Key {
-                a: 6 + field as u32,
-                word,
-                shift,
-            });
-        }
-        KeyProgram {
-            min_caplen: 34,
-            steps,
-        }
-    }
+    use crate::key_extractor::NativeExtractor;
+    use fixtures::four_tuple;
 
     struct Rng(u64);
 
