@@ -337,27 +337,15 @@ impl Gen {
         self.all(conds).expect("bcmp of no bytes")
     }
 
-    /// A condition that is always true (`sense`) or always false.
+    /// A condition that is always true (`sense`) or always false: libpcap's `gen_uncond`, a
+    /// block comparing a constant with 0 (`ld #0; jeq #0` for true). Its other edge is dead, but
+    /// it is there until libpcap's optimizer decides the branch, and until then it counts for
+    /// dominators, and so for which edges the optimizer may move.
     pub fn uncond(&mut self, sense: bool) -> Cond {
         let block = self.f.create_block();
-        self.f.set_term(block, Terminator::Jump(UNPATCHED.into()));
-        let exit = vec![Exit {
-            block,
-            edge: Edge::Jump,
-        }];
-        if sense {
-            Cond {
-                entry: block,
-                when_true: exit,
-                when_false: vec![],
-            }
-        } else {
-            Cond {
-                entry: block,
-                when_true: vec![],
-                when_false: exit,
-            }
-        }
+        let value = self.f.iconst(block, u32::from(!sense));
+        let zero = self.f.iconst(block, 0);
+        branch_cond(&mut self.f, block, CmpOp::Eq, value, zero)
     }
 
     pub fn and(&mut self, a: Cond, b: Cond) -> Cond {

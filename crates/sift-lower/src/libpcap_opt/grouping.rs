@@ -46,17 +46,17 @@ use super::runs::Chain;
 use super::threading::{edge_fact, is_const_equality, FactKey};
 
 /// Groups the tests of every closed chain of `f` by value (see the module doc); returns
-/// whether an edge moved. `used_elsewhere` is `threading::used_outside_own_block` for `f`,
+/// the blocks of the chains whose edges moved. `used_elsewhere` is `threading::used_outside_own_block` for `f`,
 /// `rpo` its reachable blocks (in any order).
 pub(super) fn group_closed_chains(
     f: &mut Function,
     numbers: &Numbering,
     used_elsewhere: &[bool],
     rpo: &[Block],
-) -> bool {
+) -> Vec<Block> {
     // Condition 5.
     if used_elsewhere.iter().any(|&u| u) || f.blocks.iter().any(|b| !b.params.is_empty()) {
-        return false;
+        return Vec::new();
     }
     let mut entries = vec![0u32; f.blocks.len()];
     for &b in rpo {
@@ -104,7 +104,7 @@ pub(super) fn group_closed_chains(
         !grouped
     });
     if chains.is_empty() {
-        return false;
+        return Vec::new();
     }
     // Condition 3, against the values compared outside the chains kept: a chain dropped
     // counts as outside for the others. Value numbers are below the number of values.
@@ -139,7 +139,7 @@ pub(super) fn group_closed_chains(
             }
         }
     }
-    let mut changed = false;
+    let mut moved = Vec::new();
     let kept: Vec<&ClosedChain> = chains
         .iter()
         .zip(kept)
@@ -147,9 +147,11 @@ pub(super) fn group_closed_chains(
         .map(|(chain, _)| chain)
         .collect();
     for chain in kept {
-        changed |= group(f, numbers, chain, &mut rank);
+        if group(f, numbers, chain, &mut rank) {
+            moved.extend(&chain.blocks);
+        }
     }
-    changed
+    moved
 }
 
 struct ClosedChain {

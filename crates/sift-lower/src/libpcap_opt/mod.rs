@@ -71,7 +71,7 @@ use grouping::group_closed_chains;
 use numbering::Numbering;
 use pullup::{pullups, DomIntervals};
 use thread_check::{nothing_to_thread, TestGroups};
-use threading::{thread_edges, used_outside_own_block};
+use threading::{thread_edges, used_outside_own_block, FactsInForce};
 
 /// Rounds of the whole pipeline; libpcap iterates to a fixed point too. Each round that changes
 /// something removes a branch or an instruction, so this bound is never reached in practice.
@@ -117,6 +117,14 @@ pub(crate) fn apply(f: &mut Function) -> Result<(), String> {
         if !only_pulled {
             test_groups = None;
         }
+        // What libpcap computes at the start of a round, before it decides branches and moves
+        // edges, and uses throughout: levels, dominators and the facts edges carry.
+        let levels = pullup::levels(f);
+        let (idom, dom_rpo) = dominators(f);
+        let dom = DomIntervals::new(&idom);
+        // Rounds after one that only pulled tests up decide nothing, so their facts can wait
+        // until threading is known to be needed.
+        let facts_at_start = (!only_pulled).then(|| FactsInForce::new(f, &numbers, &dom, &dom_rpo));
         if only_pulled {
             #[cfg(test)]
             assert_round_would_change_nothing(f)?;
@@ -132,29 +140,34 @@ pub(crate) fn apply(f: &mut Function) -> Result<(), String> {
             }
         }
         let used = cross_block_uses.get_or_insert_with(|| used_outside_own_block(f));
-        // Closed chains go straight to the order the pullup rounds would end with.
+        // Closed chains go straight to the order the pullup rounds would end with. This
+        // round's threading and pullups skip their blocks: neither would change them, and what
+        // the structures from the round's start say about them is out of date.
+        let mut regrouped = Vec::new();
         if shortcuts {
-            group_closed_chains(f, &numbers, used, &rpo);
+            for b in group_closed_chains(f, &numbers, used, &rpo) {
+                regrouped.resize(f.blocks.len(), false);
+                regrouped[b.index()] = true;
+            }
         }
-        let (idom, rpo) = dominators(f);
-        let dom = DomIntervals::new(&idom);
         // After a round that only pulled tests up, the threading usually finds nothing; when
-        // that is certain it is skipped (and the dominator tree stays the one just computed).
+        // that is certain it is skipped.
         let skip_threading = shortcuts && only_pulled && {
-            let tests = test_groups.get_or_insert_with(|| TestGroups::new(f, &numbers, used, &rpo));
-            nothing_to_thread(f, tests, used, &rpo, &dom)
+            let tests =
+                test_groups.get_or_insert_with(|| TestGroups::new(f, &numbers, used, &dom_rpo));
+            nothing_to_thread(f, tests, used, &dom_rpo, &dom)
+        };
+        let threaded = !skip_threading && {
+            let facts =
+                facts_at_start.unwrap_or_else(|| FactsInForce::new(f, &numbers, &dom, &dom_rpo));
+            thread_edges(f, &numbers, used, &facts, &dom_rpo, &regrouped)
         };
         #[cfg(test)]
         if skip_threading {
-            assert_threading_moves_nothing(f, &numbers, used, &dom, &rpo);
+            let facts = FactsInForce::new(f, &numbers, &dom, &dom_rpo);
+            assert_threading_moves_nothing(f, &numbers, used, &facts, &dom_rpo, &regrouped);
         }
-        let threaded = !skip_threading && thread_edges(f, &numbers, used, &dom, &rpo);
-        let dom = if threaded {
-            DomIntervals::new(&dominators(f).0)
-        } else {
-            dom
-        };
-        let pulled = pullups(f, &numbers, &dom);
+        let pulled = pullups(f, &numbers, &dom, &levels, &regrouped);
         if !(changed || threaded || pulled) {
             break;
         }
@@ -255,11 +268,12 @@ fn assert_threading_moves_nothing(
     f: &Function,
     numbers: &Numbering,
     used: &[bool],
-    dom: &DomIntervals,
+    facts: &FactsInForce,
     rpo: &[sift_ir::Block],
+    regrouped: &[bool],
 ) {
     let mut copy = f.clone();
-    let moved = thread_edges(&mut copy, numbers, used, dom, rpo);
+    let moved = thread_edges(&mut copy, numbers, used, facts, rpo, regrouped);
     assert!(!moved, "threading was skipped but moves an edge");
 }
 

@@ -21,13 +21,22 @@ use super::runs::{Chain, Runs};
 
 /// One sweep of pullups over the whole function; returns whether anything moved.
 ///
-/// `dom` is the dominator tree of `f` as it is (libpcap computes it once before the sweep).
-pub(super) fn pullups(f: &mut Function, numbers: &Numbering, dom: &DomIntervals) -> bool {
+/// `dom` and `levels` are the dominator tree and [`levels`] of `f` at the start of the round:
+/// libpcap computes them once per round, before it decides branches and moves edges, and its
+/// predecessor lists come from the blocks those levels hold, even those no longer reached.
+/// Blocks marked in `regrouped` (closed chains sorted since, which no pullup changes any more)
+/// are skipped: what those structures say about them is out of date.
+pub(super) fn pullups(
+    f: &mut Function,
+    numbers: &Numbering,
+    dom: &DomIntervals,
+    levels: &[Vec<Block>],
+    regrouped: &[bool],
+) -> bool {
     if f.blocks.iter().any(|b| !b.params.is_empty()) {
         return false;
     }
-    let levels = levels(f);
-    let preds = Predecessors::new(f, &levels);
+    let preds = Predecessors::new(f, levels);
     let compared: Vec<Option<Vn>> = f
         .blocks
         .iter()
@@ -48,7 +57,10 @@ pub(super) fn pullups(f: &mut Function, numbers: &Numbering, dom: &DomIntervals)
     };
     let mut changed = false;
     for level in levels.iter().skip(1) {
-        for &b in level {
+        for &b in level
+            .iter()
+            .filter(|b| !regrouped.get(b.index()).is_some_and(|&r| r))
+        {
             changed |= sweep.pullup(f, b, Chain::Or);
             changed |= sweep.pullup(f, b, Chain::And);
         }
@@ -59,7 +71,7 @@ pub(super) fn pullups(f: &mut Function, numbers: &Numbering, dom: &DomIntervals)
 /// Blocks by level: returns are level 0, a branch is one more than its higher successor. Within
 /// a level, blocks come in the order libpcap lists them (last finished first in a depth-first
 /// walk that visits the true successor before the false one).
-fn levels(f: &Function) -> Vec<Vec<Block>> {
+pub(super) fn levels(f: &Function) -> Vec<Vec<Block>> {
     let n = f.blocks.len();
     let mut level = vec![usize::MAX; n];
     let mut finished: Vec<Block> = Vec::with_capacity(n);

@@ -43,27 +43,32 @@ pub(super) fn edge_fact(
 }
 
 /// Sends edges past branches their facts decide (libpcap's `opt_j`); returns whether an edge
-/// moved. `dom` and `rpo` are the dominator tree and reverse postorder of `f` as it is, and
-/// `used_elsewhere` is [`used_outside_own_block`] for `f`.
-///
-/// The facts in force at an edge are its own and those of the single incoming edges of the
-/// blocks dominating its source, the only edges that dominate it in an acyclic graph; like
-/// libpcap's edge dominators they are those of the graph before any edge moves.
+/// moved. `facts` and `rpo` (the blocks to visit, in reverse postorder) describe the graph as
+/// it was at the start of the round, as libpcap's edge dominators do; `used_elsewhere` is
+/// [`used_outside_own_block`] for `f`.
 ///
 /// The order matters: libpcap threads the blocks of the lowest levels (nearest the returns)
 /// first, so a walk through a block follows that block's edges as already moved. A walk only
 /// reads blocks below its start, so any order that visits every block after its successors
-/// gives libpcap's result: here, reverse postorder backwards.
+/// gives libpcap's result: here, reverse postorder backwards (edges only ever move further
+/// down, so that order stays valid while they move).
+///
+/// Blocks marked in `regrouped` (closed chains sorted since `facts` was computed, see
+/// `grouping.rs`) keep their edges: no fact decides a test of such a chain, and what `facts`
+/// says about their blocks is out of date.
 pub(super) fn thread_edges(
     f: &mut Function,
     numbers: &Numbering,
     used_elsewhere: &[bool],
-    dom: &DomIntervals,
+    facts: &FactsInForce,
     rpo: &[Block],
+    regrouped: &[bool],
 ) -> bool {
-    let facts = FactsInForce::new(f, numbers, dom, rpo);
     let mut changed = false;
     for &b in rpo.iter().rev() {
+        if regrouped.get(b.index()).is_some_and(|&r| r) {
+            continue;
+        }
         let is_branch = matches!(f.block(b).term, Terminator::Branch { .. });
         for edge in 0..edge_count(&f.block(b).term) {
             let own = if is_branch {
@@ -76,9 +81,13 @@ pub(super) fn thread_edges(
             // Each step moves strictly forward in an acyclic graph, so this terminates; the
             // bound only guards against a malformed graph.
             for _ in 0..f.blocks.len() {
-                match step(f, numbers, used_elsewhere, at.block, |code, lhs, rhs, is_const| {
-                    facts.decide(b, own, code, lhs, rhs, is_const)
-                }) {
+                match step(
+                    f,
+                    numbers,
+                    used_elsewhere,
+                    at.block,
+                    |code, lhs, rhs, is_const| facts.decide(b, own, code, lhs, rhs, is_const),
+                ) {
                     Some(next) => at = next,
                     None => break,
                 }
@@ -163,7 +172,7 @@ pub(super) enum Incoming {
 /// they are disjoint, so a binary search finds the one holding a block. A long `or` chain piles
 /// up thousands of facts about one value (`ethertype != 0x800` on every false edge); this
 /// finds the deciding one without scanning them.
-struct FactsInForce {
+pub(super) struct FactsInForce {
     enter: Vec<u32>,
     /// Outermost facts per `(comparison, lhs, rhs)`: (key, entry time, exit time, holds),
     /// sorted by key and entry time.
@@ -174,7 +183,13 @@ struct FactsInForce {
 }
 
 impl FactsInForce {
-    fn new(f: &Function, numbers: &Numbering, dom: &DomIntervals, rpo: &[Block]) -> FactsInForce {
+    /// The facts of `f` as it is: `dom` is its dominator tree, `rpo` its reachable blocks.
+    pub(super) fn new(
+        f: &Function,
+        numbers: &Numbering,
+        dom: &DomIntervals,
+        rpo: &[Block],
+    ) -> FactsInForce {
         let incoming = single_incoming(f, rpo);
         let mut exact = Vec::new();
         let mut const_equalities = Vec::new();
@@ -301,7 +316,6 @@ pub(super) fn used_outside_own_block(f: &Function) -> Vec<bool> {
     out
 }
 
-
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -312,9 +326,12 @@ mod tests {
     fn thread(text: &str) -> Function {
         let mut f = parse_function(text).unwrap();
         let (idom, rpo) = dominators(&f);
-        let numbers = Numbering::compute(&mut f, Phase::MoveBranches, &rpo).unwrap().0;
+        let numbers = Numbering::compute(&mut f, Phase::MoveBranches, &rpo)
+            .unwrap()
+            .0;
         let used = used_outside_own_block(&f);
-        thread_edges(&mut f, &numbers, &used, &DomIntervals::new(&idom), &rpo);
+        let facts = FactsInForce::new(&f, &numbers, &DomIntervals::new(&idom), &rpo);
+        thread_edges(&mut f, &numbers, &used, &facts, &rpo, &[]);
         f
     }
 
@@ -344,7 +361,10 @@ block5:
     ret 1
 ",
         );
-        assert_eq!(f.block(Function::ENTRY).term, Terminator::Jump(Target::from(Block(3))));
+        assert_eq!(
+            f.block(Function::ENTRY).term,
+            Terminator::Jump(Target::from(Block(3)))
+        );
     }
 
     /// An equality with a constant that held decides equalities with other constants: both
