@@ -24,14 +24,7 @@ impl PartialEq for Key {
     /// Branch-free (the derived comparison calls `memcmp`, which dominated lookups).
     #[inline]
     fn eq(&self, other: &Key) -> bool {
-        let (a, b) = (&self.0, &other.0);
-        ((a[0] ^ b[0])
-            | (a[1] ^ b[1])
-            | (a[2] ^ b[2])
-            | (a[3] ^ b[3])
-            | (a[4] ^ b[4])
-            | (a[5] ^ b[5]))
-            == 0
+        sift_jit::demux_table::same_key(&self.0, &other.0)
     }
 }
 

@@ -124,14 +124,9 @@ impl<const W: usize> Slot<W> {
         entries: Entries::Vacant,
     };
 
-    /// Branch-free key comparison (a derived one may call `memcmp`).
     #[inline]
     fn holds(&self, key: &[u64; W]) -> bool {
-        self.key
-            .iter()
-            .zip(key)
-            .fold(0, |diff, (a, b)| diff | (a ^ b))
-            == 0
+        sift_jit::demux_table::same_key(&self.key, key)
     }
 }
 

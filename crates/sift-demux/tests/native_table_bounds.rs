@@ -152,6 +152,8 @@ fn key_of<const W: usize>(x: &NativeExtractor, p: &[u8]) -> Option<[u64; W]> {
 fn probe_guarded_tables<const W: usize>(word_of: [u8; 4], seed: u64) {
     let program = four_tuple(word_of);
     let matcher = DemuxMatcher::<W>::compile(&program).unwrap();
+    // Batches over these tables in passes too (by default they take one pass).
+    let in_passes = DemuxMatcher::<W>::compile_one_pass_up_to(&program, 0).unwrap();
     let extractor = NativeExtractor::compile(&program).unwrap();
     let mut rng = Rng(seed);
     let mut table = Table::<W>::new(KeyHash::random());
@@ -190,8 +192,10 @@ fn probe_guarded_tables<const W: usize>(word_of: [u8; 4], seed: u64) {
             }
             let refs: Vec<PacketRef> = packets.iter().map(|p| PacketRef::new(p, 60)).collect();
             for chunk in refs.chunks(BATCH) {
-                let mut out = [None; BATCH];
-                matcher.lookup_batch(t, chunk, &mut out);
+                for m in [&matcher, &in_passes] {
+                    let mut out = [None; BATCH];
+                    m.lookup_batch(t, chunk, &mut out);
+                }
             }
         }
     }

@@ -139,15 +139,17 @@ impl<const W: usize> Slot<W> {
         self.tag == 0
     }
 
-    /// Branch-free comparison (a derived one may call `memcmp`).
     #[inline]
     fn holds(&self, key: &[u64; W]) -> bool {
-        self.key
-            .iter()
-            .zip(key)
-            .fold(0, |diff, (a, b)| diff | (a ^ b))
-            == 0
+        same_key(&self.key, key)
     }
+}
+
+/// Whether two keys are equal, without branches (a derived comparison may call `memcmp`,
+/// which costs more than the whole comparison of a few words).
+#[inline]
+pub fn same_key<const W: usize>(a: &[u64; W], b: &[u64; W]) -> bool {
+    a.iter().zip(b).fold(0, |diff, (x, y)| diff | (x ^ y)) == 0
 }
 
 /// A node as native code sees it (see the module docs).
