@@ -339,12 +339,10 @@ impl Demux {
             return Ok(Ok(paths));
         }
         sift_ir::verify(filter).map_err(InsertError::InvalidIr)?;
-        Ok(
-            decompose_traced(filter, self.limits).map(|(paths, trace)| {
-                self.templates.learn(filter, &paths, trace);
-                paths
-            }),
-        )
+        Ok(decompose_traced(filter, self.limits).map(|(paths, trace)| {
+            self.templates.learn(filter, &paths, trace);
+            paths
+        }))
     }
 
     /// Native code for a residual's program where there is a JIT (and the JIT takes it), else

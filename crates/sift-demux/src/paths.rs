@@ -104,7 +104,11 @@ pub(crate) struct Trace {
 
 impl Trace {
     fn new(f: &Function) -> Trace {
-        let mut free: Vec<bool> = f.values.iter().map(|i| matches!(i, Inst::Const(_))).collect();
+        let mut free: Vec<bool> = f
+            .values
+            .iter()
+            .map(|i| matches!(i, Inst::Const(_)))
+            .collect();
         let mut other_use = |v: sift_ir::Value| {
             if let Some(x) = free.get_mut(v.index()) {
                 *x = false;
@@ -117,9 +121,11 @@ impl Trace {
             match &b.term {
                 // Branch operands are the one use a free constant may have; edge arguments
                 // are other uses.
-                Terminator::Branch { then_, else_, .. } => {
-                    then_.args.iter().chain(&else_.args).for_each(|&a| other_use(a))
-                }
+                Terminator::Branch { then_, else_, .. } => then_
+                    .args
+                    .iter()
+                    .chain(&else_.args)
+                    .for_each(|&a| other_use(a)),
                 term => term.for_each_operand(&mut other_use),
             }
         }
@@ -258,9 +264,17 @@ pub(crate) fn decompose_traced(
             }
             Terminator::ReturnValue(v) => {
                 let mut seen = |j: usize| trace.pin(origins[j]);
-                match decide(&atoms, Rel::Ne, value(*v), Arc::new(Expr::Const(0)), &mut seen) {
+                match decide(
+                    &atoms,
+                    Rel::Ne,
+                    value(*v),
+                    Arc::new(Expr::Const(0)),
+                    &mut seen,
+                ) {
                     Cond::Decided(false) => {}
-                    Cond::Decided(true) => out.push(finish(&atoms, &origins, &required, &mut trace)),
+                    Cond::Decided(true) => {
+                        out.push(finish(&atoms, &origins, &required, &mut trace))
+                    }
                     Cond::Atom(a) => {
                         atoms.push(a);
                         origins.push(None);

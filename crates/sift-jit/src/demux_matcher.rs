@@ -558,7 +558,10 @@ fn emit_batch<const W: usize>(
         let h = b.ins().load(types::I64, stack, st, STATE_HASH);
         let start = b.ins().band(h, mask);
         let key: Vec<ClifValue> = (0..W)
-            .map(|k| b.ins().load(types::I64, stack, st, STATE_KEY + 8 * k as i32))
+            .map(|k| {
+                b.ins()
+                    .load(types::I64, stack, st, STATE_KEY + 8 * k as i32)
+            })
             .collect();
         emit_probe::<W>(b, &key, [address, mask], start, done);
         b.switch_to_block(done);
