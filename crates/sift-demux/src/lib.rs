@@ -39,8 +39,14 @@
 //!    rest of its probe cluster back instead of rebuilding the leaf.
 //!
 //! Batch matching ([`Reader::match_batch`], module `batch`) gives each packet the same
-//! delivery as a single match, but takes packets in chunks of 32 and reads all their probes'
-//! first table slots before resolving any, so that the cache misses of a large table overlap.
+//! delivery as a single match, but takes packets in chunks of 32 and walks the table for all
+//! of them level by level, then reads all their probes' first slots, before resolving any, so
+//! that the cache misses of a large table overlap.
+//!
+//! Inserting a filter that differs from an earlier one only in constants (the next
+//! connection's addresses and ports) skips the front end (verifying and decomposing the
+//! graph): the earlier filter's paths are reused with the new constants in place when its
+//! decomposition's trace shows that is exactly what decomposing would give (`templates`).
 //!
 //! [`Demux::overlaps`] is the exclusivity check (which installed filters may accept a packet a
 //! new filter accepts); see `overlap` for when it is exact.
@@ -57,11 +63,11 @@
 //! check per index), hashes it with the demultiplexer's seeded hash, walks the trie and probes
 //! the leaf, and returns the slot; a slot holds the first filter under its key (a key several
 //! filters share also has its rank-ordered list in a second persistent map, read only then).
-//! The table is not part of the code: its header (root and hash seeds) is passed at each
+//! The table is not part of the code: its header (root, hash seeds, key count) is passed at each
 //! call, so inserting or removing a key never generates code, and every index the code
 //! computes is masked by the node it reads (a guard-page test checks that no probe reads past
-//! a table). A second function per shape matches a batch of 32 packets in three passes
-//! (extract and walk all, read every probe's first slot, probe). Elsewhere, or with
+//! a table). A second function per shape matches a batch of 32 packets (in one loop over a
+//! small table, in passes over a large one: see `batch`). Elsewhere, or with
 //! [`Demux::interpreted`], the steps are interpreted and the same table is walked in Rust (the
 //! differential tests compare both).
 //!

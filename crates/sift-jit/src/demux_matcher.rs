@@ -7,9 +7,11 @@
 //! layout of [`crate::demux_table`]: the table is not part of the code but handed over at each
 //! call (its [`Header`]: root and hash seeds), so keys inserted or removed after the code was
 //! generated are seen at once and never cost code generation. A second function matches a
-//! batch of up to [`BATCH`] packets in three passes (extract, hash and walk every packet;
-//! read the first slot of every probe, a short loop whose loads are all in flight together;
-//! then probe), so that the cache misses of a large table overlap.
+//! batch of up to [`BATCH`] packets: over a table of at most [`ONE_PASS_KEYS`] keys (in cache)
+//! one packet after the other in a loop of generated code; over a larger one in passes over
+//! the whole batch (check, key and hash every packet; one pass per trie level, each packet
+//! still at a branch reading its child's reference; read the first slot of every probe; then
+//! probe), so that the cache misses of every level overlap instead of queueing.
 //!
 //! Safety: on top of the extractor's guarantees (packet reads bounds-checked), the code reads
 //! only the header it is given and what the header leads to: every node reference it follows
