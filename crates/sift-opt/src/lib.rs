@@ -29,7 +29,7 @@
 //! after every pass and a failure names the pass.
 //!
 //! The predicate algebra is in [`facts`], value ranges in [`range`], the dominator tree in
-//! [`cfg`], the shared rewriting helpers in [`rewrite`], and the hash of the passes' tables in
+//! [`cfg`](mod@cfg), the shared rewriting helpers in [`rewrite`], and the hash of the passes' tables in
 //! [`hash`]. The passes share one [`cfg::Analysis`] (reverse postorder, dominators, incoming
 //! edges), kept until a pass changes an edge; when most values are dead (value numbering on a
 //! long chain leaves nine in ten behind) they are renumbered compactly
