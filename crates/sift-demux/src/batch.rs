@@ -5,11 +5,11 @@
 //! misses: each packet's extraction, hash, probe and delivery make too long a stretch of
 //! work for the processor to reach the next packet's probe before the current one's data
 //! arrives. A batch is matched in chunks of [`BATCH`] packets: for each shape, one call of its
-//! native batch matcher (`sift_jit::demux_matcher`) checks, keys and hashes every packet of
-//! the chunk, walks the trie one level at a time for all of them, then reads the first slot
-//! of every probe in a short loop (the loads of each pass are independent, so they are all in
-//! flight together), then probes, now in cache; over a table small enough to stay in cache it
-//! matches the chunk's packets one after the other in one loop of generated code instead.
+//! native batch matcher (`sift_jit::demux_matcher`) checks, keys, hashes and walks to the
+//! leaf every packet of the chunk, then reads the first slot of every probe in a short loop
+//! (the loads are independent, so they are all in flight together), then probes, now in
+//! cache; over a table small enough to stay in cache it matches the chunk's packets one after
+//! the other in one loop of generated code instead.
 //! Then every packet's delivery is resolved exactly as a single match resolves it
 //! ([`Snapshot::resolve`] and [`deliver_in_order`] are shared) and handed to the caller.
 //! Interpreted shapes are looked up packet by packet within the chunk.

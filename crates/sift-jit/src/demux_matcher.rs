@@ -8,10 +8,10 @@
 //! call (its [`Header`]: root and hash seeds), so keys inserted or removed after the code was
 //! generated are seen at once and never cost code generation. A second function matches a
 //! batch of up to [`BATCH`] packets: over a table of at most [`ONE_PASS_KEYS`] keys (in cache)
-//! one packet after the other in a loop of generated code; over a larger one in passes over
-//! the whole batch (check, key and hash every packet; one pass per trie level, each packet
-//! still at a branch reading its child's reference; read the first slot of every probe; then
-//! probe), so that the cache misses of every level overlap instead of queueing.
+//! one packet after the other in a loop of generated code; over a larger one in three passes
+//! over the whole batch (check, key, hash and walk every packet; read the first slot of every
+//! probe, a short loop whose loads are all in flight together; then probe), so that the cache
+//! misses of a large table's leaves overlap.
 //!
 //! Safety: on top of the extractor's guarantees (packet reads bounds-checked), the code reads
 //! only the header it is given and what the header leads to: every node reference it follows
@@ -250,15 +250,7 @@ fn emit_walk(
         let down = b.create_block();
         b.ins().brif(is_branch, down, &[], leaf, &args);
         b.switch_to_block(down);
-        let shift = i64::from(TRIE_SHIFT + FANOUT_BITS * level);
-        let bits = b.ins().ushr_imm_u(h, shift);
-        let index = b.ins().band_imm_u(bits, (1 << FANOUT_BITS) - 1);
-        let offset = b.ins().imul_imm_u(index, REF_BYTES);
-        let at = b.ins().iadd(node[0], offset);
-        node = [
-            b.ins().load(types::I64, table_flags(), at, 0),
-            b.ins().load(types::I64, table_flags(), at, REF_META),
-        ];
+        node = emit_child_ref(b, node[0], h, level);
     }
     b.switch_to_block(leaf);
     ([address, mask], start)
@@ -383,21 +375,23 @@ fn emit_single<const W: usize>(b: &mut FunctionBuilder<'_>, program: &KeyProgram
 /// passes 5% faster at 10^5).
 pub const ONE_PASS_KEYS: u64 = 16_384;
 
-/// Per packet of a batch, on the stack: the node reached so far (address, 0 for a packet with
-/// nothing to probe, and meta), the key's hash, the key.
+/// Per packet of a batch, on the stack: its leaf (address, 0 for a packet with nothing to
+/// probe, and mask), the key's hash, the key.
 const fn state_words<const W: usize>() -> usize {
     3 + W
 }
 
 const STATE_ADDRESS: i32 = 0;
-const STATE_META: i32 = 8;
+const STATE_MASK: i32 = 8;
 const STATE_HASH: i32 = 16;
 const STATE_KEY: i32 = 24;
 
-/// The batch function. Small tables: one pass. Larger ones, in passes over the whole batch
-/// whose loads are independent, so that their cache misses overlap instead of queueing: check,
-/// key and hash every packet; then one pass per trie level, each packet still at a branch
-/// reading its child's reference; then read every probe's first slot; then probe.
+/// The batch function. Small tables: one pass. Larger ones, in three passes over the whole
+/// batch: check, key, hash and walk every packet to its leaf; then read every probe's first
+/// slot (a short loop of independent loads, whose cache misses overlap instead of queueing);
+/// then probe. (Walking one trie level per pass as well, so that the misses on branch nodes
+/// overlap too, was measured slower up to 10^5 keys and no faster at 10^6: the upper levels
+/// are in cache, and each pass costs a store and a load of every packet's state.)
 fn emit_batch<const W: usize>(
     b: &mut FunctionBuilder<'_>,
     program: &KeyProgram,
@@ -450,7 +444,8 @@ fn emit_batch<const W: usize>(
     });
     b.ins().jump(finish, &[]);
 
-    // Pass 1: check, key and hash every packet; every probe starts at the root.
+    // Pass 1: check, key, hash and walk every packet down to its leaf (the walk's nodes are
+    // few and mostly in cache; its leaves are not).
     b.switch_to_block(passes);
     let base = b.ins().stack_addr(types::I64, state, 0);
     let state_at = |b: &mut FunctionBuilder<'_>, i: ClifValue| {
@@ -463,8 +458,9 @@ fn emit_batch<const W: usize>(
         let (next, no_probe) = (b.create_block(), b.create_block());
         let words = emit_key(b, program, packet, no_probe);
         let h = emit_hash(b, &words[..W], seeds);
-        b.ins().store(stack, root[0], st, STATE_ADDRESS);
-        b.ins().store(stack, root[1], st, STATE_META);
+        let ([address, mask], _) = emit_walk(b, h, root, no_probe);
+        b.ins().store(stack, address, st, STATE_ADDRESS);
+        b.ins().store(stack, mask, st, STATE_MASK);
         b.ins().store(stack, h, st, STATE_HASH);
         for (k, &w) in words[..W].iter().enumerate() {
             b.ins().store(stack, w, st, STATE_KEY + 8 * k as i32);
@@ -476,62 +472,17 @@ fn emit_batch<const W: usize>(
         b.switch_to_block(next);
         acc
     });
-
-    // One pass per trie level while some packet is at a branch (never below MAX_LEVEL: a
-    // branch there is a miss, as in the single function).
-    let (levels, touch) = (b.create_block(), b.create_block());
-    let root_is_branch = b.ins().icmp_imm_s(IntCC::Equal, root[1], BRANCH as i64);
-    b.ins().brif(root_is_branch, levels, &[], touch, &[]);
-    b.switch_to_block(levels);
-    let (level_head, level) = loop_head(b, zero);
-    let shift = b.ins().imul_imm_u(level, i64::from(FANOUT_BITS));
-    let shift = b.ins().iadd_imm_u(shift, i64::from(TRIE_SHIFT));
-    let deeper = counted_loop(b, count, zero, |b, i, deeper| {
-        let st = state_at(b, i);
-        let address = b.ins().load(types::I64, stack, st, STATE_ADDRESS);
-        let meta = b.ins().load(types::I64, stack, st, STATE_META);
-        let is_branch = b.ins().icmp_imm_s(IntCC::Equal, meta, BRANCH as i64);
-        let has_node = b.ins().icmp_imm_u(IntCC::NotEqual, address, 0);
-        let descends = b.ins().band(is_branch, has_node);
-        let (descend, join) = (b.create_block(), b.create_block());
-        let deeper_after = b.append_block_param(join, types::I64);
-        b.ins().brif(descends, descend, &[], join, &[deeper.into()]);
-        b.switch_to_block(descend);
-        let h = b.ins().load(types::I64, stack, st, STATE_HASH);
-        let bits = b.ins().ushr(h, shift);
-        let index = b.ins().band_imm_u(bits, (1 << FANOUT_BITS) - 1);
-        let offset = b.ins().imul_imm_u(index, REF_BYTES);
-        let at = b.ins().iadd(address, offset);
-        let child = b.ins().load(types::I64, table_flags(), at, 0);
-        let child_meta = b.ins().load(types::I64, table_flags(), at, REF_META);
-        b.ins().store(stack, child, st, STATE_ADDRESS);
-        b.ins().store(stack, child_meta, st, STATE_META);
-        let still = b.ins().icmp_imm_s(IntCC::Equal, child_meta, BRANCH as i64);
-        let still = b.ins().uextend(types::I64, still);
-        let deeper_now = b.ins().bor(deeper, still);
-        b.ins().jump(join, &[deeper_now.into()]);
-        b.switch_to_block(join);
-        deeper_after
-    });
-    let level_next = b.ins().iadd_imm_u(level, 1);
-    let below_max = b
-        .ins()
-        .icmp_imm_u(IntCC::UnsignedLessThan, level_next, i64::from(MAX_LEVEL));
-    let go_on = b.ins().icmp_imm_u(IntCC::NotEqual, deeper, 0);
-    let go_on = b.ins().band(go_on, below_max);
-    b.ins()
-        .brif(go_on, level_head, &[level_next.into()], touch, &[]);
+    let touch = b.create_block();
+    b.ins().jump(touch, &[]);
 
     // Read the first slot of every probe (independent loads, all in flight at once); the word
     // read is stored in `out`, which the next pass overwrites, so that the load stays.
     b.switch_to_block(touch);
     let leaf_of = |b: &mut FunctionBuilder<'_>, st: ClifValue| {
         let address = b.ins().load(types::I64, stack, st, STATE_ADDRESS);
-        let meta = b.ins().load(types::I64, stack, st, STATE_META);
-        let has_node = b.ins().icmp_imm_u(IntCC::NotEqual, address, 0);
-        let is_leaf = b.ins().icmp_imm_s(IntCC::NotEqual, meta, BRANCH as i64);
-        let probes = b.ins().band(has_node, is_leaf);
-        (address, meta, probes)
+        let mask = b.ins().load(types::I64, stack, st, STATE_MASK);
+        let probes = b.ins().icmp_imm_u(IntCC::NotEqual, address, 0);
+        (address, mask, probes)
     };
     counted_loop(b, count, zero, |b, i, acc| {
         let st = state_at(b, i);
@@ -577,6 +528,25 @@ fn emit_batch<const W: usize>(
     b.seal_all_blocks();
 }
 
+/// The reference to the child of the branch at `address` that the hash `h` selects at
+/// `level`.
+fn emit_child_ref(
+    b: &mut FunctionBuilder<'_>,
+    address: ClifValue,
+    h: ClifValue,
+    level: u32,
+) -> [ClifValue; 2] {
+    let shift = i64::from(TRIE_SHIFT + FANOUT_BITS * level);
+    let bits = b.ins().ushr_imm_u(h, shift);
+    let index = b.ins().band_imm_u(bits, (1 << FANOUT_BITS) - 1);
+    let offset = b.ins().imul_imm_u(index, REF_BYTES);
+    let at = b.ins().iadd(address, offset);
+    [
+        b.ins().load(types::I64, table_flags(), at, 0),
+        b.ins().load(types::I64, table_flags(), at, REF_META),
+    ]
+}
+
 /// `[data, caplen, wire_len]` of the `i`-th packet descriptor at `refs`.
 fn packet_at(b: &mut FunctionBuilder<'_>, refs: ClifValue, i: ClifValue) -> [ClifValue; 3] {
     let offset = b
@@ -616,16 +586,6 @@ fn counted_loop(
     b.ins().jump(head, &[i_next.into(), acc_next.into()]);
     b.switch_to_block(exit);
     final_acc
-}
-
-/// Starts a counting loop: a new block with the counter as its parameter, entered with
-/// `initial`; returns the block (current on return) and the counter.
-fn loop_head(b: &mut FunctionBuilder<'_>, initial: ClifValue) -> (Block, ClifValue) {
-    let head = b.create_block();
-    let i = b.append_block_param(head, types::I64);
-    b.ins().jump(head, &[initial.into()]);
-    b.switch_to_block(head);
-    (head, i)
 }
 
 /// The test fixtures of the demultiplexer's native code (`demux_fixtures.rs`), here rather than
