@@ -46,14 +46,14 @@ use super::runs::Chain;
 use super::threading::{edge_fact, is_const_equality, FactKey};
 
 /// Groups the tests of every closed chain of `f` by value (see the module doc); returns
-/// the blocks of the chains whose edges moved. `used_elsewhere` is `threading::used_outside_own_block` for `f`,
+/// which blocks belong to a chain whose edges moved (empty when none did; see [`is_marked`]). `used_elsewhere` is `threading::used_outside_own_block` for `f`,
 /// `rpo` its reachable blocks (in any order).
 pub(super) fn group_closed_chains(
     f: &mut Function,
     numbers: &Numbering,
     used_elsewhere: &[bool],
     rpo: &[Block],
-) -> Vec<Block> {
+) -> Vec<bool> {
     // Condition 5.
     if used_elsewhere.iter().any(|&u| u) || f.blocks.iter().any(|b| !b.params.is_empty()) {
         return Vec::new();
@@ -139,7 +139,7 @@ pub(super) fn group_closed_chains(
             }
         }
     }
-    let mut moved = Vec::new();
+    let mut moved: Vec<bool> = Vec::new();
     let kept: Vec<&ClosedChain> = chains
         .iter()
         .zip(kept)
@@ -148,10 +148,18 @@ pub(super) fn group_closed_chains(
         .collect();
     for chain in kept {
         if group(f, numbers, chain, &mut rank) {
-            moved.extend(&chain.blocks);
+            moved.resize(f.blocks.len(), false);
+            for &c in &chain.blocks {
+                moved[c.index()] = true;
+            }
         }
     }
     moved
+}
+
+/// Whether `b` is marked in a mask from [`group_closed_chains`].
+pub(super) fn is_marked(mask: &[bool], b: Block) -> bool {
+    mask.get(b.index()).is_some_and(|&m| m)
 }
 
 struct ClosedChain {

@@ -143,13 +143,11 @@ pub(crate) fn apply(f: &mut Function) -> Result<(), String> {
         // Closed chains go straight to the order the pullup rounds would end with. This
         // round's threading and pullups skip their blocks: neither would change them, and what
         // the structures from the round's start say about them is out of date.
-        let mut regrouped = Vec::new();
-        if shortcuts {
-            for b in group_closed_chains(f, &numbers, used, &rpo) {
-                regrouped.resize(f.blocks.len(), false);
-                regrouped[b.index()] = true;
-            }
-        }
+        let regrouped = if shortcuts {
+            group_closed_chains(f, &numbers, used, &rpo)
+        } else {
+            Vec::new()
+        };
         // After a round that only pulled tests up, the threading usually finds nothing; when
         // that is certain it is skipped.
         let skip_threading = shortcuts && only_pulled && {

@@ -16,6 +16,7 @@
 use sift_ir::{Block, Function, Target, Terminator};
 
 use super::edges::{edge, edge_count, successors};
+use super::grouping::is_marked;
 use super::numbering::{Numbering, Vn};
 use super::runs::{Chain, Runs};
 
@@ -57,10 +58,7 @@ pub(super) fn pullups(
     };
     let mut changed = false;
     for level in levels.iter().skip(1) {
-        for &b in level
-            .iter()
-            .filter(|b| !regrouped.get(b.index()).is_some_and(|&r| r))
-        {
+        for &b in level.iter().filter(|&&b| !is_marked(regrouped, b)) {
             changed |= sweep.pullup(f, b, Chain::Or);
             changed |= sweep.pullup(f, b, Chain::And);
         }

@@ -4,6 +4,7 @@ use sift_ir::{Block, Function, Target, Terminator, Value};
 
 use super::branches::{libpcap_form, Code};
 use super::edges::{edge as edge_at, edge_count, edge_mut, successors};
+use super::grouping::is_marked;
 use super::numbering::{Numbering, Vn};
 use super::pullup::DomIntervals;
 
@@ -66,7 +67,7 @@ pub(super) fn thread_edges(
 ) -> bool {
     let mut changed = false;
     for &b in rpo.iter().rev() {
-        if regrouped.get(b.index()).is_some_and(|&r| r) {
+        if is_marked(regrouped, b) {
             continue;
         }
         let is_branch = matches!(f.block(b).term, Terminator::Branch { .. });
@@ -172,24 +173,22 @@ pub(super) enum Incoming {
 /// they are disjoint, so a binary search finds the one holding a block. A long `or` chain piles
 /// up thousands of facts about one value (`ethertype != 0x800` on every false edge); this
 /// finds the deciding one without scanning them.
-pub(super) struct FactsInForce {
-    enter: Vec<u32>,
-    /// Outermost facts per `(comparison, lhs, rhs)`: (key, entry time, exit time, holds),
-    /// sorted by key and entry time.
-    exact: Vec<((FactKey, Vn), u32, u32, bool)>,
-    /// Outermost equalities with a constant that held, per `(comparison, lhs)`: (key, entry
-    /// time, exit time, constant).
-    const_equalities: Vec<(FactKey, u32, u32, Vn)>,
+pub(super) struct FactsInForce<'a> {
+    dom: &'a DomIntervals,
+    /// Facts per `(comparison, lhs, rhs)`, with whether they hold.
+    exact: OutermostSubtrees<(FactKey, Vn), bool>,
+    /// Equalities with a constant that held, per `(comparison, lhs)`, with the constant.
+    const_equalities: OutermostSubtrees<FactKey, Vn>,
 }
 
-impl FactsInForce {
+impl<'a> FactsInForce<'a> {
     /// The facts of `f` as it is: `dom` is its dominator tree, `rpo` its reachable blocks.
     pub(super) fn new(
         f: &Function,
         numbers: &Numbering,
-        dom: &DomIntervals,
+        dom: &'a DomIntervals,
         rpo: &[Block],
-    ) -> FactsInForce {
+    ) -> FactsInForce<'a> {
         let incoming = single_incoming(f, rpo);
         let mut exact = Vec::new();
         let mut const_equalities = Vec::new();
@@ -201,15 +200,25 @@ impl FactsInForce {
                 continue;
             };
             let (enter, exit) = (dom.enter[d.index()], dom.exit[d.index()]);
-            exact.push(((key, fact.rhs), enter, exit, fact.holds));
+            exact.push(Subtree {
+                key: (key, fact.rhs),
+                enter,
+                exit,
+                payload: fact.holds,
+            });
             if is_const_equality(key, fact) {
-                const_equalities.push((key, enter, exit, fact.rhs));
+                const_equalities.push(Subtree {
+                    key,
+                    enter,
+                    exit,
+                    payload: fact.rhs,
+                });
             }
         }
         FactsInForce {
-            enter: dom.enter.clone(),
-            exact: outermost(exact, |e| (e.0, e.1, e.2)),
-            const_equalities: outermost(const_equalities, |e| (e.0, e.1, e.2)),
+            dom,
+            exact: OutermostSubtrees::new(exact),
+            const_equalities: OutermostSubtrees::new(const_equalities),
         }
     }
 
@@ -226,19 +235,22 @@ impl FactsInForce {
     ) -> Option<bool> {
         const OWN: u32 = u32::MAX;
         let key = (code, lhs);
-        let at = self.enter[b.index()];
+        let at = self.dom.enter[b.index()];
         let own_exact = own
             .filter(|&(k, fact)| k == key && fact.rhs == rhs)
             .map(|(_, fact)| (OWN, fact.holds));
-        let exact = enclosing(&self.exact, (key, rhs), at, |e| (e.0, e.1, e.2))
-            .map(|e| (e.1, e.3))
+        let exact = self
+            .exact
+            .holding((key, rhs), at)
+            .map(|e| (e.enter, e.payload))
             .or(own_exact);
         let equality = if code == Code::Eq && rhs_is_const {
             let own_equality = own
                 .filter(|&(k, fact)| k == key && is_const_equality(k, fact))
                 .map(|(_, fact)| (OWN, fact.rhs == rhs));
-            enclosing(&self.const_equalities, key, at, |e| (e.0, e.1, e.2))
-                .map(|e| (e.1, e.3 == rhs))
+            self.const_equalities
+                .holding(key, at)
+                .map(|e| (e.enter, e.payload == rhs))
                 .or(own_equality)
         } else {
             None
@@ -252,41 +264,39 @@ impl FactsInForce {
     }
 }
 
-/// `entries` sorted by key and entry time, without those nested in an earlier one of the
-/// same key. `parts` gives an entry's key, entry time and exit time.
-fn outermost<E, K: Ord + Copy>(mut entries: Vec<E>, parts: impl Fn(&E) -> (K, u32, u32)) -> Vec<E> {
-    entries.sort_unstable_by_key(|e| {
-        let (key, enter, _) = parts(e);
-        (key, enter)
-    });
-    let mut kept: Vec<E> = Vec::with_capacity(entries.len());
-    for e in entries {
-        let (key, enter, _) = parts(&e);
-        let nested = kept.last().is_some_and(|last| {
-            let (last_key, _, last_exit) = parts(last);
-            last_key == key && enter < last_exit
-        });
-        if !nested {
-            kept.push(e);
-        }
-    }
-    kept
+/// Something known in a dominator subtree (entry times `enter..exit`), under a key.
+struct Subtree<K, P> {
+    key: K,
+    enter: u32,
+    exit: u32,
+    payload: P,
 }
 
-/// The entry of `key` whose interval holds entry time `at`, in a list from [`outermost`].
-fn enclosing<E, K: Ord + Copy>(
-    entries: &[E],
-    key: K,
-    at: u32,
-    parts: impl Fn(&E) -> (K, u32, u32),
-) -> Option<&E> {
-    let after = entries.partition_point(|e| {
-        let (k, enter, _) = parts(e);
-        (k, enter) <= (key, at)
-    });
-    let e = entries.get(after.checked_sub(1)?)?;
-    let (k, _, exit) = parts(e);
-    (k == key && at < exit).then_some(e)
+/// Subtrees sorted by key and entry time, without those nested in an earlier one of the same
+/// key: the ones left per key are disjoint.
+struct OutermostSubtrees<K, P>(Vec<Subtree<K, P>>);
+
+impl<K: Ord + Copy, P> OutermostSubtrees<K, P> {
+    fn new(mut all: Vec<Subtree<K, P>>) -> Self {
+        all.sort_unstable_by_key(|s| (s.key, s.enter));
+        let mut kept: Vec<Subtree<K, P>> = Vec::with_capacity(all.len());
+        for s in all {
+            let nested = kept
+                .last()
+                .is_some_and(|last| last.key == s.key && s.enter < last.exit);
+            if !nested {
+                kept.push(s);
+            }
+        }
+        OutermostSubtrees(kept)
+    }
+
+    /// The subtree of `key` that holds entry time `at`.
+    fn holding(&self, key: K, at: u32) -> Option<&Subtree<K, P>> {
+        let after = self.0.partition_point(|s| (s.key, s.enter) <= (key, at));
+        let s = self.0.get(after.checked_sub(1)?)?;
+        (s.key == key && at < s.exit).then_some(s)
+    }
 }
 
 /// For each block, whether a value it defines is used by another block (reachable or not, as
@@ -330,7 +340,8 @@ mod tests {
             .unwrap()
             .0;
         let used = used_outside_own_block(&f);
-        let facts = FactsInForce::new(&f, &numbers, &DomIntervals::new(&idom), &rpo);
+        let dom = DomIntervals::new(&idom);
+        let facts = FactsInForce::new(&f, &numbers, &dom, &rpo);
         thread_edges(&mut f, &numbers, &used, &facts, &rpo, &[]);
         f
     }
