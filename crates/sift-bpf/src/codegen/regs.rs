@@ -1,6 +1,7 @@
 //! What the accumulator `A` and the index register `X` are known to hold at a point of the
-//! generated code, as sets of SSA values (a register holds several values at once when they are
-//! equal: a block parameter and the edge argument copied into it).
+//! generated code, as sets of value classes ([`super::classes`], each named by one SSA value; a
+//! register holds several classes at once when they are equal: a block parameter and the edge
+//! argument copied into it).
 //!
 //! At the entry of a block the state is the intersection of the states its incoming edges leave:
 //! a value stays in a register across a merge only when every predecessor leaves it there. The

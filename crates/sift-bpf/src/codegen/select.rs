@@ -5,7 +5,9 @@
 //!
 //! * the selector knows what `A` and `X` hold ([`Regs`]), also across blocks (a value stays in a
 //!   register when every incoming edge leaves it there), so a value already in place costs
-//!   nothing;
+//!   nothing. Registers hold value classes ([`super::classes`]): an instruction whose twin (same
+//!   operation on equal operands) is in a register is not emitted, also when the twin was
+//!   computed on another path, as happens at a merge of the `tcp` and `udp` paths of `port`;
 //! * a value needed again is *rematerialised* when that takes one instruction (constants, the
 //!   wire length, packet loads at a constant offset or at `X + k` while `X` holds the index,
 //!   and `ldxb 4*([k]&0xf)`): a packet load repeated after its definition cannot fail, since the
@@ -29,6 +31,7 @@
 
 use sift_ir::{BinOp, Block, Chain, CmpOp, Function, Inst, LoadSize, Target, Terminator, Value};
 
+use super::classes::value_classes;
 use super::regs::Regs;
 use crate::insn::{AluOp, Insn, JmpOp, Op, Size, Src};
 
@@ -84,7 +87,10 @@ struct Selector<'f> {
     deferred: Vec<bool>,
     /// Deferred loads not emitted yet.
     pending: Vec<bool>,
-    /// What `A` and `X` hold right now.
+    /// The class of each value ([`super::classes`]): registers hold classes, so a value
+    /// is in place when an equal twin is.
+    class: Vec<Value>,
+    /// What `A` and `X` hold right now (as classes).
     regs: Regs,
     /// Per block: the state every incoming edge seen so far agrees on.
     entry: Vec<Option<Regs>>,
@@ -168,6 +174,7 @@ pub(super) fn select(f: &Function) -> Vec<Item> {
         msh,
         covered,
         deferred,
+        class: value_classes(f),
         regs: Regs::default(),
         entry: vec![None; f.blocks.len()],
         block_label: (0..f.blocks.len()).collect(),
@@ -281,6 +288,26 @@ impl Selector<'_> {
         self.labels - 1
     }
 
+    /// Whether `A` holds `v` (or an equal twin).
+    fn in_a(&self, v: Value) -> bool {
+        self.regs.a.contains(self.class[v.index()])
+    }
+
+    /// Whether `X` holds `v` (or an equal twin).
+    fn in_x(&self, v: Value) -> bool {
+        self.regs.x.contains(self.class[v.index()])
+    }
+
+    /// `A` now holds exactly `v`.
+    fn set_a(&mut self, v: Value) {
+        self.regs.a.set(self.class[v.index()]);
+    }
+
+    /// `X` now holds exactly `v`.
+    fn set_x(&mut self, v: Value) {
+        self.regs.x.set(self.class[v.index()]);
+    }
+
     fn const_of(&self, v: Value) -> Option<u32> {
         self.f.const_value(v)
     }
@@ -288,7 +315,7 @@ impl Selector<'_> {
     /// Puts `v` into `A` without touching `X`: already there, moved from `X`, recomputed in one
     /// instruction, or reloaded from its scratch word.
     fn load_a(&mut self, v: Value) {
-        if self.regs.a.contains(v) {
+        if self.in_a(v) {
             return;
         }
         if self.pending[v.index()] {
@@ -302,7 +329,7 @@ impl Selector<'_> {
             {
                 self.load_x(i);
                 self.emit(Op::LdInd(size(s)), offset);
-                self.regs.a.set(v);
+                self.set_a(v);
                 self.items.push(Item::Store(v));
                 return;
             }
@@ -310,7 +337,7 @@ impl Selector<'_> {
         match *self.f.inst(v) {
             Inst::Const(k) => self.emit(Op::LdImm, k),
             Inst::WireLen => self.emit(Op::LdLen, 0),
-            _ if self.regs.x.contains(v) => self.emit(Op::Txa, 0),
+            _ if self.in_x(v) => self.emit(Op::Txa, 0),
             Inst::Load {
                 index: None,
                 offset,
@@ -320,18 +347,18 @@ impl Selector<'_> {
                 index: Some(i),
                 offset,
                 size: s,
-            } if self.regs.x.contains(i) => self.emit(Op::LdInd(size(s)), offset),
+            } if self.in_x(i) => self.emit(Op::LdInd(size(s)), offset),
             _ => self.items.push(Item::LoadA(v)),
         }
-        self.regs.a.set(v);
+        self.set_a(v);
     }
 
     /// Puts `v` into `X` without touching `A`.
     fn load_x(&mut self, v: Value) {
-        if self.regs.x.contains(v) {
+        if self.in_x(v) {
             return;
         }
-        if self.regs.a.contains(v) {
+        if self.in_a(v) {
             self.emit(Op::Tax, 0);
         } else if let Some(k) = self.msh[v.index()] {
             self.emit(Op::LdxMsh, k);
@@ -342,7 +369,7 @@ impl Selector<'_> {
                 _ => self.items.push(Item::LoadX(v)),
             }
         }
-        self.regs.x.set(v);
+        self.set_x(v);
     }
 
     fn block(&mut self, b: Block) {
@@ -370,9 +397,26 @@ impl Selector<'_> {
             self.pending[v.index()] = true;
             return;
         }
+        if matches!(inst, Inst::Const(_) | Inst::WireLen | Inst::Param(_)) {
+            return;
+        }
+        // A twin computed on every path here (see `classes`) already did the work, and could
+        // not have rejected the packet where this one would not: keep it where it is (stored
+        // for later reloads; the allocator drops the store if there are none).
+        if self.in_x(v) || self.in_a(v) {
+            if !unused {
+                let store = if self.in_x(v) {
+                    Item::StoreX(v)
+                } else {
+                    Item::Store(v)
+                };
+                self.items.push(store);
+            }
+            return;
+        }
         if let Some(k) = self.msh[v.index()] {
             self.emit(Op::LdxMsh, k);
-            self.regs.x.set(v);
+            self.set_x(v);
             self.items.push(Item::StoreX(v));
             return;
         }
@@ -423,7 +467,7 @@ impl Selector<'_> {
                 self.emit(Op::Neg, 0);
             }
         }
-        self.regs.a.set(v);
+        self.set_a(v);
         if !unused {
             self.items.push(Item::Store(v));
         }
@@ -449,8 +493,8 @@ impl Selector<'_> {
             }
             _ => {
                 // Keep operands where they are: X must end up with one, A with the other.
-                let misplaced = (self.regs.a.contains(rhs) && !self.regs.a.contains(lhs))
-                    || (self.regs.x.contains(lhs) && !self.regs.x.contains(rhs));
+                let misplaced =
+                    (self.in_a(rhs) && !self.in_a(lhs)) || (self.in_x(lhs) && !self.in_x(rhs));
                 let (lhs, rhs) = if commutative && misplaced {
                     (rhs, lhs)
                 } else {
@@ -477,16 +521,16 @@ impl Selector<'_> {
             .filter(|(p, _)| self.uses[p.index()] > 0)
             .collect();
         // Arguments already in a register go first, before loading the others clobbers `A`.
-        pairs.sort_by_key(|&(_, arg)| !(self.regs.a.contains(arg) || self.regs.x.contains(arg)));
+        pairs.sort_by_key(|&(_, arg)| !(self.in_a(arg) || self.in_x(arg)));
         for (p, arg) in pairs {
             let p = &p;
-            if self.regs.x.contains(arg) && !self.regs.a.contains(arg) {
+            if self.in_x(arg) && !self.in_a(arg) {
                 self.items.push(Item::StoreX(*p));
-                self.regs.x.alias(*p);
+                self.regs.x.alias(self.class[p.index()]);
             } else {
                 self.load_a(arg);
                 self.items.push(Item::Store(*p));
-                self.regs.a.alias(*p);
+                self.regs.a.alias(self.class[p.index()]);
             }
         }
     }
@@ -494,7 +538,8 @@ impl Selector<'_> {
     /// Records the register state an edge leaves at its target's entry.
     fn leave(&mut self, t: &Target) {
         let params = &self.f.block(t.block).params;
-        let state = self.regs.through_edge(params, &t.args);
+        let args: Vec<Value> = t.args.iter().map(|a| self.class[a.index()]).collect();
+        let state = self.regs.through_edge(params, &args);
         Regs::merge_into(&mut self.entry[t.block.index()], state);
     }
 
@@ -539,9 +584,7 @@ impl Selector<'_> {
             } => {
                 let exchange_operands = (self.const_of(*lhs).is_some()
                     && self.const_of(*rhs).is_none())
-                    || (self.const_of(*rhs).is_none()
-                        && self.regs.a.contains(*rhs)
-                        && !self.regs.a.contains(*lhs));
+                    || (self.const_of(*rhs).is_none() && self.in_a(*rhs) && !self.in_a(*lhs));
                 let (op, lhs, rhs) = if exchange_operands {
                     (swapped(*op), *rhs, *lhs)
                 } else {
