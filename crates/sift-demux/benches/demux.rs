@@ -6,7 +6,6 @@
 //! insert that creates a shape (compiling its extractor). Run with
 //! `cargo bench -p sift-demux --bench demux` (`DEMUX_MAX_N=100000` to stop earlier).
 
-use std::collections::HashMap;
 use std::hint::black_box;
 use std::time::Instant;
 
@@ -85,31 +84,9 @@ fn packet(c: Conn) -> Vec<u8> {
     p
 }
 
-/// The hand-written demultiplexer: Ethernet/IPv4/TCP parsed by hand with exactly the checks
-/// libpcap's filter makes (IPv4 ethertype, protocol 6, fragment offset 0, ports after the IHL),
-/// then one lookup with the same hasher family as sift's tables.
-struct HandWritten {
-    map: HashMap<(u32, u32, u16, u16), FilterId, foldhash::fast::RandomState>,
-}
-
-impl HandWritten {
-    #[inline]
-    fn lookup(&self, p: &[u8]) -> Option<FilterId> {
-        if p.len() < 34 || p[12..14] != [0x08, 0x00] || p[23] != 6 {
-            return None;
-        }
-        if u16::from_be_bytes([p[20], p[21]]) & 0x1fff != 0 {
-            return None;
-        }
-        let src = u32::from_be_bytes([p[26], p[27], p[28], p[29]]);
-        let dst = u32::from_be_bytes([p[30], p[31], p[32], p[33]]);
-        let tcp = 14 + usize::from(p[14] & 15) * 4;
-        let ports = p.get(tcp..tcp + 4)?;
-        let sport = u16::from_be_bytes([ports[0], ports[1]]);
-        let dport = u16::from_be_bytes([ports[2], ports[3]]);
-        self.map.get(&(src, dst, sport, dport)).copied()
-    }
-}
+#[path = "common/hand_written.rs"]
+mod hand_written;
+use hand_written::HandWritten;
 
 fn rss_bytes() -> usize {
     std::fs::read_to_string("/proc/self/statm")
@@ -202,12 +179,10 @@ fn run(n: usize, template: &Function) {
     let stats = demux.stats();
     assert_eq!((stats.shapes, stats.residuals), (1, 0));
 
-    let mut hand = HandWritten {
-        map: HashMap::with_hasher(foldhash::fast::RandomState::default()),
-    };
+    let mut hand = HandWritten::new();
     for (i, id) in ids.iter().enumerate() {
         let c = conn(i as u64);
-        hand.map.insert((c.src, c.dst, c.sport, c.dport), *id);
+        hand.insert(c.src, c.dst, c.sport, c.dport, *id);
     }
 
     // Packets: 4096 hits on random installed connections, in random order.

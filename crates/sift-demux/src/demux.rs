@@ -368,7 +368,7 @@ impl Demux {
             // Only a new shape compiles: a key added to an existing one never does.
             extractor.compile_native();
         }
-        let table = Dispatch::new(extractor.key_words, self.key_hash);
+        let table = Dispatch::new(extractor.key_words, self.key_hash, extractor.packet_order());
         let sig = Arc::new(sig);
         let shape = Shape {
             sig: sig.clone(),

@@ -12,11 +12,18 @@
 //! filter — a connection's — so a lookup ends at the slot. A key several filters share is also
 //! *crowded*: its whole rank-ordered list lives in a second persistent map (`table`), read
 //! only when the slot says so.
+//!
+//! The table holds keys as the shape's native matcher computes them: fields that are plain
+//! packet loads in packet byte order ([`PacketOrder`], so that the matcher swaps no bytes).
+//! The rest of the crate speaks of keys with big-endian fields (what the constants of a filter
+//! give); [`Dispatch`] converts at its boundary, and an interpreted lookup converts the key
+//! it extracted the same way.
 
 use std::num::NonZeroU64;
 
 use sift_jit::demux_matcher::DemuxMatcher;
 use sift_jit::demux_table::{KeyHash, Slot, Table as Keys, Value};
+use sift_jit::key_extractor::PacketOrder;
 
 use crate::extract::Regs;
 use crate::native::Matcher;
@@ -44,12 +51,14 @@ impl Found<'_> {
     }
 }
 
-/// Keys of `W` words, with the crowded keys' lists.
+/// Keys of `W` words, with the crowded keys' lists (both keyed in the table's order).
 #[derive(Clone, Debug)]
 pub(crate) struct Keyed<const W: usize> {
     pub(crate) keys: Keys<W>,
     crowded: Crowded,
     hasher: KeyHasher,
+    /// From the crate's keys to the table's, and back.
+    order: PacketOrder,
 }
 
 /// A shape's table, as narrow as its keys.
@@ -100,12 +109,22 @@ fn widen(words: &[u64]) -> Key {
 }
 
 impl<const W: usize> Keyed<W> {
-    fn new(hash: KeyHash) -> Keyed<W> {
+    fn new(hash: KeyHash, order: PacketOrder) -> Keyed<W> {
         Keyed {
             keys: Keys::new(hash),
             crowded: Crowded::new(W),
             hasher: KeyHasher::default(),
+            order,
         }
+    }
+
+    /// `key` (big-endian fields) as the table holds it, and back (the conversion is its own
+    /// inverse).
+    #[inline]
+    fn convert(&self, key: &Key) -> Key {
+        let mut k = *key;
+        self.order.apply(&mut k.0);
+        k
     }
 
     /// The filters a found slot stands for.
@@ -142,10 +161,11 @@ impl<const W: usize> Keyed<W> {
     }
 
     fn get(&self, key: &Key) -> Option<Found<'_>> {
-        self.found(self.keys.slot(&narrow(key))?)
+        self.found(self.keys.slot(&narrow(&self.convert(key)))?)
     }
 
     fn insert(&mut self, key: &Key, entry: Entry) {
+        let key = &self.convert(key);
         let words = narrow::<W>(key);
         let Some((first, crowded)) = self.keys.get(&words).map(decode) else {
             self.keys.insert(words, encode(entry, false));
@@ -164,6 +184,7 @@ impl<const W: usize> Keyed<W> {
     }
 
     fn remove(&mut self, key: &Key, id: FilterId) -> bool {
+        let key = &self.convert(key);
         let words = narrow::<W>(key);
         let Some((first, crowded)) = self.keys.get(&words).map(decode) else {
             return false;
@@ -200,11 +221,12 @@ impl<const W: usize> Keyed<W> {
     fn for_each(&self, f: &mut impl FnMut(&Key, &[Entry])) {
         self.keys.for_each(|words, value| {
             let key = widen(words);
+            let ours = self.convert(&key);
             match decode(value) {
-                (first, false) => f(&key, std::slice::from_ref(&first)),
+                (first, false) => f(&ours, std::slice::from_ref(&first)),
                 (_, true) => {
                     if let Some(list) = self.crowded_list(&key) {
-                        f(&key, list.as_slice());
+                        f(&ours, list.as_slice());
                     }
                 }
             }
@@ -213,12 +235,13 @@ impl<const W: usize> Keyed<W> {
 }
 
 impl Dispatch {
-    /// An empty table for keys of `words` words, hashed with `hash`.
-    pub(crate) fn new(words: usize, hash: KeyHash) -> Dispatch {
+    /// An empty table for keys of `words` words, hashed with `hash`, holding them in `order`
+    /// (the shape's key program's [`PacketOrder`], whether or not it has native code).
+    pub(crate) fn new(words: usize, hash: KeyHash, order: PacketOrder) -> Dispatch {
         if words <= 2 {
-            Dispatch::Narrow(Keyed::new(hash))
+            Dispatch::Narrow(Keyed::new(hash, order))
         } else {
-            Dispatch::Wide(Keyed::new(hash))
+            Dispatch::Wide(Keyed::new(hash, order))
         }
     }
 

@@ -345,6 +345,14 @@ impl Extractor {
         self.native.is_some()
     }
 
+    /// How the shape's table holds keys (see `dispatch`): the order its native matcher
+    /// computes them in, whether or not the shape has native code.
+    pub(crate) fn packet_order(&self) -> sift_jit::key_extractor::PacketOrder {
+        crate::native::program(self.min_caplen, &self.steps)
+            .map(|p| p.packet_order())
+            .unwrap_or_default()
+    }
+
     pub(crate) fn is_native(&self) -> bool {
         self.native.is_some()
     }

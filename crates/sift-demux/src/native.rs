@@ -236,7 +236,7 @@ mod tests {
                 let keys_only = program(x.min_caplen, &x.steps)
                     .and_then(|p| NativeExtractor::compile(&p).ok())
                     .expect("compiles");
-                let mut table = Dispatch::new(x.key_words, KeyHash::random());
+                let mut table = Dispatch::new(x.key_words, KeyHash::random(), x.packet_order());
                 let mut regs = [0u32; MAX_REGS];
                 for (i, p) in packets.iter().enumerate() {
                     let (mut by_steps, mut by_code) = (Key::default(), Key([!0; 6]));
@@ -294,6 +294,23 @@ mod tests {
             } else {
                 Delivery::Exclusive
             },
+        }
+    }
+
+    /// The native matcher of the connection filters' shape, in Cranelift IR and machine code
+    /// (`cargo test --release -p sift-demux --lib connection_listing -- --ignored --nocapture`).
+    #[test]
+    #[ignore = "prints the generated code"]
+    fn print_connection_listing() {
+        let e = "ip src 10.0.0.1 and ip dst 10.0.0.2 and tcp src port 1000 and tcp dst port 80";
+        let f = sift::compile_ir(e, &sift::Options::new(ETHERNET, 262144)).unwrap();
+        for p in &decompose(&f, Limits::default()).unwrap() {
+            let (sig, key) = split(p);
+            let x = Extractor::compile(&sig).unwrap();
+            let prog = program(x.min_caplen, &x.steps).unwrap();
+            println!("{:?}\nkey {:x?}", x.steps, key.0);
+            let listing = sift_jit::demux_matcher::DemuxMatcher::<2>::listing(&prog).unwrap();
+            println!("{listing}");
         }
     }
 }

@@ -66,9 +66,58 @@ pub(crate) fn layout(masks: impl Iterator<Item = u32>) -> Vec<Option<Slot>> {
         .collect()
 }
 
+/// The order in which key fields are packed: fields that follow each other in the packet
+/// (loads at one index, each starting where the previous ends: two addresses, two ports) stay
+/// together, in packet order, and the widest such groups come first, so that a group fills a
+/// word rather than straddling two. The native matcher then reads each group with one load,
+/// as the bytes lie in the packet (`sift_jit::key_extractor::PacketOrder`). Stable, so the
+/// order is as canonical as the atoms'.
+fn packing_order(keyed: &mut [(&Arc<Expr>, u32)]) {
+    fn place(e: &Expr) -> Option<(&Option<Arc<Expr>>, u32, u32)> {
+        match e {
+            Expr::Load {
+                index,
+                offset,
+                bytes,
+            } => Some((index, *offset, u32::from(*bytes))),
+            _ => None,
+        }
+    }
+    // Loads by index and offset (other fields after them, in their order).
+    keyed.sort_by(|(a, _), (b, _)| match (place(a), place(b)) {
+        (Some((ia, oa, _)), Some((ib, ob, _))) => (ia, oa).cmp(&(ib, ob)),
+        (Some(_), None) => std::cmp::Ordering::Less,
+        (None, Some(_)) => std::cmp::Ordering::Greater,
+        (None, None) => std::cmp::Ordering::Equal,
+    });
+    // Groups of adjacent loads, widest first.
+    let mut groups: Vec<(u32, std::ops::Range<usize>)> = Vec::new();
+    for (i, (e, _)) in keyed.iter().enumerate() {
+        let joins = match (i.checked_sub(1).and_then(|j| place(keyed[j].0)), place(e)) {
+            (Some((ia, oa, ba)), Some((ib, ob, _))) => ia == ib && oa + ba == ob,
+            _ => false,
+        };
+        let bits = 32 - e.possible_bits().leading_zeros();
+        match groups.last_mut() {
+            Some((width, range)) if joins => {
+                *width += bits;
+                range.end = i + 1;
+            }
+            _ => groups.push((bits, i..i + 1)),
+        }
+    }
+    groups.sort_by_key(|(width, _)| std::cmp::Reverse(*width));
+    let ordered: Vec<(&Arc<Expr>, u32)> = groups
+        .iter()
+        .flat_map(|(_, range)| keyed[range.clone()].iter().copied())
+        .collect();
+    keyed.copy_from_slice(&ordered);
+}
+
 /// Splits a conjunction into its shape and its key.
 pub(crate) fn split(conj: &Conjunction) -> (ShapeSig, Key) {
-    let keyed: Vec<(&Arc<Expr>, u32)> = conj.atoms.iter().filter_map(Atom::as_key).collect();
+    let mut keyed: Vec<(&Arc<Expr>, u32)> = conj.atoms.iter().filter_map(Atom::as_key).collect();
+    packing_order(&mut keyed);
     let slots = layout(keyed.iter().map(|(e, _)| e.possible_bits()));
     let mut sig = ShapeSig {
         keys: Vec::new(),
@@ -112,4 +161,32 @@ pub(crate) fn key_values(sig: &ShapeSig, key: &Key) -> Vec<(Arc<Expr>, u32)> {
             (e.clone(), v as u32)
         })
         .collect()
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::paths::{decompose, Limits};
+
+    /// The connection filters' fields: both addresses fill word 0 and both ports start word 1,
+    /// each pair in packet order (so the native matcher reads each with one load), then the
+    /// ethertype and the protocol.
+    #[test]
+    fn adjacent_fields_share_a_word_in_packet_order() {
+        let e = "ip src 10.0.0.1 and ip dst 10.0.0.2 and tcp src port 1000 and tcp dst port 80";
+        let f = sift::compile_ir(e, &sift::Options::new(1, 262144)).unwrap();
+        let paths = decompose(&f, Limits::default()).unwrap();
+        let [conj] = &paths[..] else {
+            panic!("one path: {paths:?}");
+        };
+        let (sig, key) = split(conj);
+        assert_eq!(sig.keys.len(), 6);
+        assert_eq!(
+            key.0[..2],
+            [
+                0x0a00_0002 << 32 | 0x0a00_0001,
+                6 << 48 | 0x0800 << 32 | 80 << 16 | 1000
+            ]
+        );
+    }
 }

@@ -17,10 +17,10 @@ use std::alloc::{GlobalAlloc, Layout, System};
 use std::num::NonZeroU64;
 use std::sync::atomic::{AtomicBool, AtomicUsize, Ordering};
 
-use sift_jit::demux_matcher::fixtures::four_tuple;
+use sift_jit::demux_matcher::fixtures::{four_tuple, four_tuple_at};
 use sift_jit::demux_matcher::{DemuxMatcher, BATCH};
 use sift_jit::demux_table::{KeyHash, Table, Value};
-use sift_jit::key_extractor::{NativeExtractor, KEY_WORDS};
+use sift_jit::key_extractor::{KeyProgram, NativeExtractor, PacketOrder, KEY_WORDS};
 use sift_jit::PacketRef;
 
 const PAGE: usize = 4096;
@@ -143,18 +143,21 @@ fn packet(rng: &mut Rng, c: u64) -> Vec<u8> {
     p
 }
 
-fn key_of<const W: usize>(x: &NativeExtractor, p: &[u8]) -> Option<[u64; W]> {
+/// The key the matcher computes: the extractor's, in packet order.
+fn key_of<const W: usize>(x: &NativeExtractor, order: &PacketOrder, p: &[u8]) -> Option<[u64; W]> {
     let mut key = [0u64; KEY_WORDS];
-    x.extract(p, 60, &mut key)
-        .then(|| std::array::from_fn(|i| key[i]))
+    x.extract(p, 60, &mut key).then(|| {
+        order.apply(&mut key);
+        std::array::from_fn(|i| key[i])
+    })
 }
 
-fn probe_guarded_tables<const W: usize>(word_of: [u8; 4], seed: u64) {
-    let program = four_tuple(word_of);
+fn probe_guarded_tables<const W: usize>(program: KeyProgram, seed: u64) {
     let matcher = DemuxMatcher::<W>::compile(&program).unwrap();
     // Batches over these tables in passes too (by default they take one pass).
     let in_passes = DemuxMatcher::<W>::compile_one_pass_up_to(&program, 0).unwrap();
     let extractor = NativeExtractor::compile(&program).unwrap();
+    let order = program.packet_order();
     let mut rng = Rng(seed);
     let mut table = Table::<W>::new(KeyHash::random());
     let mut checked = 0;
@@ -164,13 +167,13 @@ fn probe_guarded_tables<const W: usize>(word_of: [u8; 4], seed: u64) {
         let before = table.clone();
         while table.len() < size {
             let c = rng.next() % 4000;
-            if let Some(k) = key_of::<W>(&extractor, &packet(&mut Rng(1), c)) {
+            if let Some(k) = key_of::<W>(&extractor, &order, &packet(&mut Rng(1), c)) {
                 let tag = NonZeroU64::new(c + 1).unwrap();
                 table.insert(k, Value { tag, data: c });
             }
             if rng.next().is_multiple_of(5) {
                 let c = rng.next() % 4000;
-                if let Some(k) = key_of::<W>(&extractor, &packet(&mut Rng(1), c)) {
+                if let Some(k) = key_of::<W>(&extractor, &order, &packet(&mut Rng(1), c)) {
                     table.remove(&k);
                 }
             }
@@ -185,7 +188,7 @@ fn probe_guarded_tables<const W: usize>(word_of: [u8; 4], seed: u64) {
                 })
                 .collect();
             for p in &packets {
-                let want = key_of::<W>(&extractor, p).and_then(|k| t.slot(&k));
+                let want = key_of::<W>(&extractor, &order, p).and_then(|k| t.slot(&k));
                 let got = matcher.lookup(t, p, 60);
                 assert_eq!(got.map(|s| s as *const _), want.map(|s| s as *const _));
                 checked += 1;
@@ -214,6 +217,8 @@ fn native_probes_stay_inside_guarded_tables() {
     assert!(guarded(probe.as_ptr() as usize));
     assert_eq!((probe.as_ptr() as usize + 24) % PAGE, 0);
     drop(probe);
-    probe_guarded_tables::<2>([0, 0, 1, 1], 7);
-    probe_guarded_tables::<6>([0, 2, 5, 3], 8);
+    probe_guarded_tables::<2>(four_tuple([0, 0, 1, 1]), 7);
+    probe_guarded_tables::<6>(four_tuple([0, 2, 5, 3]), 8);
+    // Both addresses and both ports each read with one load, in packet order.
+    probe_guarded_tables::<2>(four_tuple_at([0, 0, 1, 1], [0, 32, 0, 16]), 9);
 }

@@ -12,6 +12,14 @@ use crate::key_extractor::{KeyProgram, KeyRel, KeyStep};
 /// the ports read after the IPv4 header's length. `[0, 0, 1, 1]` is the demultiplexer's own
 /// layout (addresses in one word, ports in the next: both read as one wide load each).
 pub fn four_tuple(word_of: [u8; 4]) -> KeyProgram {
+    four_tuple_at(word_of, [32, 0, 16, 0])
+}
+
+/// [`four_tuple`] with the four fields at bits `shift_of` of their words instead (for
+/// layouts in which fields adjacent in the packet are adjacent in the key too, as
+/// `[0, 32, 0, 16]` with the words `[0, 0, 1, 1]`: each pair read with one load in packet
+/// order).
+pub fn four_tuple_at(word_of: [u8; 4], shift_of: [u8; 4]) -> KeyProgram {
     let load = |offset, bytes| KeyStep::Load {
         index: None,
         offset,
@@ -53,7 +61,7 @@ pub fn four_tuple(word_of: [u8; 4]) -> KeyProgram {
         steps.push(KeyStep::Key {
             a: 6 + field as u32,
             word,
-            shift: [32, 0, 16, 0][field],
+            shift: shift_of[field],
         });
     }
     KeyProgram {

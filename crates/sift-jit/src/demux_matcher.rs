@@ -1,6 +1,9 @@
 //! A demultiplexer shape as one native function: checks, key, hash and table probe.
 //!
-//! [`crate::key_extractor`] compiles a shape's checks and key packing; the table lookup that
+//! [`crate::key_extractor`] compiles a shape's checks and key packing (here with the fields
+//! that are plain loads kept as they lie in the packet, without byte swaps, and adjacent ones
+//! read with one load: [`crate::key_extractor::PacketOrder`]; the table's keys are converted
+//! the same way); the table lookup that
 //! follows is most of what is left of a match (hashing the key, walking the trie, probing the
 //! leaf, and the Rust glue around a call). [`DemuxMatcher::compile`] emits all of it into one
 //! function per shape, `match(packet, caplen, wire_len, header) -> slot`, over the fixed
@@ -34,7 +37,7 @@ use cranelift_codegen::ir::{
 use cranelift_frontend::FunctionBuilder;
 
 use crate::demux_table::{Header, Slot, Table, BRANCH, FANOUT_BITS, MAX_LEVEL, TRIE_SHIFT};
-use crate::key_extractor::{emit_key, KeyProgram, KeyStep};
+use crate::key_extractor::{emit_key, KeyOrder, KeyProgram, KeyStep};
 use crate::native::{CodeMemory, Functions};
 use crate::{JitError, PacketRef};
 
@@ -144,7 +147,9 @@ impl<const W: usize> DemuxMatcher<W> {
 
     /// Runs the checks on a packet (`packet`: the captured bytes) and, if they hold, looks its
     /// key up in `table`: the slot holding the key, `None` when a check fails or the key is
-    /// absent. The same answer as extracting the key and calling [`Table::slot`].
+    /// absent. The same answer as extracting the key, converting it with the program's
+    /// [`KeyProgram::packet_order`] and calling [`Table::slot`] (so the table's keys must be
+    /// converted that way too).
     #[inline]
     pub fn lookup<'t>(
         &self,
@@ -355,7 +360,7 @@ fn emit_single<const W: usize>(b: &mut FunctionBuilder<'_>, program: &KeyProgram
     let done = b.create_block();
     let result = b.append_block_param(done, types::I64);
     let miss = b.create_block();
-    let words = emit_key(b, program, packet, miss);
+    let words = emit_key(b, program, packet, miss, KeyOrder::Packet);
     let (seeds, root) = emit_header(b, header);
     let h = emit_hash(b, &words[..W], seeds);
     let (leaf, start) = emit_walk(b, h, root, miss);
@@ -432,7 +437,7 @@ fn emit_batch<const W: usize>(
         let packet = packet_at(b, refs, i);
         let (done, miss) = (b.create_block(), b.create_block());
         let result = b.append_block_param(done, types::I64);
-        let words = emit_key(b, program, packet, miss);
+        let words = emit_key(b, program, packet, miss, KeyOrder::Packet);
         let h = emit_hash(b, &words[..W], seeds);
         let (leaf, start) = emit_walk(b, h, root, miss);
         emit_probe::<W>(b, &words[..W], leaf, start, done);
@@ -456,7 +461,7 @@ fn emit_batch<const W: usize>(
         let st = state_at(b, i);
         let packet = packet_at(b, refs, i);
         let (next, no_probe) = (b.create_block(), b.create_block());
-        let words = emit_key(b, program, packet, no_probe);
+        let words = emit_key(b, program, packet, no_probe, KeyOrder::Packet);
         let h = emit_hash(b, &words[..W], seeds);
         let ([address, mask], _) = emit_walk(b, h, root, no_probe);
         b.ins().store(stack, address, st, STATE_ADDRESS);
@@ -608,7 +613,7 @@ mod tests {
     use super::*;
     use crate::demux_table::{KeyHash, Value};
     use crate::key_extractor::NativeExtractor;
-    use fixtures::four_tuple;
+    use fixtures::{four_tuple, four_tuple_at};
 
     struct Rng(u64);
 
@@ -642,10 +647,16 @@ mod tests {
 
     /// `one_pass_keys`: as [`DemuxMatcher::compile_one_pass_up_to`] (the tables here have up to
     /// a few thousand keys: 0 tests the batches' passes, the default their one pass).
-    fn differential<const W: usize>(word_of: [u8; 4], seed: u64, one_pass_keys: u64) {
-        let program = four_tuple(word_of);
+    fn differential<const W: usize>(program: KeyProgram, seed: u64, one_pass_keys: u64) {
         let matcher = DemuxMatcher::<W>::compile_one_pass_up_to(&program, one_pass_keys).unwrap();
         let extractor = NativeExtractor::compile(&program).unwrap();
+        let order = program.packet_order();
+        // The key the matcher computes: the extractor's in packet order.
+        let extract = |p: &[u8], key: &mut [u64; crate::key_extractor::KEY_WORDS]| {
+            let accepted = extractor.extract(p, 60, key);
+            order.apply(key);
+            accepted
+        };
         let mut rng = Rng(seed);
         let mut table = Table::<W>::new(KeyHash::random());
         let (mut hits, mut compared) = (0, 0);
@@ -656,7 +667,7 @@ mod tests {
                 let c = rng.next() % 5000;
                 let p = packet(&mut Rng(c + 1), c);
                 let mut key = [0u64; crate::key_extractor::KEY_WORDS];
-                if !extractor.extract(&p, 60, &mut key) {
+                if !extract(&p, &mut key) {
                     continue;
                 }
                 let key: [u64; W] = std::array::from_fn(|i| key[i]);
@@ -677,8 +688,7 @@ mod tests {
             let mut expected = Vec::new();
             for p in &packets {
                 let mut key = [0u64; crate::key_extractor::KEY_WORDS];
-                let want = extractor
-                    .extract(p, 60, &mut key)
+                let want = extract(p, &mut key)
                     .then(|| table.slot(&std::array::from_fn(|i| key[i])))
                     .flatten();
                 let got = matcher.lookup(&table, p, 60);
@@ -706,9 +716,27 @@ mod tests {
             return;
         }
         for one_pass_keys in [ONE_PASS_KEYS, 0] {
-            differential::<2>([0, 0, 1, 1], 1, one_pass_keys);
-            differential::<1>([0, 0, 0, 0], 2, one_pass_keys);
-            differential::<6>([0, 3, 5, 4], 3, one_pass_keys);
+            differential::<2>(four_tuple([0, 0, 1, 1]), 1, one_pass_keys);
+            differential::<1>(four_tuple([0, 0, 0, 0]), 2, one_pass_keys);
+            differential::<6>(four_tuple([0, 3, 5, 4]), 3, one_pass_keys);
+            // Fields adjacent in the packet and the key: each pair one load in packet order
+            // (both addresses; both ports), the ports after a lone address, and a pair
+            // starting inside a word.
+            differential::<2>(
+                four_tuple_at([0, 0, 1, 1], [0, 32, 0, 16]),
+                4,
+                one_pass_keys,
+            );
+            differential::<2>(
+                four_tuple_at([0, 1, 1, 1], [0, 0, 32, 48]),
+                5,
+                one_pass_keys,
+            );
+            differential::<6>(
+                four_tuple_at([1, 1, 3, 3], [0, 32, 16, 32]),
+                6,
+                one_pass_keys,
+            );
         }
     }
 

@@ -41,6 +41,10 @@ use crate::arith;
 use crate::native::{CodeMemory, Functions};
 use crate::JitError;
 
+#[path = "demux_key_order.rs"]
+mod key_order;
+pub use key_order::PacketOrder;
+
 /// Words in a key (enough for an IPv6 4-tuple with its ethertype and next header).
 pub const KEY_WORDS: usize = 6;
 
@@ -347,6 +351,26 @@ impl Emitter<'_, '_> {
         }
     }
 
+    /// `bytes` (1, 2, 4 or 8) at `index + offset` as they lie in memory (the host's order, no
+    /// swap), zero-extended to 64 bits; the caller knows the bytes are captured.
+    fn load_raw(&mut self, index: Option<ClifValue>, offset: u32, bytes: u8) -> ClifValue {
+        let base = match index {
+            None => self.data,
+            Some(i) => {
+                let i = self.b.ins().uextend(types::I64, i);
+                self.b.ins().iadd(self.data, i)
+            }
+        };
+        let address = self.b.ins().iadd_imm_u(base, i64::from(offset));
+        let flags = packet_flags();
+        match bytes {
+            1 => self.b.ins().uload8(types::I64, flags, address, 0),
+            2 => self.b.ins().uload16(types::I64, flags, address, 0),
+            4 => self.b.ins().uload32(flags, address, 0),
+            _ => self.b.ins().load(types::I64, flags, address, 0),
+        }
+    }
+
     /// `bytes` big-endian at `address`, zero-extended to 32 bits (64 for 8 bytes).
     fn read(&mut self, address: ClifValue, bytes: u8) -> ClifValue {
         match bytes {
@@ -428,7 +452,13 @@ fn emit(b: &mut FunctionBuilder<'_>, program: &KeyProgram) {
     let params = b.block_params(entry).to_vec();
     let (data, caplen, wire_len, key_out) = (params[0], params[1], params[2], params[3]);
     let reject = b.create_block();
-    let words = emit_key(b, program, [data, caplen, wire_len], reject);
+    let words = emit_key(
+        b,
+        program,
+        [data, caplen, wire_len],
+        reject,
+        KeyOrder::BigEndian,
+    );
     let key_flags = MemFlagsData::trusted();
     for (i, w) in words.iter().enumerate() {
         b.ins().store(key_flags, *w, key_out, (i * 8) as i32);
@@ -445,12 +475,14 @@ fn emit(b: &mut FunctionBuilder<'_>, program: &KeyProgram) {
 /// that accepts, the code continues in the block current on return, with the key's words as
 /// the returned values (`i64`); a path that rejects jumps to `reject` (without arguments).
 /// `packet` is `[data (i64), caplen (i64), wire_len (i32)]`. Shared by the extractor above
-/// and the demultiplexer's matchers (`crate::demux_matcher`), which go on to probe a table.
+/// and the demultiplexer's matchers (`crate::demux_matcher`), which go on to probe a table
+/// and take the key in [`KeyOrder::Packet`].
 pub(crate) fn emit_key(
     b: &mut FunctionBuilder<'_>,
     program: &KeyProgram,
     packet: [ClifValue; 3],
     reject: Block,
+    order: KeyOrder,
 ) -> [ClifValue; KEY_WORDS] {
     let [data, caplen, wire_len] = packet;
     let mut e = Emitter {
@@ -472,7 +504,7 @@ pub(crate) fn emit_key(
     let zero64 = e.b.ins().iconst(types::I64, 0);
     let mut words = [zero64; KEY_WORDS];
     let mut values: Vec<ClifValue> = Vec::new();
-    let layout = Layout::of(program);
+    let layout = Layout::of(program, order);
     // Indexes whose one bounds check has been made (see `Layout::index_ends`).
     let mut checked: Vec<u32> = Vec::new();
     for (at, step) in program.steps.iter().enumerate() {
@@ -496,7 +528,7 @@ pub(crate) fn emit_key(
                     }),
                 };
                 let index = index.map(v);
-                if layout.only_in_wide_words[values.len()] {
+                if layout.only_in_packed_words[values.len()] {
                     // Read by a wide word's load instead: only its bounds are checked here.
                     if let Some(end) = check {
                         let index64 = index.map(|i| e.b.ins().uextend(types::I64, i));
@@ -506,6 +538,22 @@ pub(crate) fn emit_key(
                 } else {
                     Some(e.load(index, offset, bytes, check))
                 }
+            }
+            KeyStep::Key { word, .. } if layout.run_of_step[at].is_some() => {
+                let run = layout.runs[layout.run_of_step[at].expect("checked")];
+                if run.last_step == at {
+                    // Every part was loaded (and bounds-checked) by now: one load for all.
+                    let index = run.index.map(v);
+                    let raw = e.load_raw(index, run.offset, run.bytes);
+                    let placed = if run.shift == 0 {
+                        raw
+                    } else {
+                        e.b.ins().ishl_imm_u(raw, i64::from(run.shift))
+                    };
+                    let w = &mut words[usize::from(word)];
+                    *w = e.b.ins().bor(*w, placed);
+                }
+                None
             }
             KeyStep::Key { word, .. } if layout.wide[usize::from(word)].is_some() => {
                 let wide = layout.wide[usize::from(word)].expect("checked");
@@ -560,9 +608,88 @@ struct Layout {
     /// Key words made of adjacent loads, in big-endian order (addresses, ports): read with one
     /// wide load instead of one load, swap, shift and or per field.
     wide: [Option<WideWord>; KEY_WORDS],
-    /// Per value: whether it is a load used only by `Key` steps into wide words (its own load
-    /// is then left out).
-    only_in_wide_words: Vec<bool>,
+    /// In [`KeyOrder::Packet`]: runs of fields read as they lie in the packet, each with one
+    /// load (see `key_order`), and per step the run a `Key` step belongs to.
+    runs: Vec<Run>,
+    run_of_step: Vec<Option<usize>>,
+    /// Per value: whether it is a load used only by `Key` steps into wide words or runs (its
+    /// own load is then left out).
+    only_in_packed_words: Vec<bool>,
+}
+
+/// The order of the key's fields (see `key_order`).
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub(crate) enum KeyOrder {
+    /// The program's own key: big-endian field values.
+    BigEndian,
+    /// Fields that are plain loads as they lie in the packet ([`PacketOrder`]).
+    Packet,
+}
+
+/// Fields adjacent in the packet and in their key word, in packet order: one load of
+/// `bytes` (1, 2, 4 or 8) at `index + offset`, placed at bit `shift`.
+#[derive(Clone, Copy, Debug)]
+struct Run {
+    index: Option<u32>,
+    offset: u32,
+    bytes: u8,
+    shift: u8,
+    /// The last `Key` step of the run, where the load is emitted.
+    last_step: usize,
+}
+
+/// The runs of a program's packet-order fields (`raw`: per step, see
+/// `key_order::raw_key_steps`), and per step its run.
+fn packet_runs(program: &KeyProgram, raw: &[bool]) -> (Vec<Run>, Vec<Option<usize>>) {
+    // Per word: (index, offset, bytes, shift, step) of each field.
+    let mut parts: [Vec<(Option<u32>, u32, u8, u8, usize)>; KEY_WORDS] = Default::default();
+    for (at, step) in program.steps.iter().enumerate() {
+        if let (true, KeyStep::Key { a, word, shift }) = (raw[at], *step) {
+            if let Some((index, offset, bytes)) = key_order::load_of(program, a) {
+                parts[usize::from(word)].push((index, offset, bytes, shift, at));
+            }
+        }
+    }
+    let mut runs = Vec::new();
+    let mut run_of_step = vec![None; program.steps.len()];
+    for mut word in parts {
+        word.sort_by_key(|&(index, offset, ..)| (index, offset));
+        let mut i = 0;
+        while i < word.len() {
+            // The longest stretch from `i` of fields that follow each other in the packet and
+            // in the word whose bytes a single load can read.
+            let (index, offset, _, shift, _) = word[i];
+            let (mut end, mut total, mut take) = (i, 0u32, 0);
+            while end < word.len() {
+                let (ix, off, bytes, sh, _) = word[end];
+                let follows = ix == index
+                    && off == offset + total
+                    && u32::from(sh) == u32::from(shift) + 8 * total;
+                if !follows {
+                    break;
+                }
+                total += u32::from(bytes);
+                end += 1;
+                if matches!(total, 1 | 2 | 4 | 8) {
+                    take = end;
+                }
+            }
+            let take = take.max(i + 1);
+            let bytes: u32 = word[i..take].iter().map(|p| u32::from(p.2)).sum();
+            for p in &word[i..take] {
+                run_of_step[p.4] = Some(runs.len());
+            }
+            runs.push(Run {
+                index,
+                offset,
+                bytes: bytes as u8,
+                shift,
+                last_step: word[i..take].iter().map(|p| p.4).max().expect("a field"),
+            });
+            i = take;
+        }
+    }
+    (runs, run_of_step)
 }
 
 /// A load packed into a key word: `(offset, bytes, shift, index)`.
@@ -579,7 +706,7 @@ struct WideWord {
 }
 
 impl Layout {
-    fn of(program: &KeyProgram) -> Layout {
+    fn of(program: &KeyProgram, order: KeyOrder) -> Layout {
         // Value number -> its load (index, offset, bytes).
         let mut loads: Vec<Option<(Option<u32>, u32, u8)>> = Vec::new();
         let mut index_ends: Vec<(u32, u64)> = Vec::new();
@@ -640,14 +767,21 @@ impl Layout {
                 last_step: last[w],
             })
         });
-        // Per value: (is a load, uses outside wide words).
+        let (wide, runs, run_of_step) = match order {
+            KeyOrder::BigEndian => (wide, Vec::new(), vec![None; program.steps.len()]),
+            KeyOrder::Packet => {
+                let (runs, run_of_step) = packet_runs(program, &key_order::raw_key_steps(program));
+                ([None; KEY_WORDS], runs, run_of_step)
+            }
+        };
+        // Per value: (is a load, uses outside wide words and runs).
         let mut uses: Vec<(bool, usize)> = loads.iter().map(|l| (l.is_some(), 0)).collect();
         let mut count = |v: u32| {
             if let Some(u) = uses.get_mut(v as usize) {
                 u.1 += 1;
             }
         };
-        for step in &program.steps {
+        for (at, step) in program.steps.iter().enumerate() {
             match *step {
                 KeyStep::Load { index, .. } => index.into_iter().for_each(&mut count),
                 KeyStep::Bin { a, b, .. } | KeyStep::CheckValues { a, b, .. } => {
@@ -656,18 +790,20 @@ impl Layout {
                 }
                 KeyStep::BinK { a, .. } | KeyStep::Neg(a) | KeyStep::Check { a, .. } => count(a),
                 KeyStep::Key { a, word, .. } => {
-                    if wide[usize::from(word)].is_none() {
+                    if wide[usize::from(word)].is_none() && run_of_step[at].is_none() {
                         count(a);
                     }
                 }
                 KeyStep::Const(_) | KeyStep::WireLen => {}
             }
         }
-        let only_in_wide_words = uses.iter().map(|&(load, n)| load && n == 0).collect();
+        let only_in_packed_words = uses.iter().map(|&(load, n)| load && n == 0).collect();
         Layout {
             index_ends,
             wide,
-            only_in_wide_words,
+            runs,
+            run_of_step,
+            only_in_packed_words,
         }
     }
 
