@@ -1,5 +1,5 @@
 //! Runs one filter's JIT over generated Ethernet packets in a loop (for `perf stat` and for
-//! placement effects): `jitloop EXPR [nocoalesce|nonative|noaggregate|branching|noexits|baseline]
+//! placement effects): `jitloop EXPR [nocoalesce|nonative|noaggregate|branching|noexits|nolong|baseline]
 //! [shuffled]`.
 //!
 //! Six copies of the same code at different addresses are timed in turn. With one fixed order
@@ -20,6 +20,7 @@ fn main() {
             "noaggregate" => options.aggregate_bounds = false,
             "branching" => options.branchless = false,
             "noexits" => options.early_exits = false,
+            "nolong" => options.long_packet_path = false,
             "baseline" => options = sift_jit::Options::baseline(),
             _ => {}
         }

@@ -82,6 +82,7 @@ pub mod demux_matcher;
 pub mod demux_table;
 mod error;
 mod flow;
+mod frame;
 pub mod key_extractor;
 mod membership;
 mod native;
@@ -118,6 +119,9 @@ pub struct Options {
     /// In branch-free code, leave early with a (predictable) branch once every path still
     /// going somewhere has passed a rare test, such as an address equality.
     pub early_exits: bool,
+    /// In branch-free code, send packets long enough for every constant-offset load to a
+    /// copy without bounds logic, by one length test.
+    pub long_packet_path: bool,
 }
 
 impl Default for Options {
@@ -129,6 +133,7 @@ impl Default for Options {
             hash_min_keys: 64,
             branchless: true,
             early_exits: true,
+            long_packet_path: true,
         }
     }
 }
@@ -143,6 +148,7 @@ impl Options {
             hash_min_keys: usize::MAX,
             branchless: false,
             early_exits: false,
+            long_packet_path: false,
         }
     }
 }

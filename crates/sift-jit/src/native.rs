@@ -15,6 +15,7 @@ use std::sync::{Arc, Mutex, OnceLock};
 
 use sift_coproc::Coprocessors;
 
+use cranelift_codegen::control::ControlPlane;
 use cranelift_codegen::ir::types::{I32, I64};
 use cranelift_codegen::ir::{AbiParam, Type, UserFuncName};
 use cranelift_codegen::isa::OwnedTargetIsa;
@@ -22,9 +23,10 @@ use cranelift_codegen::settings::{self, Configurable};
 use cranelift_codegen::Context;
 use cranelift_frontend::{FunctionBuilder, FunctionBuilderContext};
 use cranelift_jit::{JITBuilder, JITModule};
-use cranelift_module::{default_libcall_names, FuncId, Linkage, Module};
+use cranelift_module::{default_libcall_names, FuncId, Linkage, Module, ModuleReloc};
 
 use crate::calls::{self, CallContext};
+use crate::frame;
 use crate::translate::{translate, Plan, Shape};
 use crate::{CodegenStage, HostUnsupported, JitError, PacketRef};
 
@@ -200,6 +202,8 @@ pub(crate) struct Functions {
     ctx: Context,
     fctx: FunctionBuilderContext,
     ids: Vec<FuncId>,
+    /// Per function: where calls enter its code (past the prologue when the frame was elided).
+    entries: Vec<usize>,
 }
 
 impl Functions {
@@ -211,6 +215,7 @@ impl Functions {
             module,
             fctx: FunctionBuilderContext::new(),
             ids: Vec::new(),
+            entries: Vec::new(),
         })
     }
 
@@ -247,21 +252,57 @@ impl Functions {
             l.push_str(&format!("; {name}\n{}", self.ctx.func.display()));
             self.ctx.set_disasm(true);
         }
-        self.module
-            .define_function(id, &mut self.ctx)
-            .map_err(|e| failed(CodegenStage::Compile, format!("{e:?}")))?;
-        if let (Some(l), Some(code)) = (listing, self.ctx.compiled_code()) {
+        frame::mark_returns(&mut self.ctx.func);
+        let makes_calls = frame::makes_calls(&self.ctx.func);
+        self.ctx
+            .compile(self.module.isa(), &mut ControlPlane::default())
+            .map_err(|e| failed(CodegenStage::Compile, format!("{:?}", e.inner)))?;
+        let Some(code) = self.ctx.compiled_code() else {
+            return Err(failed(CodegenStage::Compile, "no code".to_string()));
+        };
+        let relocs: Vec<ModuleReloc> = code
+            .buffer
+            .relocs()
+            .iter()
+            .map(|r| ModuleReloc::from_mach_reloc(r, &self.ctx.func, id))
+            .collect();
+        let compiled = frame::Compiled {
+            below_frame_pointer: code.buffer.frame_layout().map(|f| f.frame_to_fp_offset),
+            calls_or_relocations: makes_calls
+                || !relocs.is_empty()
+                || code.buffer.call_sites().next().is_some(),
+            return_ranges: frame::return_ranges(
+                code.buffer
+                    .get_srclocs_sorted()
+                    .iter()
+                    .map(|r| (r.start, r.end, r.loc)),
+            ),
+        };
+        let mut bytes = code.code_buffer().to_vec();
+        let entry = frame::elide(&mut bytes, &compiled);
+        if let Some(l) = listing {
             if let Some(vcode) = &code.vcode {
                 l.push_str(&format!("; {name}: machine code\n{vcode}\n"));
             }
+            if entry > 0 {
+                l.push_str(&format!(
+                    "; {name}: frame elided (entry at +{entry}, each `movq %rbp, %rsp; popq %rbp; retq` is `retq`)\n\n"
+                ));
+            }
         }
+        let alignment = u64::from(code.buffer.alignment);
+        self.module
+            .define_function_bytes(id, alignment, &bytes, &relocs)
+            .map_err(|e| failed(CodegenStage::Compile, format!("{e:?}")))?;
         self.module.clear_context(&mut self.ctx);
         self.ids.push(id);
+        self.entries.push(entry);
         Ok(())
     }
 
-    /// Maps every function added: their addresses, in the order they were added, and the
-    /// memory that holds them.
+    /// Maps every function added: their entry addresses (past the prologue when the frame was
+    /// elided, see [`crate::frame`]), in the order they were added, and the memory that holds
+    /// them.
     pub(crate) fn finish(mut self) -> Result<(Vec<*const u8>, CodeMemory), JitError> {
         self.module
             .finalize_definitions()
@@ -273,7 +314,8 @@ impl Functions {
         let addresses = self
             .ids
             .iter()
-            .map(|&id| self.module.get_finalized_function(id))
+            .zip(&self.entries)
+            .map(|(&id, &entry)| self.module.get_finalized_function(id).wrapping_add(entry))
             .collect();
         Ok((addresses, CodeMemory::new(self.module)))
     }

@@ -81,6 +81,9 @@ pub(crate) enum Term {
 pub(crate) struct Outcomes {
     domain: Domain,
     exits: Vec<Option<(Vec<Value>, Term)>>,
+    /// The block whose outcome is the program's result in the code emitted from now on (0, or
+    /// where an early exit left every other path, see [`Outcomes::start_at`]).
+    start: usize,
 }
 
 impl Outcomes {
@@ -88,6 +91,7 @@ impl Outcomes {
         Outcomes {
             domain,
             exits: vec![None; code_len + 1],
+            start: 0,
         }
     }
 
@@ -96,6 +100,13 @@ impl Outcomes {
     pub(crate) fn record(&mut self, block: usize, guards: Vec<Value>, term: Term) {
         debug_assert!(self.exits[block].is_none(), "block {block} recorded twice");
         self.exits[block] = Some((guards, term));
+    }
+
+    /// In the code emitted from now on, every path that can end in a nonzero result has gone
+    /// through block `block` (an early exit has left on every other path, and what led to
+    /// `block` held): results start from `block`'s outcome instead of the first block's.
+    pub(crate) fn start_at(&mut self, block: usize) {
+        self.start = block;
     }
 
     /// The program's result (`i32`) as far as the blocks recorded below `upto` decide it:
@@ -107,8 +118,11 @@ impl Outcomes {
         upto: usize,
         entry: Option<Value>,
     ) -> Value {
+        let upto = upto.min(self.exits.len());
+        // Results computed before the start moved (an early exit's own) start at block 0.
+        let start = if self.start < upto { self.start } else { 0 };
         let mut outcome = vec![Outcome::Const(0); self.exits.len()];
-        for block in (0..upto.min(self.exits.len())).rev() {
+        for block in (start..upto).rev() {
             let Some((guards, term)) = &self.exits[block] else {
                 continue;
             };
@@ -129,7 +143,7 @@ impl Outcomes {
             }
             outcome[block] = o;
         }
-        let mut o = outcome[0];
+        let mut o = outcome[start];
         if let Some(fits) = entry {
             o = self.guard(b, fits, o);
         }

@@ -31,7 +31,10 @@ fn guarded() -> usize {
             );
             assert_ne!(base, libc::MAP_FAILED);
             let base = base.cast::<u8>();
-            assert_eq!(libc::mprotect(base.add(PAGE).cast(), PAGE, libc::PROT_NONE), 0);
+            assert_eq!(
+                libc::mprotect(base.add(PAGE).cast(), PAGE, libc::PROT_NONE),
+                0
+            );
             base as usize
         }
     })
@@ -67,6 +70,10 @@ fuzz_target!(|data: &[u8]| {
         },
         Options {
             branchless: false,
+            ..Options::default()
+        },
+        Options {
+            long_packet_path: false,
             ..Options::default()
         },
     ];

@@ -28,6 +28,8 @@ impl Emitter<'_, '_, '_> {
         }
         let mut alive: Option<Pred> = None;
         let mut preds = Vec::new();
+        // The blocks the surviving paths enter (in order, repeated per edge).
+        let mut targets = Vec::new();
         for j in x..self.incoming.len() {
             if self.rejects(j) {
                 continue;
@@ -37,6 +39,7 @@ impl Emitter<'_, '_, '_> {
                     return;
                 }
                 preds.push(e.pred);
+                targets.push(j);
             }
         }
         for p in preds {
@@ -56,5 +59,11 @@ impl Emitter<'_, '_, '_> {
         self.b.switch_to_block(leave);
         exit_with(self.b, self.finish, result);
         self.b.switch_to_block(go_on);
+        targets.dedup();
+        if let [j] = targets[..] {
+            // Past the exit, the path runs through `j`: the tests that led there held, and the
+            // result is `j`'s outcome (fewer values live to the end, fewer operations).
+            self.outcomes.start_at(j);
+        }
     }
 }

@@ -220,7 +220,7 @@ pub(crate) fn emit(
     // load has a bound of its own beyond the entry's: the entry bound alone costs a compare
     // and two selects.
     let long = fixed_need(plan);
-    if long <= entry_need || long > MAX_LONG {
+    if !plan.options.long_packet_path || long <= entry_need || long > MAX_LONG {
         return evaluate(b, plan, packet, None, u64::MAX, finish, tables);
     }
     let (fast, slow) = (b.create_block(), b.create_block());

@@ -192,3 +192,63 @@ fn a_host_set_of_ten_is_branch_free() {
     }
     agrees(&text, &Options::default(), &packets);
 }
+
+/// Two rare paths survive the early exit and lead to different blocks (a matching source
+/// goes on to accept on TCP, a matching destination on UDP with a TTL above 32): past the exit
+/// the result must still come from both, not from the block the exit stands before.
+const TWO_RARE_PATHS: &str = "ld.h r0, [12]\n jeq r0, 2048, L2, L14\nL2:\n ld.w r0, [26]\n jeq r0, 167837953, L4, L6\nL4:\n ld.b r0, [23]\n jeq r0, 6, L15, L14\nL6:\n ld.w r0, [30]\n jeq r0, 167903746, L8, L14\nL8:\n ld.b r0, [23]\n jeq r0, 17, L10, L14\nL10:\n ld.b r0, [22]\n jgt r0, 32, L12, L14\nL12:\n ld.b r0, [14]\n jset r0, 64, L15, L14\nL14:\n ret 0\nL15:\n ret 96\n";
+
+#[test]
+fn an_early_exit_keeps_every_surviving_path() {
+    if !crate::supported() {
+        return;
+    }
+    // One branch, the exit (without the long-packet copy, which would double it).
+    let one_path = Options {
+        long_packet_path: false,
+        ..Options::default()
+    };
+    let ir = filter_ir(TWO_RARE_PATHS, &one_path);
+    assert_eq!(branches(&ir), 1, "{ir}");
+    let mut packets = Vec::new();
+    for src in [[10, 1, 1, 1], [10, 1, 1, 3]] {
+        for dst in [[10, 2, 2, 2], [10, 2, 2, 3]] {
+            for proto in [6, 17] {
+                for ttl in [1, 64] {
+                    let mut p = ipv4_like(src, proto, 5);
+                    p[30..34].copy_from_slice(&dst);
+                    p[22] = ttl;
+                    packets.push(p);
+                }
+            }
+        }
+    }
+    let mut cache = sift_bytecode::Cache::new();
+    let program = sift_bytecode::verify(sift_bytecode::assemble(TWO_RARE_PATHS).unwrap()).unwrap();
+    let accepted = packets
+        .iter()
+        .filter(|p| program.run(&mut cache, p, 100) != 0)
+        .count();
+    assert!(accepted >= 2, "both paths accept some packets");
+    agrees(TWO_RARE_PATHS, &Options::default(), &packets);
+    agrees(TWO_RARE_PATHS, &one_path, &packets);
+}
+
+/// After the early exit of `ADDRESS_THEN_MORE`, the result is the tail's outcome: the tests
+/// before the exit (which held) are not combined into it again (machine code after the exit:
+/// five `and`s — the header-length mask, the tail's three tests, its bound and the entry
+/// bound combined — where combining all of them again took seven).
+#[test]
+fn past_an_early_exit_the_result_starts_at_the_tail() {
+    if !crate::supported() {
+        return;
+    }
+    let ir = filter_ir(ADDRESS_THEN_MORE, &Options::default());
+    let code = &ir[ir.find("; filter: machine code").expect("machine code")..];
+    let after_exit = &code[code.find("jnz").expect("an early exit")..];
+    let ands = after_exit
+        .lines()
+        .filter(|l| l.trim_start().starts_with("and"))
+        .count();
+    assert!(ands <= 5, "{ands} ands after the exit:\n{code}");
+}

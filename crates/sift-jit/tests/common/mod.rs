@@ -36,6 +36,11 @@ pub fn option_sets() -> Vec<Options> {
             early_exits: false,
             ..Options::default()
         },
+        // Without the long-packet copy: every bound tested in the one branch-free path.
+        Options {
+            long_packet_path: false,
+            ..Options::default()
+        },
         // Without branches, with a check at every load (path predicates and masked loads).
         Options {
             branchless: true,
