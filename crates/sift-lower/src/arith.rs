@@ -244,13 +244,16 @@ impl Gen {
                 offset,
                 size,
             } => {
+                // The index is libpcap's A and the header's start its X (`add x`): operand
+                // order matters to its value numbering and to the peephole that folds a
+                // constant A into the load's offset (`libpcap_opt::numbering`).
                 let mut x = self.emit(block, index);
                 if *ipv4_hdr {
                     let hl = self.ipv4_header_len(block);
-                    x = self.f.push(block, Inst::Binary(BinOp::Add, hl, x));
+                    x = self.f.push(block, Inst::Binary(BinOp::Add, x, hl));
                 } else if let Some(r) = runtime {
                     let r = self.runtime_use(block, *r);
-                    x = self.f.push(block, Inst::Binary(BinOp::Add, r, x));
+                    x = self.f.push(block, Inst::Binary(BinOp::Add, x, r));
                 }
                 self.f.push(
                     block,
@@ -288,12 +291,16 @@ impl Gen {
         let block = self.f.create_block();
         let x = self.emit(block, &a0.tree);
         let y = self.emit(block, &a1.tree);
-        let cmp = match op {
-            RelOp::Gt => CmpOp::Gt,
-            RelOp::Ge => CmpOp::Ge,
-            RelOp::Eq => CmpOp::Eq,
+        let mut b = match op {
+            RelOp::Gt => self.branch(block, CmpOp::Gt, x, y),
+            RelOp::Ge => self.branch(block, CmpOp::Ge, x, y),
+            // libpcap's `sub x; jeq #0`, which its optimizer's first round turns into a
+            // comparison of the operands (`libpcap_opt::branches::relation_peephole`).
+            RelOp::Eq => {
+                let difference = self.f.push(block, Inst::Binary(BinOp::Sub, x, y));
+                self.branch_const(block, CmpOp::Eq, difference, 0)
+            }
         };
-        let mut b = self.branch(block, cmp, x, y);
         if negated {
             b = b.not();
         }

@@ -42,20 +42,25 @@ fn check(suite: &str, report: DiffReport) {
 /// `ip6` then tests the three BSD AF_INET6 values).
 const LINKTYPES: [u32; 8] = [1, 101, 113, 276, 228, 229, 0, 108];
 
-/// Seeds per link type for the random suite: 1, or `SIFT_DIFF_SEEDS` for a longer soak run
-/// (each further seed is a new set of expressions and packets).
-fn seeds_per_linktype() -> u64 {
-    std::env::var("SIFT_DIFF_SEEDS")
-        .ok()
-        .and_then(|v| v.parse().ok())
-        .unwrap_or(1)
+/// The rounds of the random suite: round 0, or `SIFT_DIFF_SEEDS` rounds from
+/// `SIFT_DIFF_FIRST_SEED` (default 0) for a longer soak run (each round is a new set of
+/// expressions and packets per link type; a later soak starts where the last one ended).
+fn soak_rounds() -> std::ops::Range<u64> {
+    let var = |name: &str, default: u64| {
+        std::env::var(name)
+            .ok()
+            .and_then(|v| v.parse().ok())
+            .unwrap_or(default)
+    };
+    let first = var("SIFT_DIFF_FIRST_SEED", 0);
+    first..first + var("SIFT_DIFF_SEEDS", 1)
 }
 
 /// Every seed runs, and the failures are reported together at the end.
 #[test]
 fn random_expressions_on_generated_traffic() {
     let mut failed = Vec::new();
-    for round in 0..seeds_per_linktype() {
+    for round in soak_rounds() {
         for (i, lt) in LINKTYPES.into_iter().enumerate() {
             let seed = 0x5eed + i as u64 + round * 0x1_0000;
             let exprs = sift_testgen::random_expressions(seed, lt, 400);

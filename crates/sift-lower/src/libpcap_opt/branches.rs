@@ -46,16 +46,10 @@ pub(super) fn jset_peephole(f: &mut Function, numbers: &Numbering, reachable: &[
         let Inst::Binary(BinOp::And, x, mask) = *f.inst(lhs) else {
             continue;
         };
-        let last_computation = f
-            .block(b)
-            .insts
-            .iter()
-            .rev()
-            .find(|&&v| !matches!(f.inst(v), Inst::Const(_)));
         if numbers.konst(rhs) != Some(0)
             || numbers.konst(mask).is_none()
             || numbers.konst(x).is_some()
-            || last_computation != Some(&lhs)
+            || last_computation(f, b) != Some(lhs)
             || uses[lhs.index()] != 1
         {
             continue;
@@ -78,6 +72,65 @@ pub(super) fn jset_peephole(f: &mut Function, numbers: &Numbering, reachable: &[
         }
     }
     changed
+}
+
+/// libpcap tests an equality relation (`len = 60`, `ip[0] = ip[1]`) as `sub x; jeq #0`, and
+/// its first round's peephole turns that into `jeq x` (or `jeq #k` when x is the constant k)
+/// on the first operand. Until then the branch tests the difference, which no other block
+/// tests: that round's edge facts and decisions see `(a - b) == 0`, and only the next round
+/// sees `a == b` (so `len != 1000 and ... or len = 60` is not threaded on `len`'s constant in
+/// the first round). Called once, at the end of the first round; `reachable` lists the
+/// blocks reachable from the entry.
+pub(super) fn relation_peephole(
+    f: &mut Function,
+    numbers: &Numbering,
+    reachable: &[Block],
+) -> bool {
+    let uses = use_counts(f);
+    let mut changed = false;
+    for &b in reachable {
+        let Terminator::Branch {
+            op: CmpOp::Eq,
+            lhs,
+            rhs,
+            ..
+        } = f.block(b).term
+        else {
+            continue;
+        };
+        let Inst::Binary(BinOp::Sub, x, y) = *f.inst(lhs) else {
+            continue;
+        };
+        // The subtraction's result must not be needed past the branch (libpcap: the
+        // accumulator is not used on exit).
+        if numbers.konst(rhs) != Some(0)
+            || last_computation(f, b) != Some(lhs)
+            || uses[lhs.index()] != 1
+        {
+            continue;
+        }
+        if let Terminator::Branch {
+            lhs: new_lhs,
+            rhs: new_rhs,
+            ..
+        } = &mut f.block_mut(b).term
+        {
+            (*new_lhs, *new_rhs) = (x, y);
+            changed = true;
+        }
+    }
+    changed
+}
+
+/// The last instruction of `b` that computes something (constants are operands, not
+/// computations, in libpcap's code).
+fn last_computation(f: &Function, b: Block) -> Option<Value> {
+    f.block(b)
+        .insts
+        .iter()
+        .rev()
+        .find(|&&v| !matches!(f.inst(v), Inst::Const(_)))
+        .copied()
 }
 
 /// The branches decided whatever the packet: constant operands, `jset #0` and

@@ -65,7 +65,7 @@ mod threading;
 use sift_ir::verify::dominators;
 use sift_ir::{Function, Terminator};
 
-use branches::{decide_branches, jset_peephole};
+use branches::{decide_branches, jset_peephole, relation_peephole};
 use dead_code::remove_dead_code;
 use grouping::group_closed_chains;
 use numbering::Numbering;
@@ -98,7 +98,7 @@ pub(crate) fn apply(f: &mut Function) -> Result<(), String> {
     // The threading check's groups of tests, while the numbering is carried and rounds only
     // pull tests up (nothing they depend on changes).
     let mut test_groups: Option<TestGroups> = None;
-    for _ in 0..MAX_ROUNDS {
+    for round in 0..MAX_ROUNDS {
         let mut changed = false;
         // The reachable blocks, in reverse postorder until an edge moves; the rules given it
         // only need the set, except numbering, which runs first.
@@ -166,6 +166,9 @@ pub(crate) fn apply(f: &mut Function) -> Result<(), String> {
             assert_threading_moves_nothing(f, &numbers, used, &facts, &dom_rpo, &regrouped);
         }
         let pulled = pullups(f, &numbers, &dom, &levels, &regrouped);
+        if round == 0 {
+            changed |= relation_peephole(f, &numbers, &f.reverse_postorder());
+        }
         if !(changed || threaded || pulled) {
             break;
         }
@@ -395,6 +398,80 @@ block3:
         ));
         assert!(out.contains("load.b [15]"), "{out}");
         assert!(out.contains("br set v2, v3, block3, block3"), "{out}");
+    }
+
+    /// An equality relation compares the operands' difference with 0 until the first round
+    /// ends, so that round does not decide `len = 60` on the edge where `len = 1000` held. It
+    /// moves the other edge of that test past the always-false block, so both of its edges
+    /// lead to `len = 60`, and so do block 1's: the load in block 1 goes. Deciding `len = 60`
+    /// in the first round instead would keep block 1 and its load.
+    #[test]
+    fn equality_relation_compares_its_operands_only_after_the_first_round() {
+        let out = run("\
+block0:
+    v0 = load.b [14]
+    v1 = const 69
+    br eq v0, v1, block1, block3
+block1:
+    v12 = load.b [20]
+    v13 = const 6
+    br eq v12, v13, block6, block3
+block6:
+    v2 = len
+    v3 = const 1000
+    v4 = sub v2, v3
+    v5 = const 0
+    br eq v4, v5, block3, block2
+block2:
+    v6 = const 1
+    v7 = const 0
+    br eq v6, v7, block4, block3
+block3:
+    v8 = len
+    v9 = const 60
+    v10 = sub v8, v9
+    v11 = const 0
+    br eq v10, v11, block4, block5
+block4:
+    ret 1
+block5:
+    ret 0
+");
+        assert!(!out.contains("[20]"), "{out}");
+        assert!(out.contains("load.b [14]"), "{out}");
+        assert!(out.contains("br eq v10, v11"), "{out}");
+    }
+
+    /// libpcap's peephole for `tcp[k]`: a constant index added to the header length becomes
+    /// part of the load's offset (wrapping), but only when the constant is the `add`'s first
+    /// operand (libpcap's accumulator: `ld #k; add x`).
+    #[test]
+    fn constant_index_folds_into_the_offset() {
+        let load = |add: &str| {
+            run(&format!(
+                "\
+block0:
+    v0 = load.b [14]
+    v1 = const 15
+    v2 = and v0, v1
+    v3 = const 2
+    v4 = shl v2, v3
+    v5 = const 0xfffffff1
+    v6 = {add}
+    v7 = load.h [v6+14]
+    v8 = const 0
+    br ge v7, v8, block1, block2
+block1:
+    ret 1
+block2:
+    ret 0
+"
+            ))
+        };
+        let folded = load("add v5, v4");
+        assert!(folded.contains("load.h [v4+4294967295]"), "{folded}");
+        let kept = load("add v4, v5");
+        assert!(kept.contains("load.h [v6+14]"), "{kept}");
     }
 
     /// When the entry block decides nothing and leads to a return, nothing runs.

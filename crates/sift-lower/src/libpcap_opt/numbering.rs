@@ -71,7 +71,7 @@ impl Numbering {
                     data.insts[i - params]
                 };
                 if phase == Phase::FoldStatements {
-                    let (inst, alias) = this.fold(&f.values[v.index()])?;
+                    let (inst, alias) = this.fold(&f.values, &f.values[v.index()])?;
                     if inst != f.values[v.index()] {
                         f.values[v.index()] = inst;
                         changed = true;
@@ -117,20 +117,34 @@ impl Numbering {
 
     /// libpcap's folding of one instruction: the instruction to keep, and the operand it is
     /// equal to when it is an identity (`x + 0`).
-    fn fold(&self, inst: &Inst) -> Result<(Inst, Option<Value>), String> {
+    fn fold(&self, values: &[Inst], inst: &Inst) -> Result<(Inst, Option<Value>), String> {
         let folded = match *inst {
             Inst::Load {
                 index: Some(x),
                 offset,
                 size,
-            } => match self.konst(x) {
+            } => match (self.konst(x), &values[x.index()]) {
                 // `ld [x + k]` with a known `x` becomes `ld [x + k]` computed modulo 2^32.
-                Some(k) => Inst::Load {
+                (Some(k), _) => Inst::Load {
                     index: None,
                     offset: k.wrapping_add(offset),
                     size,
                 },
-                None => inst.clone(),
+                // libpcap's peephole for `tcp[k]`: `ld #k; add x; tax; ld [x + off]` becomes
+                // `ld [x + (off + k)]`, the sum modulo 2^32. That is not the same load: the
+                // packet's bounds check sees the offset and the index apart, so a "negative"
+                // k that made the index wrap back into the packet now rejects it.
+                (None, &Inst::Binary(BinOp::Add, a, b)) if self.konst(b).is_none() => {
+                    match self.konst(a) {
+                        Some(k) => Inst::Load {
+                            index: Some(b),
+                            offset: k.wrapping_add(offset),
+                            size,
+                        },
+                        None => inst.clone(),
+                    }
+                }
+                _ => inst.clone(),
             },
             Inst::Neg(a) => match self.konst(a) {
                 Some(k) => Inst::Const(k.wrapping_neg()),
