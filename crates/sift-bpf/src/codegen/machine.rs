@@ -8,7 +8,9 @@
 //!    successors were merged) become one, whatever registers they were reached with: the same
 //!    code does the same thing from the same state, so no path's effect changes (this is where
 //!    `port 21 or 80` shares the IPv6 and IPv4 tests of the second port);
-//! 3. **layout**: a topological order (classic BPF only jumps forward) that puts the target of
+//! 3. **cross-jumping** ([`super::suffix`]): pieces that end with the same instructions and the
+//!    same exit share that suffix;
+//! 4. **layout**: a topological order (classic BPF only jumps forward) that puts the target of
 //!    an unconditional jump right behind it whenever its other predecessors are placed, so the
 //!    `ja` disappears; otherwise depth first, to keep conditional jumps short.
 //!
@@ -21,7 +23,7 @@ use crate::insn::{Insn, Op};
 
 /// How a piece ends.
 #[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
-enum Exit {
+pub(super) enum Exit {
     /// The last instruction is a `ret`.
     Return,
     /// `ja` to a piece.
@@ -60,9 +62,9 @@ impl Exit {
 }
 
 #[derive(Clone, Debug)]
-struct Piece {
-    insns: Vec<Insn>,
-    exit: Exit,
+pub(super) struct Piece {
+    pub(super) insns: Vec<Insn>,
+    pub(super) exit: Exit,
 }
 
 /// Splits allocated items into pieces (piece 0 is the entry). Code after a `ret` or a jump
@@ -294,6 +296,8 @@ pub(super) fn optimize(items: &[Item]) -> Vec<Item> {
     }
     let rep = merge(&mut pieces);
     let entry = rep[0];
+    let live = postorder_from(&pieces, entry);
+    super::suffix::share(&mut pieces, &live);
     let mut out = Vec::new();
     for p in order(&pieces, entry) {
         out.push(Item::Label(p));

@@ -1,7 +1,7 @@
 //! Code generation: sift IR to classic BPF, the back end behind `sift compile` and kernel socket
 //! filters.
 //!
-//! Four steps, one module each:
+//! Four steps, one module each (and their helpers: [`regs`], [`classes`], [`suffix`]):
 //!
 //! 1. [`select`] walks the blocks in reverse postorder (a topological order, so every jump is
 //!    forward) and emits instructions with symbolic jump targets and virtual scratch slots. It
@@ -13,8 +13,9 @@
 //!    `M[0..16]` by interval colouring over the linear order (sound because the order is
 //!    topological: a value is only live between its definition and its last use in that
 //!    order). More than 16 values live at once is an error.
-//! 3. [`machine`] splits the code into pieces, threads jumps, merges identical tails and lays
-//!    the pieces out so that unconditional jumps fall through.
+//! 3. [`machine`] splits the code into pieces, threads jumps, merges identical tails, shares
+//!    common suffixes of pieces ([`suffix`], cross-jumping) and lays the pieces out so that
+//!    unconditional jumps fall through.
 //! 4. [`layout`] resolves labels into offsets, drops jumps to the next instruction, and sends a
 //!    conditional jump whose target is more than 255 instructions away through a shared `ja`
 //!    (or `ret`) island, or a trampoline right behind it.
@@ -38,6 +39,7 @@ mod layout;
 mod machine;
 mod regs;
 mod select;
+mod suffix;
 
 use std::fmt;
 
