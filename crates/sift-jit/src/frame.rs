@@ -133,18 +133,19 @@ mod tests {
         code
     }
 
-    fn facts(ranges: Vec<Range<u32>>) -> Compiled {
+    /// Facts of a leaf without stack, its returns at these `(start, end)` byte ranges.
+    fn facts(ranges: &[(u32, u32)]) -> Compiled {
         Compiled {
             below_frame_pointer: Some(0),
             calls_or_relocations: false,
-            return_ranges: ranges,
+            return_ranges: ranges.iter().map(|&(s, e)| s..e).collect(),
         }
     }
 
     #[test]
     fn a_leaf_without_stack_loses_its_frame() {
         let mut code = leaf();
-        let entry = elide(&mut code, &facts(vec![4..11]));
+        let entry = elide(&mut code, &facts(&[(4, 11)]));
         assert_eq!(entry, 4);
         assert_eq!(&code[..4], &NOP4);
         assert_eq!(&code[4..6], &[0x31, 0xc0]);
@@ -157,7 +158,7 @@ mod tests {
         let mut code = leaf();
         code.extend([0xb8, 1, 0, 0, 0]);
         code.extend(EPILOGUE);
-        let entry = elide(&mut code, &facts(vec![16..21, 6..11]));
+        let entry = elide(&mut code, &facts(&[(16, 21), (6, 11)]));
         assert_eq!(entry, 4);
         assert_eq!(&code[6..11], &BARE_RETURN);
         assert_eq!(&code[16..21], &BARE_RETURN);
@@ -171,24 +172,24 @@ mod tests {
             // Something below the frame pointer (spills, saved registers), or not reported.
             Compiled {
                 below_frame_pointer: Some(16),
-                ..facts(vec![4..11])
+                ..facts(&[(4, 11)])
             },
             Compiled {
                 below_frame_pointer: None,
-                ..facts(vec![4..11])
+                ..facts(&[(4, 11)])
             },
             // Calls need the frame's stack alignment.
             Compiled {
                 calls_or_relocations: true,
-                ..facts(vec![4..11])
+                ..facts(&[(4, 11)])
             },
             // No return found, a range that does not end in the epilogue, one out of bounds,
             // one inside the prologue, overlapping ones.
-            facts(vec![]),
-            facts(vec![4..10]),
-            facts(vec![4..12]),
-            facts(vec![0..11]),
-            facts(vec![6..11, 6..11]),
+            facts(&[]),
+            facts(&[(4, 10)]),
+            facts(&[(4, 12)]),
+            facts(&[(0, 11)]),
+            facts(&[(6, 11), (6, 11)]),
         ];
         for compiled in cases {
             let mut code = original.clone();
@@ -199,7 +200,7 @@ mod tests {
         let mut code = original.clone();
         code[1] = 0x90;
         let before = code.clone();
-        assert_eq!(elide(&mut code, &facts(vec![4..11])), 0);
+        assert_eq!(elide(&mut code, &facts(&[(4, 11)])), 0);
         assert_eq!(code, before);
     }
 
@@ -225,7 +226,7 @@ mod tests {
             let program = sift_bytecode::verify(sift_bytecode::assemble(text).unwrap()).unwrap();
             let jit = crate::JitFilter::compile(&program).unwrap();
             let mut cache = sift_bytecode::Cache::new();
-            let mut p = vec![0u8; 40];
+            let mut p = [0u8; 40];
             p[12] = 8;
             p[23] = 6;
             p[22] = 9;
