@@ -9,7 +9,7 @@
 use std::hint::black_box;
 use std::time::Instant;
 
-use sift_demux::{Delivery, Demux, FilterId, Matches};
+use sift_demux::{Delivery, Demux, Matches};
 use sift_ir::{Function, Inst};
 
 const TEMPLATE: &str =

@@ -59,8 +59,10 @@
 //! Native code (modules `native` and `dispatch`): where the host has a JIT
 //! ([`sift_jit::supported`]), each shape is compiled once, when it is created, into one
 //! machine-code function (`sift_jit::demux_matcher`) that runs the shape's checks, packs the
-//! key (adjacent big-endian fields such as the two addresses read as one wide load, one bounds
-//! check per index), hashes it with the demultiplexer's seeded hash, walks the trie and probes
+//! key (fields in packet byte order, without swaps, and fields adjacent in the packet read
+//! with one load: the two addresses, the two ports, which `shape` packs side by side; one
+//! bounds check per index; the table's keys are converted to that order in `dispatch`),
+//! hashes it with the demultiplexer's seeded hash, walks the trie and probes
 //! the leaf, and returns the slot; a slot holds the first filter under its key (a key several
 //! filters share also has its rank-ordered list in a second persistent map, read only then).
 //! The table is not part of the code: its header (root, hash seeds, key count) is passed at each

@@ -642,7 +642,8 @@ struct Run {
 /// `key_order::raw_key_steps`), and per step its run.
 fn packet_runs(program: &KeyProgram, raw: &[bool]) -> (Vec<Run>, Vec<Option<usize>>) {
     // Per word: (index, offset, bytes, shift, step) of each field.
-    let mut parts: [Vec<(Option<u32>, u32, u8, u8, usize)>; KEY_WORDS] = Default::default();
+    type Field = (Option<u32>, u32, u8, u8, usize);
+    let mut parts: [Vec<Field>; KEY_WORDS] = Default::default();
     for (at, step) in program.steps.iter().enumerate() {
         if let (true, KeyStep::Key { a, word, shift }) = (raw[at], *step) {
             if let Some((index, offset, bytes)) = key_order::load_of(program, a) {
