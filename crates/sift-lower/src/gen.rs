@@ -261,11 +261,8 @@ impl Gen {
     ) -> Cond {
         let block = self.f.create_block();
         let mut x = self.load(block, rel, offset, size);
-        if mask != 0xffff_ffff && op == CmpOp::Eq && v == 0 {
-            // libpcap's peephole turns `and #mask; jeq #0` into a negated `jset #mask` before
-            // it moves branches; with a zero mask the test then always holds.
-            return self.branch_const(block, CmpOp::Set, x, mask).not();
-        }
+        // `and #mask; jeq #0` becomes `jset` in libpcap's first round, as in
+        // `libpcap_opt::branches::first_round_jset_peephole`.
         if mask != 0xffff_ffff {
             let m = self.f.iconst(block, mask);
             x = self.f.push(block, Inst::Binary(BinOp::And, x, m));

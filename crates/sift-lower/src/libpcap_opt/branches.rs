@@ -28,11 +28,97 @@ pub(super) fn libpcap_form(op: CmpOp) -> (Code, bool) {
 
 /// `(x & k) == 0` (and `!=`) becomes `jset #k` when the `and` is the block's last computation
 /// and nothing else uses it — libpcap's peephole, after which `jset #0xffffffff` always holds.
+/// This is the second loop's, for `and`s whose mask became a constant by folding.
 ///
 /// `reachable` lists the blocks reachable from the entry (in any order).
 pub(super) fn jset_peephole(f: &mut Function, numbers: &Numbering, reachable: &[Block]) -> bool {
+    let tests = mask_tests(f, numbers, reachable);
+    for t in &tests {
+        if let Terminator::Branch {
+            op,
+            lhs,
+            rhs,
+            then_,
+            else_,
+        } = &mut f.block_mut(t.block).term
+        {
+            (*op, *lhs, *rhs) = (CmpOp::Set, t.masked, t.mask);
+            if t.equal {
+                std::mem::swap(then_, else_);
+            }
+        }
+    }
+    !tests.is_empty()
+}
+
+/// The same peephole in the first round, on the mask tests libpcap generates (`gen_mcmp`:
+/// `and #k; jeq #0`), with the edge facts libpcap gets wrong. Its peephole swaps the branch's
+/// successors after the round's edge dominators were computed, so the facts that round uses
+/// below each edge are those of the other edge (`src net N/126 and ip6 src net N/126` rejects
+/// every packet). Rewrites each such test to `jset #k` on the `and`, with the successors still
+/// in their old places, so that facts computed now are the stale ones; [`swap_mask_tests`]
+/// then puts the successors right, and [`unmask`] at the end of the round tests the masked
+/// value itself (libpcap deleted the `and`). Returns the rewritten blocks and masked values.
+pub(super) fn first_round_jset_peephole(
+    f: &mut Function,
+    numbers: &Numbering,
+    reachable: &[Block],
+) -> Vec<(Block, Value)> {
+    let tests = mask_tests(f, numbers, reachable);
+    for t in &tests {
+        if let Terminator::Branch {
+            op,
+            rhs,
+            then_,
+            else_,
+            ..
+        } = &mut f.block_mut(t.block).term
+        {
+            (*op, *rhs) = (CmpOp::Set, t.mask);
+            // libpcap's `jeq #0` edges: jt where the masked value is 0.
+            if !t.equal {
+                std::mem::swap(then_, else_);
+            }
+        }
+    }
+    tests.iter().map(|t| (t.block, t.masked)).collect()
+}
+
+/// Puts the successors of [`first_round_jset_peephole`]'s tests right.
+pub(super) fn swap_mask_tests(f: &mut Function, tests: &[(Block, Value)]) {
+    for &(b, _) in tests {
+        if let Terminator::Branch { then_, else_, .. } = &mut f.block_mut(b).term {
+            std::mem::swap(then_, else_);
+        }
+    }
+}
+
+/// The tests of [`first_round_jset_peephole`] test the masked value, not the `and`.
+pub(super) fn unmask(f: &mut Function, tests: &[(Block, Value)]) {
+    for &(b, masked) in tests {
+        if let Terminator::Branch {
+            op: CmpOp::Set,
+            lhs,
+            ..
+        } = &mut f.block_mut(b).term
+        {
+            *lhs = masked;
+        }
+    }
+}
+
+/// A branch `(masked & mask) == 0` (`equal`) or `!= 0` that libpcap's peephole turns into
+/// `jset`.
+struct MaskTest {
+    block: Block,
+    masked: Value,
+    mask: Value,
+    equal: bool,
+}
+
+fn mask_tests(f: &Function, numbers: &Numbering, reachable: &[Block]) -> Vec<MaskTest> {
     let uses = use_counts(f);
-    let mut changed = false;
+    let mut tests = Vec::new();
     for &b in reachable {
         let Terminator::Branch {
             op: op @ (CmpOp::Eq | CmpOp::Ne),
@@ -43,35 +129,25 @@ pub(super) fn jset_peephole(f: &mut Function, numbers: &Numbering, reachable: &[
         else {
             continue;
         };
-        let Inst::Binary(BinOp::And, x, mask) = *f.inst(lhs) else {
+        let Inst::Binary(BinOp::And, masked, mask) = *f.inst(lhs) else {
             continue;
         };
         if numbers.konst(rhs) != Some(0)
             || numbers.konst(mask).is_none()
-            || numbers.konst(x).is_some()
+            || numbers.konst(masked).is_some()
             || last_computation(f, b) != Some(lhs)
             || uses[lhs.index()] != 1
         {
             continue;
         }
-        if let Terminator::Branch {
-            op: new_op,
-            lhs: new_lhs,
-            rhs: new_rhs,
-            then_,
-            else_,
-        } = &mut f.block_mut(b).term
-        {
-            *new_op = CmpOp::Set;
-            *new_lhs = x;
-            *new_rhs = mask;
-            if op == CmpOp::Eq {
-                std::mem::swap(then_, else_);
-            }
-            changed = true;
-        }
+        tests.push(MaskTest {
+            block: b,
+            masked,
+            mask,
+            equal: op == CmpOp::Eq,
+        });
     }
-    changed
+    tests
 }
 
 /// libpcap tests an equality relation (`len = 60`, `ip[0] = ip[1]`) as `sub x; jeq #0`, and

@@ -29,6 +29,8 @@
 //! * or/and pullups: a later test of the value a chain of `or`s (`and`s) started with moves up
 //!   next to the first (`pullup.rs`);
 //! * dead code: every instruction whose value is unused is deleted, loads included;
+//! * equal blocks: blocks that are the same code with the same successors become one
+//!   (`interning.rs`, libpcap's `intern_blocks`);
 //! * the root: undecided blocks at the entry are skipped, and nothing runs when they lead to a
 //!   return (libpcap's `opt_root`).
 //!
@@ -53,6 +55,7 @@ mod dead_code;
 mod edges;
 mod fast_hash;
 mod grouping;
+mod interning;
 mod numbering;
 mod pullup;
 #[cfg(test)]
@@ -65,9 +68,13 @@ mod threading;
 use sift_ir::verify::dominators;
 use sift_ir::{Function, Terminator};
 
-use branches::{decide_branches, jset_peephole, relation_peephole};
+use branches::{
+    decide_branches, first_round_jset_peephole, jset_peephole, relation_peephole, swap_mask_tests,
+    unmask,
+};
 use dead_code::remove_dead_code;
 use grouping::group_closed_chains;
+use interning::merge_equal_blocks;
 use numbering::Numbering;
 use pullup::{pullups, DomIntervals};
 use thread_check::{nothing_to_thread, TestGroups};
@@ -117,6 +124,11 @@ pub(crate) fn apply(f: &mut Function) -> Result<(), String> {
         if !only_pulled {
             test_groups = None;
         }
+        let mask_tests = if round == 0 {
+            first_round_jset_peephole(f, &numbers, &rpo)
+        } else {
+            Vec::new()
+        };
         // What libpcap computes at the start of a round, before it decides branches and moves
         // edges, and uses throughout: levels, dominators and the facts edges carry.
         let levels = pullup::levels(f);
@@ -125,6 +137,8 @@ pub(crate) fn apply(f: &mut Function) -> Result<(), String> {
         // Rounds after one that only pulled tests up decide nothing, so their facts can wait
         // until threading is known to be needed.
         let facts_at_start = (!only_pulled).then(|| FactsInForce::new(f, &numbers, &dom, &dom_rpo));
+        swap_mask_tests(f, &mask_tests);
+        changed |= !mask_tests.is_empty();
         if only_pulled {
             #[cfg(test)]
             assert_round_would_change_nothing(f)?;
@@ -167,6 +181,7 @@ pub(crate) fn apply(f: &mut Function) -> Result<(), String> {
         }
         let pulled = pullups(f, &numbers, &dom, &levels, &regrouped);
         if round == 0 {
+            unmask(f, &mask_tests);
             changed |= relation_peephole(f, &numbers, &f.reverse_postorder());
         }
         if !(changed || threaded || pulled) {
@@ -201,6 +216,7 @@ pub(crate) fn apply(f: &mut Function) -> Result<(), String> {
             break;
         }
     }
+    merge_equal_blocks(f);
     skip_undecided_root(f);
     remove_dead_code(f, &f.reverse_postorder());
     Ok(())
@@ -380,8 +396,9 @@ block3:
         assert!(!out.contains("[15]"), "{out}");
     }
 
-    /// The `and` is folded into a `jset` only after branches stopped moving, so the branch
-    /// stays (deciding nothing) and keeps its load: a packet too short for it is rejected.
+    /// In a relation (`ip[1] & 0xffffffff != 0`) the `and` is folded into a `jset` only after
+    /// branches stopped moving, so the branch stays (deciding nothing) and keeps its load: a
+    /// packet too short for it is rejected.
     #[test]
     fn jset_all_ones_always_holds_but_keeps_its_load() {
         let out = run(&format!(
@@ -391,7 +408,9 @@ block1:
     v3 = const 0xffffffff
     v4 = and v2, v3
     v5 = const 0
-    br ne v4, v5, block3, block2
+    v6 = sub v4, v5
+    v7 = const 0
+    br eq v6, v7, block2, block3
 block3:
     ret 1
 "
@@ -472,6 +491,39 @@ block2:
         assert!(folded.contains("load.h [v4+4294967295]"), "{folded}");
         let kept = load("add v4, v5");
         assert!(kept.contains("load.h [v6+14]"), "{kept}");
+    }
+
+    /// libpcap's first round turns each `and #k; jeq #0` into `jset #k` with its successors
+    /// swapped after that round's edge facts were taken, so below the first test the second
+    /// one is decided the wrong way: `ip6 src net 2001:db8::/126 and ip6[6] = 6 and ip6 src net
+    /// 2001:db8::/126` rejects every packet in libpcap 1.10 (`tcpdump -d` says so).
+    #[test]
+    fn first_round_mask_tests_use_the_other_edges_facts() {
+        let out = run("\
+block0:
+    v0 = load.w [20]
+    v1 = const 0xfffffffc
+    v2 = and v0, v1
+    v3 = const 0
+    br eq v2, v3, block1, block4
+block1:
+    v4 = load.b [6]
+    v5 = const 6
+    v6 = const 0
+    v7 = sub v4, v5
+    br eq v7, v6, block2, block4
+block2:
+    v8 = load.w [20]
+    v9 = const 0xfffffffc
+    v10 = and v8, v9
+    v11 = const 0
+    br eq v10, v11, block3, block4
+block3:
+    ret 1
+block4:
+    ret 0
+");
+        assert_eq!(out, "block0:\n    ret 0\n");
     }
 
     /// When the entry block decides nothing and leads to a return, nothing runs.
