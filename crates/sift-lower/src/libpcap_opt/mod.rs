@@ -69,7 +69,7 @@ use branches::{decide_branches, jset_peephole};
 use dead_code::remove_dead_code;
 use grouping::group_closed_chains;
 use numbering::Numbering;
-use pullup::{pullups, DomIntervals};
+use pullup::{pullups, DomIntervals, Levels};
 use thread_check::{nothing_to_thread, TestGroups};
 use threading::{thread_edges, used_outside_own_block, FactsInForce};
 
@@ -100,9 +100,15 @@ pub(crate) fn apply(f: &mut Function) -> Result<(), String> {
     let mut test_groups: Option<TestGroups> = None;
     for _ in 0..MAX_ROUNDS {
         let mut changed = false;
+        // What libpcap computes at the start of a round, before it decides branches and moves
+        // edges, and uses throughout: levels, dominators and the facts edges carry. The
+        // dominators come with the reachable blocks in reverse postorder.
+        let (idom, dom_rpo) = dominators(f);
+        let dom = DomIntervals::new(&idom);
         // The reachable blocks, in reverse postorder until an edge moves; the rules given it
         // only need the set, except numbering, which runs first.
-        let mut rpo = f.reverse_postorder();
+        let mut rpo = dom_rpo.clone();
+        let numbering_carried = carried.is_some();
         let numbers = match carried.take() {
             Some(numbers) => {
                 #[cfg(test)]
@@ -117,11 +123,7 @@ pub(crate) fn apply(f: &mut Function) -> Result<(), String> {
         if !only_pulled {
             test_groups = None;
         }
-        // What libpcap computes at the start of a round, before it decides branches and moves
-        // edges, and uses throughout: levels, dominators and the facts edges carry.
-        let levels = pullup::levels(f);
-        let (idom, dom_rpo) = dominators(f);
-        let dom = DomIntervals::new(&idom);
+        let levels = Levels::new(f, &rpo);
         // Rounds after one that only pulled tests up decide nothing, so their facts can wait
         // until threading is known to be needed.
         let facts_at_start = (!only_pulled).then(|| FactsInForce::new(f, &numbers, &dom, &dom_rpo));
@@ -133,7 +135,20 @@ pub(crate) fn apply(f: &mut Function) -> Result<(), String> {
                 changed = true;
                 rpo = f.reverse_postorder();
             }
-            let removed = remove_dead_code(f, &rpo);
+            // With the numbering carried, no block uses another's values: an instruction is
+            // live when its own block's terminator needs it, and in this loop neither
+            // instructions nor operands change and the reachable blocks only lose members,
+            // so the last removal (which every round does or skips for this reason) stands.
+            let removed = if numbering_carried {
+                #[cfg(test)]
+                assert!(
+                    !remove_dead_code(&mut f.clone(), &rpo),
+                    "dead code under a carried numbering"
+                );
+                false
+            } else {
+                remove_dead_code(f, &rpo)
+            };
             changed |= removed;
             if removed || !shortcuts {
                 cross_block_uses = None;
@@ -170,8 +185,8 @@ pub(crate) fn apply(f: &mut Function) -> Result<(), String> {
             break;
         }
         only_pulled = shortcuts && !changed && !threaded;
-        // Pullup-only rounds follow: lay the blocks out in the order their walks take.
-        if only_pulled {
+        // Lay the blocks out in the order the next round's walks take.
+        if shortcuts {
             let new_of = renumber::in_reverse_postorder(f);
             let used = cross_block_uses.take().expect("computed this round");
             cross_block_uses = Some(renumber::moved(&used, &new_of));
@@ -184,6 +199,9 @@ pub(crate) fn apply(f: &mut Function) -> Result<(), String> {
             carried = Some(numbers);
         }
     }
+    // Whether the second loop reached its fixed point: its last dead-code removal, over the
+    // blocks reachable now, removed nothing.
+    let mut settled = false;
     for _ in 0..MAX_ROUNDS {
         let mut rpo = f.reverse_postorder();
         let (numbers, mut changed) = Numbering::compute(f, Phase::FoldStatements, &rpo)?;
@@ -195,11 +213,13 @@ pub(crate) fn apply(f: &mut Function) -> Result<(), String> {
         }
         changed |= remove_dead_code(f, &rpo);
         if !changed {
+            settled = true;
             break;
         }
     }
-    skip_undecided_root(f);
-    remove_dead_code(f, &f.reverse_postorder());
+    if skip_undecided_root(f) || !settled {
+        remove_dead_code(f, &f.reverse_postorder());
+    }
     Ok(())
 }
 
@@ -304,12 +324,12 @@ fn with_reference_mode<T>(run: impl FnOnce() -> T) -> T {
 /// libpcap's `opt_root`: the entry block and the blocks after it that branch to one place
 /// whatever the outcome are skipped; the entry's own statements move to the first real block,
 /// those of the skipped blocks after it are lost, and if the first real block returns, no
-/// statement runs at all (a filter has no side effects).
-fn skip_undecided_root(f: &mut Function) {
+/// statement runs at all (a filter has no side effects). Returns whether the entry changed.
+fn skip_undecided_root(f: &mut Function) -> bool {
     let mut target = match &f.block(Function::ENTRY).term {
         Terminator::Branch { then_, else_, .. } if then_ == else_ => then_.clone(),
         Terminator::Jump(t) => t.clone(),
-        _ => return,
+        _ => return false,
     };
     // Bounded by the number of blocks: every step goes forward in an acyclic graph.
     for _ in 0..f.blocks.len() {
@@ -329,6 +349,7 @@ fn skip_undecided_root(f: &mut Function) {
             }
         }
     }
+    true
 }
 
 /// libpcap's two optimizer loops.

@@ -1,9 +1,12 @@
 //! Edge facts and libpcap's `opt_j`: edges sent past the branches they already decide.
 
+use std::hash::Hash;
+
 use sift_ir::{Block, Function, Target, Terminator, Value};
 
 use super::branches::{libpcap_form, Code};
 use super::edges::{edge as edge_at, edge_count, edge_mut, successors};
+use super::fast_hash::WordMap;
 use super::grouping::is_marked;
 use super::numbering::{Numbering, Vn};
 use super::pullup::DomIntervals;
@@ -239,18 +242,14 @@ impl<'a> FactsInForce<'a> {
         let own_exact = own
             .filter(|&(k, fact)| k == key && fact.rhs == rhs)
             .map(|(_, fact)| (OWN, fact.holds));
-        let exact = self
-            .exact
-            .holding((key, rhs), at)
-            .map(|e| (e.enter, e.payload))
-            .or(own_exact);
+        let exact = self.exact.holding((key, rhs), at).or(own_exact);
         let equality = if code == Code::Eq && rhs_is_const {
             let own_equality = own
                 .filter(|&(k, fact)| k == key && is_const_equality(k, fact))
                 .map(|(_, fact)| (OWN, fact.rhs == rhs));
             self.const_equalities
                 .holding(key, at)
-                .map(|e| (e.enter, e.payload == rhs))
+                .map(|(enter, constant)| (enter, constant == rhs))
                 .or(own_equality)
         } else {
             None
@@ -273,29 +272,53 @@ struct Subtree<K, P> {
 }
 
 /// Subtrees sorted by key and entry time, without those nested in an earlier one of the same
-/// key: the ones left per key are disjoint.
-struct OutermostSubtrees<K, P>(Vec<Subtree<K, P>>);
+/// key: the ones left per key are disjoint. Each key's subtrees are found by hashing, then the
+/// one holding a block by a binary search over their entry times alone (a long chain leaves
+/// thousands of disjoint subtrees under one key; the search reads 4 bytes per probe).
+struct OutermostSubtrees<K, P> {
+    enter: Vec<u32>,
+    exit: Vec<u32>,
+    payload: Vec<P>,
+    /// Where each key's subtrees lie in the arrays.
+    of_key: WordMap<K, (u32, u32)>,
+}
 
-impl<K: Ord + Copy, P> OutermostSubtrees<K, P> {
+impl<K: Ord + Copy + Hash, P: Copy> OutermostSubtrees<K, P> {
     fn new(mut all: Vec<Subtree<K, P>>) -> Self {
         all.sort_unstable_by_key(|s| (s.key, s.enter));
-        let mut kept: Vec<Subtree<K, P>> = Vec::with_capacity(all.len());
+        let mut this = OutermostSubtrees {
+            enter: Vec::with_capacity(all.len()),
+            exit: Vec::with_capacity(all.len()),
+            payload: Vec::with_capacity(all.len()),
+            of_key: WordMap::default(),
+        };
+        let mut last_key = None;
         for s in all {
-            let nested = kept
-                .last()
-                .is_some_and(|last| last.key == s.key && s.enter < last.exit);
-            if !nested {
-                kept.push(s);
+            let same_key = last_key == Some(s.key);
+            if same_key && s.enter < *this.exit.last().expect("same key") {
+                continue; // nested
             }
+            let at = this.enter.len() as u32;
+            if same_key {
+                this.of_key.get_mut(&s.key).expect("key seen").1 = at + 1;
+            } else {
+                this.of_key.insert(s.key, (at, at + 1));
+            }
+            last_key = Some(s.key);
+            this.enter.push(s.enter);
+            this.exit.push(s.exit);
+            this.payload.push(s.payload);
         }
-        OutermostSubtrees(kept)
+        this
     }
 
-    /// The subtree of `key` that holds entry time `at`.
-    fn holding(&self, key: K, at: u32) -> Option<&Subtree<K, P>> {
-        let after = self.0.partition_point(|s| (s.key, s.enter) <= (key, at));
-        let s = self.0.get(after.checked_sub(1)?)?;
-        (s.key == key && at < s.exit).then_some(s)
+    /// The entry time and payload of the subtree of `key` that holds entry time `at`.
+    fn holding(&self, key: K, at: u32) -> Option<(u32, P)> {
+        let &(lo, hi) = self.of_key.get(&key)?;
+        let (lo, hi) = (lo as usize, hi as usize);
+        let after = lo + self.enter[lo..hi].partition_point(|&e| e <= at);
+        let i = after.checked_sub(1).filter(|&i| i >= lo)?;
+        (at < self.exit[i]).then(|| (self.enter[i], self.payload[i]))
     }
 }
 
