@@ -65,7 +65,7 @@ mod threading;
 use sift_ir::verify::dominators;
 use sift_ir::{Function, Terminator};
 
-use branches::{decide_branches, jset_peephole};
+use branches::{branches_to_decide, decide_branches, jset_peephole, set_outcomes};
 use dead_code::remove_dead_code;
 use grouping::group_closed_chains;
 use numbering::Numbering;
@@ -98,6 +98,8 @@ pub(crate) fn apply(f: &mut Function) -> Result<(), String> {
     // The threading check's groups of tests, while the numbering is carried and rounds only
     // pull tests up (nothing they depend on changes).
     let mut test_groups: Option<TestGroups> = None;
+    // No rule adds or removes block parameters.
+    let params_anywhere = f.blocks.iter().any(|b| !b.params.is_empty());
     for _ in 0..MAX_ROUNDS {
         let mut changed = false;
         // What libpcap computes at the start of a round, before it decides branches and moves
@@ -124,14 +126,26 @@ pub(crate) fn apply(f: &mut Function) -> Result<(), String> {
             test_groups = None;
         }
         let levels = Levels::new(f, &rpo);
-        // Rounds after one that only pulled tests up decide nothing, so their facts can wait
-        // until threading is known to be needed.
-        let facts_at_start = (!only_pulled).then(|| FactsInForce::new(f, &numbers, &dom, &dom_rpo));
+        // The facts edges carry at the round's start, which threading uses. When this round
+        // decides no branch (never, after a round that only pulled tests up) they are the
+        // facts after the decisions, and wait until threading is known to be needed.
+        let to_decide = if only_pulled {
+            Vec::new()
+        } else {
+            branches_to_decide(f, &numbers, &rpo)
+        };
+        let facts_at_start = (!to_decide.is_empty() || !shortcuts)
+            .then(|| FactsInForce::new(f, &numbers, &dom, &dom_rpo, &[]));
+        // Tests check the facts computed later against these.
+        #[cfg(test)]
+        let facts_check = facts_at_start
+            .is_none()
+            .then(|| FactsInForce::new(f, &numbers, &dom, &dom_rpo, &[]));
         if only_pulled {
             #[cfg(test)]
             assert_round_would_change_nothing(f)?;
         } else {
-            if decide_branches(f, &numbers, &rpo) {
+            if set_outcomes(f, &to_decide) {
                 changed = true;
                 rpo = f.reverse_postorder();
             }
@@ -159,7 +173,7 @@ pub(crate) fn apply(f: &mut Function) -> Result<(), String> {
         // round's threading and pullups skip their blocks: neither would change them, and what
         // the structures from the round's start say about them is out of date.
         let regrouped = if shortcuts {
-            group_closed_chains(f, &numbers, used, &rpo)
+            group_closed_chains(f, &numbers, used, &rpo, params_anywhere)
         } else {
             Vec::new()
         };
@@ -170,23 +184,33 @@ pub(crate) fn apply(f: &mut Function) -> Result<(), String> {
                 test_groups.get_or_insert_with(|| TestGroups::new(f, &numbers, used, &dom_rpo));
             nothing_to_thread(f, tests, used, &dom_rpo, &dom)
         };
+        #[cfg(test)]
+        let before_threading = f.clone();
         let threaded = !skip_threading && {
-            let facts =
-                facts_at_start.unwrap_or_else(|| FactsInForce::new(f, &numbers, &dom, &dom_rpo));
+            // Facts computed now, after the grouping, answer as those at the start for every
+            // block threading walks from (see `FactsInForce::new`).
+            let facts = facts_at_start
+                .unwrap_or_else(|| FactsInForce::new(f, &numbers, &dom, &dom_rpo, &regrouped));
             thread_edges(f, &numbers, used, &facts, &dom_rpo, &regrouped)
         };
         #[cfg(test)]
+        if let (Some(facts), false) = (&facts_check, skip_threading) {
+            let mut copy = before_threading;
+            thread_edges(&mut copy, &numbers, used, facts, &dom_rpo, &regrouped);
+            assert!(copy == *f, "facts computed late thread differently");
+        }
+        #[cfg(test)]
         if skip_threading {
-            let facts = FactsInForce::new(f, &numbers, &dom, &dom_rpo);
+            let facts = FactsInForce::new(f, &numbers, &dom, &dom_rpo, &regrouped);
             assert_threading_moves_nothing(f, &numbers, used, &facts, &dom_rpo, &regrouped);
         }
-        let pulled = pullups(f, &numbers, &dom, &levels, &regrouped);
+        let pulled = pullups(f, &numbers, &dom, &levels, &regrouped, params_anywhere);
         if !(changed || threaded || pulled) {
             break;
         }
         only_pulled = shortcuts && !changed && !threaded;
-        // Lay the blocks out in the order the next round's walks take.
-        if shortcuts {
+        // Pullup-only rounds follow: lay the blocks out in the order their walks take.
+        if only_pulled {
             let new_of = renumber::in_reverse_postorder(f);
             let used = cross_block_uses.take().expect("computed this round");
             cross_block_uses = Some(renumber::moved(&used, &new_of));

@@ -26,26 +26,28 @@ use super::runs::{Chain, Runs};
 /// libpcap computes them once per round, before it decides branches and moves edges, and its
 /// predecessor lists come from the blocks those levels hold, even those no longer reached.
 /// Blocks marked in `regrouped` (closed chains sorted since, which no pullup changes any more)
-/// are skipped: what those structures say about them is out of date.
+/// are skipped: what those structures say about them is out of date. `params_anywhere`: some
+/// block of `f` has parameters (then libpcap would not have optimized it; nothing moves).
 pub(super) fn pullups(
     f: &mut Function,
     numbers: &Numbering,
     dom: &DomIntervals,
     levels: &Levels,
     regrouped: &[bool],
+    params_anywhere: bool,
 ) -> bool {
-    if f.blocks.iter().any(|b| !b.params.is_empty()) {
+    if params_anywhere {
         return false;
     }
-    let preds = Predecessors::new(f, levels);
-    let compared: Vec<Option<Vn>> = f
-        .blocks
-        .iter()
-        .map(|data| match data.term {
-            Terminator::Branch { lhs, .. } => Some(numbers.vn(lhs)),
-            _ => None,
-        })
-        .collect();
+    let preds = Predecessors::new(f, levels, regrouped);
+    // Edges of the blocks reachable at the round's start lead only to such blocks, whatever
+    // moved since, so the walks read no other block.
+    let mut compared: Vec<Option<Vn>> = vec![None; f.blocks.len()];
+    for &b in &levels.order {
+        if let Terminator::Branch { lhs, .. } = f.block(b).term {
+            compared[b.index()] = Some(numbers.vn(lhs));
+        }
+    }
     let mut sweep = Sweep {
         compared: &compared,
         tested: None,
@@ -115,22 +117,28 @@ impl Levels {
 }
 
 /// Predecessors of each block, as libpcap's `find_inedges` lists them, in one array.
+///
+/// Edges leaving blocks marked in `regrouped` are left out: they enter only each other and
+/// returns, whose predecessors no pullup asks for.
 struct Predecessors {
     start: Vec<u32>,
     list: Vec<Block>,
 }
 
 impl Predecessors {
-    fn new(f: &Function, levels: &Levels) -> Predecessors {
+    fn new(f: &Function, levels: &Levels, regrouped: &[bool]) -> Predecessors {
         // Edges from the branches, highest level first (plain loops: this runs every round).
         let sources = || {
             let branches = levels.above_returns();
             let ends = &levels.start[1..];
             // Level by level from the top, each level in its own order.
-            ends.windows(2).rev().flat_map(move |w| {
-                let first = ends[0] as usize;
-                &branches[w[0] as usize - first..w[1] as usize - first]
-            })
+            ends.windows(2)
+                .rev()
+                .flat_map(move |w| {
+                    let first = ends[0] as usize;
+                    &branches[w[0] as usize - first..w[1] as usize - first]
+                })
+                .filter(|&&b| !is_marked(regrouped, b))
         };
         let mut start = vec![0u32; f.blocks.len() + 1];
         for &b in sources() {

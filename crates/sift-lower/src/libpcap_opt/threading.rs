@@ -141,9 +141,13 @@ fn step(
 
 /// The single edge entering each reachable block, if there is exactly one (with whether it is
 /// the true edge of a two-way branch): the edges whose facts hold in the block's subtree.
-pub(super) fn single_incoming(f: &Function, rpo: &[Block]) -> Vec<Incoming> {
+/// Edges count when they leave a block of `sources`.
+pub(super) fn single_incoming<'b>(
+    f: &Function,
+    sources: impl Iterator<Item = &'b Block>,
+) -> Vec<Incoming> {
     let mut incoming: Vec<Incoming> = vec![Incoming::None; f.blocks.len()];
-    for &b in rpo {
+    for &b in sources {
         let term = &f.block(b).term;
         let is_branch = edge_count(term) == 2;
         for (i, s) in successors(term).enumerate() {
@@ -186,16 +190,24 @@ pub(super) struct FactsInForce<'a> {
 
 impl<'a> FactsInForce<'a> {
     /// The facts of `f` as it is: `dom` is its dominator tree, `rpo` its reachable blocks.
+    ///
+    /// Blocks marked in `left_out` (closed chains regrouped this round, see `grouping.rs`)
+    /// are left out, as sources of edges and as blocks entered. The facts left answer as all
+    /// of them would for every block outside those chains that has edges: a chain's tests
+    /// enter only each other and returns, so they dominate nothing else, and the edges
+    /// entering other blocks are unchanged by the regrouping.
     pub(super) fn new(
         f: &Function,
         numbers: &Numbering,
         dom: &'a DomIntervals,
         rpo: &[Block],
+        left_out: &[bool],
     ) -> FactsInForce<'a> {
-        let incoming = single_incoming(f, rpo);
+        let kept = || rpo.iter().filter(|&&b| !is_marked(left_out, b));
+        let incoming = single_incoming(f, kept());
         let mut exact = Vec::new();
         let mut const_equalities = Vec::new();
-        for &d in rpo {
+        for &d in kept() {
             let Incoming::One(pred, then_edge) = incoming[d.index()] else {
                 continue;
             };
@@ -364,7 +376,7 @@ mod tests {
             .0;
         let used = used_outside_own_block(&f);
         let dom = DomIntervals::new(&idom);
-        let facts = FactsInForce::new(&f, &numbers, &dom, &rpo);
+        let facts = FactsInForce::new(&f, &numbers, &dom, &rpo, &[]);
         thread_edges(&mut f, &numbers, &used, &facts, &rpo, &[]);
         f
     }
