@@ -1,5 +1,6 @@
 //! Edge facts and libpcap's `opt_j`: edges sent past the branches they already decide.
 
+use std::cell::Cell;
 use std::hash::Hash;
 
 use sift_ir::{Block, Function, Target, Terminator, Value};
@@ -285,14 +286,18 @@ struct Subtree<K, P> {
 
 /// Subtrees sorted by key and entry time, without those nested in an earlier one of the same
 /// key: the ones left per key are disjoint. Each key's subtrees are found by hashing, then the
-/// one holding a block by a binary search over their entry times alone (a long chain leaves
-/// thousands of disjoint subtrees under one key; the search reads 4 bytes per probe).
+/// one holding a block by a search over their entry times alone.
+///
+/// A long chain leaves tens of thousands of disjoint subtrees under one key, and the walks ask
+/// about blocks in an order that follows the dominator tree closely (threading visits the
+/// blocks bottom-up), so each key remembers where its last answer was and the search gallops
+/// from there: a few probes instead of a binary search over all of them.
 struct OutermostSubtrees<K, P> {
     enter: Vec<u32>,
     exit: Vec<u32>,
     payload: Vec<P>,
-    /// Where each key's subtrees lie in the arrays.
-    of_key: WordMap<K, (u32, u32)>,
+    /// Where each key's subtrees lie in the arrays, and where its last search ended.
+    of_key: WordMap<K, (u32, u32, Cell<u32>)>,
 }
 
 impl<K: Ord + Copy + Hash, P: Copy> OutermostSubtrees<K, P> {
@@ -314,7 +319,7 @@ impl<K: Ord + Copy + Hash, P: Copy> OutermostSubtrees<K, P> {
             if same_key {
                 this.of_key.get_mut(&s.key).expect("key seen").1 = at + 1;
             } else {
-                this.of_key.insert(s.key, (at, at + 1));
+                this.of_key.insert(s.key, (at, at + 1, Cell::new(at)));
             }
             last_key = Some(s.key);
             this.enter.push(s.enter);
@@ -326,12 +331,39 @@ impl<K: Ord + Copy + Hash, P: Copy> OutermostSubtrees<K, P> {
 
     /// The entry time and payload of the subtree of `key` that holds entry time `at`.
     fn holding(&self, key: K, at: u32) -> Option<(u32, P)> {
-        let &(lo, hi) = self.of_key.get(&key)?;
-        let (lo, hi) = (lo as usize, hi as usize);
-        let after = lo + self.enter[lo..hi].partition_point(|&e| e <= at);
+        let (lo, hi, last) = self.of_key.get(&key)?;
+        let (lo, hi) = (*lo as usize, *hi as usize);
+        // The first subtree entered after `at`, found from the last answer.
+        let after = gallop(&self.enter[lo..hi], last.get() as usize - lo, at) + lo;
+        last.set(after.min(hi - 1) as u32);
         let i = after.checked_sub(1).filter(|&i| i >= lo)?;
         (at < self.exit[i]).then(|| (self.enter[i], self.payload[i]))
     }
+}
+
+/// The number of entries of `sorted` that are at most `at` (its partition point), searched
+/// outwards from index `from`.
+fn gallop(sorted: &[u32], from: usize, at: u32) -> usize {
+    let n = sorted.len();
+    let from = from.min(n - 1);
+    let (lo, hi) = if sorted[from] <= at {
+        // The answer is above `from`: double the step until past it.
+        let (mut lo, mut step) = (from + 1, 1);
+        while lo + step <= n && sorted[lo + step - 1] <= at {
+            lo += step;
+            step *= 2;
+        }
+        (lo, (lo + step).min(n))
+    } else {
+        // At or below `from`.
+        let (mut hi, mut step) = (from, 1);
+        while hi >= step && sorted[hi - step] > at {
+            hi -= step;
+            step *= 2;
+        }
+        (hi.saturating_sub(step), hi)
+    };
+    lo + sorted[lo..hi].partition_point(|&e| e <= at)
 }
 
 /// For each block, whether a value it defines is used by another block (reachable or not, as
@@ -379,6 +411,20 @@ mod tests {
         let facts = FactsInForce::new(&f, &numbers, &dom, &rpo, &[]);
         thread_edges(&mut f, &numbers, &used, &facts, &rpo, &[]);
         f
+    }
+
+    /// Galloping from any start finds the partition point a binary search finds.
+    #[test]
+    fn gallop_finds_the_partition_point() {
+        let sorted: Vec<u32> = (0..200).map(|i| i * 7 + i % 5).collect();
+        for from in 0..sorted.len() {
+            for at in 0..1500 {
+                let expected = sorted.partition_point(|&e| e <= at);
+                assert_eq!(gallop(&sorted, from, at), expected, "from {from}, at {at}");
+            }
+        }
+        assert_eq!(gallop(&[5], 0, 4), 0);
+        assert_eq!(gallop(&[5], 0, 5), 1);
     }
 
     /// A walk follows the edges of the blocks below it as already threaded: block 1's edges
