@@ -46,8 +46,9 @@ use super::runs::Chain;
 use super::threading::{edge_fact, is_const_equality, FactKey};
 
 /// Groups the tests of every closed chain of `f` by value (see the module doc); returns
-/// which blocks belong to a chain whose edges moved (empty when none did; see [`is_marked`]). `used_elsewhere` is `threading::used_outside_own_block` for `f`,
-/// `rpo` its reachable blocks (in any order); `params_anywhere`: some block has parameters.
+/// which blocks belong to a chain whose edges moved (empty when none did; see [`is_marked`]).
+/// `used_elsewhere` is `threading::used_outside_own_block` for `f`, `rpo` its reachable
+/// blocks (in any order); `params_anywhere`: some block has parameters.
 pub(super) fn group_closed_chains(
     f: &mut Function,
     numbers: &Numbering,
@@ -209,10 +210,11 @@ impl View {
     /// The successor a `kind` chain shares and the one it continues along, for a branch.
     fn edges(&self, kind: Chain, b: Block) -> Option<(Block, Block)> {
         let (t, e) = (self.then_[b.index()], self.else_[b.index()]);
-        (t != NONE).then(|| match kind {
-            Chain::Or => (Block(t), Block(e)),
-            Chain::And => (Block(e), Block(t)),
-        })
+        let (shared, next) = match kind {
+            Chain::Or => (t, e),
+            Chain::And => (e, t),
+        };
+        (t != NONE).then_some((Block(shared), Block(next)))
     }
 
     /// The block a test of a `kind` chain leads to when the chain goes on, and the return

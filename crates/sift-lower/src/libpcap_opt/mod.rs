@@ -40,13 +40,16 @@
 //! computed faster: chains that nothing else sees into are put straight into the order the
 //! pullup rounds would end with (`grouping.rs`), which saves the log2(n) rounds of sorting
 //! them; pullups skip whole runs (`runs.rs`); the first loop numbers the values
-//! once when no block uses another's values (`numbering_stays`); a round after one that only
-//! pulled tests up reuses what pullups cannot change, skips the threading when a linear check
-//! proves it would move nothing (`thread_check.rs`, its groups of tests kept between such
-//! rounds), and finds the blocks laid out in reverse postorder (`renumber.rs`).
-//! [`reference_mode`] turns all of that off; `pullup_equivalence.rs` compares the two on
-//! generated chains and random IR, and tests assert every reused numbering and skipped
-//! threading against the work it skips.
+//! once when no block uses another's values (`numbering_stays`), and then has no dead code to
+//! look for after its first round; a round after one that only pulled tests up reuses what
+//! pullups cannot change, skips the threading when a linear check proves it would move
+//! nothing (`thread_check.rs`, its groups of tests kept between such rounds), and finds the
+//! blocks laid out in reverse postorder (`renumber.rs`). A round that decides no branch
+//! computes its edge facts only for threading, leaving out the chains it has just regrouped
+//! (as pullups do); the facts are searched by hashing and galloping (`threading.rs`).
+//! [`reference_mode`] turns the shortcuts off; `pullup_equivalence.rs` compares the two on
+//! generated chains and random IR, and tests assert every reused numbering, skipped dead-code
+//! pass, late facts and skipped threading against the work it skips.
 
 mod branches;
 mod dead_code;

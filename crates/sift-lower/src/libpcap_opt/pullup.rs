@@ -140,28 +140,29 @@ impl Predecessors {
                 })
                 .filter(|&&b| !is_marked(regrouped, b))
         };
-        let mut start = vec![0u32; f.blocks.len() + 1];
+        // The edges as (target, source), read from the blocks in one pass, then sorted by
+        // target, stably: the blocks are large and scattered, the edges small.
+        let mut edges: Vec<(Block, Block)> = Vec::new();
         for &b in sources() {
             let term = &f.block(b).term;
             for i in 0..edge_count(term) {
                 if let Some(t) = edge(term, i) {
-                    start[t.block.index() + 1] += 1;
+                    edges.push((t.block, b));
                 }
             }
+        }
+        let mut start = vec![0u32; f.blocks.len() + 1];
+        for &(t, _) in &edges {
+            start[t.index() + 1] += 1;
         }
         for i in 1..start.len() {
             start[i] += start[i - 1];
         }
         let mut fill = start.clone();
-        let mut list = vec![Function::ENTRY; start[f.blocks.len()] as usize];
-        for &b in sources() {
-            let term = &f.block(b).term;
-            for i in 0..edge_count(term) {
-                if let Some(t) = edge(term, i) {
-                    list[fill[t.block.index()] as usize] = b;
-                    fill[t.block.index()] += 1;
-                }
-            }
+        let mut list = vec![Function::ENTRY; edges.len()];
+        for &(t, b) in &edges {
+            list[fill[t.index()] as usize] = b;
+            fill[t.index()] += 1;
         }
         let mut preds = Predecessors { start, list };
         // libpcap prepends each edge to its successor's list.
