@@ -216,15 +216,39 @@ fn last_computation(f: &Function, b: Block) -> Option<Value> {
 ///
 /// `reachable` lists the blocks reachable from the entry (in any order).
 pub(super) fn decide_branches(f: &mut Function, numbers: &Numbering, reachable: &[Block]) -> bool {
-    let mut changed = false;
+    set_outcomes(f, &branches_to_decide(f, numbers, reachable))
+}
+
+/// Sends both edges of each branch of `decided` (from [`branches_to_decide`]) to the
+/// successor of its outcome; returns whether there was any.
+pub(super) fn set_outcomes(f: &mut Function, decided: &[(Block, bool)]) -> bool {
+    for &(b, holds) in decided {
+        if let Terminator::Branch { then_, else_, .. } = &mut f.block_mut(b).term {
+            if holds {
+                *else_ = then_.clone();
+            } else {
+                *then_ = else_.clone();
+            }
+        }
+    }
+    !decided.is_empty()
+}
+
+/// The branches [`decide_branches`] would change, with their outcomes, without changing them.
+pub(super) fn branches_to_decide(
+    f: &Function,
+    numbers: &Numbering,
+    reachable: &[Block],
+) -> Vec<(Block, bool)> {
+    let mut decided = Vec::new();
     for &b in reachable {
         let Terminator::Branch {
             op,
             lhs,
             rhs,
-            ref mut then_,
-            ref mut else_,
-        } = f.block_mut(b).term
+            ref then_,
+            ref else_,
+        } = f.block(b).term
         else {
             continue;
         };
@@ -237,14 +261,11 @@ pub(super) fn decide_branches(f: &mut Function, numbers: &Numbering, reachable: 
             (_, Some(x), Some(y)) => Some(op.eval(x, y)),
             _ => None,
         };
-        match outcome {
-            Some(true) => *else_ = then_.clone(),
-            Some(false) => *then_ = else_.clone(),
-            None => continue,
+        if let Some(holds) = outcome {
+            decided.push((b, holds));
         }
-        changed = true;
     }
-    changed
+    decided
 }
 
 fn use_counts(f: &Function) -> Vec<u32> {

@@ -46,42 +46,35 @@ use super::runs::Chain;
 use super::threading::{edge_fact, is_const_equality, FactKey};
 
 /// Groups the tests of every closed chain of `f` by value (see the module doc); returns
-/// which blocks belong to a chain whose edges moved (empty when none did; see [`is_marked`]). `used_elsewhere` is `threading::used_outside_own_block` for `f`,
-/// `rpo` its reachable blocks (in any order).
+/// which blocks belong to a chain whose edges moved (empty when none did; see [`is_marked`]).
+/// `used_elsewhere` is `threading::used_outside_own_block` for `f`, `rpo` its reachable
+/// blocks (in any order); `params_anywhere`: some block has parameters.
 pub(super) fn group_closed_chains(
     f: &mut Function,
     numbers: &Numbering,
     used_elsewhere: &[bool],
     rpo: &[Block],
+    params_anywhere: bool,
 ) -> Vec<bool> {
     // Condition 5.
-    if used_elsewhere.iter().any(|&u| u) || f.blocks.iter().any(|b| !b.params.is_empty()) {
+    if params_anywhere || used_elsewhere.iter().any(|&u| u) {
         return Vec::new();
     }
-    let mut entries = vec![0u32; f.blocks.len()];
-    for &b in rpo {
-        for s in successors(&f.block(b).term) {
-            entries[s.index()] += 1;
-        }
-    }
-    let compared = |b: Block| match f.block(b).term {
-        Terminator::Branch { lhs, .. } => Some(numbers.vn(lhs)),
-        _ => None,
-    };
+    let view = View::new(f, numbers, rpo);
     let mut chains = Vec::new();
     let mut member = vec![false; f.blocks.len()];
     for kind in [Chain::Or, Chain::And] {
         // Blocks entered along the chain edge of a test sharing their shared return: not heads.
         let mut entered_along = vec![false; f.blocks.len()];
         for &p in rpo {
-            if let Some((shared, next)) = link(f, kind, p) {
-                if link(f, kind, next).is_some_and(|(s, _)| s == shared) {
+            if let Some((shared, next)) = view.link(kind, p) {
+                if view.link(kind, next).is_some_and(|(s, _)| s == shared) {
                     entered_along[next.index()] = true;
                 }
             }
         }
         for &head in rpo.iter().filter(|h| !entered_along[h.index()]) {
-            let chain = closed_chain_from(f, kind, head, &entries);
+            let chain = closed_chain_from(&view, kind, head);
             // A block in two chains (not known to arise) is left to the rounds.
             if let Some(chain) = chain.filter(|c| c.blocks.iter().all(|b| !member[b.index()])) {
                 for &c in &chain.blocks {
@@ -95,7 +88,7 @@ pub(super) fn group_closed_chains(
     // kept with fewer others is still closed, see the module doc).
     let mut rank = vec![u32::MAX; numbers.count()];
     chains.retain(|chain| {
-        let grouped = !needs_grouping(f, numbers, chain, &mut rank);
+        let grouped = !needs_grouping(&view, chain, &mut rank);
         if grouped {
             for &c in &chain.blocks {
                 member[c.index()] = false;
@@ -112,7 +105,7 @@ pub(super) fn group_closed_chains(
         .iter()
         .enumerate()
         .flat_map(|(i, chain)| chain.blocks.iter().map(move |&c| (c, i as u32)))
-        .filter_map(|(c, i)| Some((compared(c)?, i)))
+        .filter_map(|(c, i)| Some((view.compared(c)?, i)))
         .collect();
     by_value.sort_unstable();
     let chains_comparing = |v: Vn| {
@@ -126,7 +119,7 @@ pub(super) fn group_closed_chains(
     let mut newly_outside: Vec<Vn> = rpo
         .iter()
         .filter(|b| !member[b.index()])
-        .filter_map(|&b| compared(b))
+        .filter_map(|&b| view.compared(b))
         .collect();
     let mut kept = vec![true; chains.len()];
     while let Some(v) = newly_outside.pop() {
@@ -135,7 +128,7 @@ pub(super) fn group_closed_chains(
         }
         for i in chains_comparing(v) {
             if std::mem::replace(&mut kept[i], false) {
-                newly_outside.extend(chains[i].blocks.iter().filter_map(|&c| compared(c)));
+                newly_outside.extend(chains[i].blocks.iter().filter_map(|&c| view.compared(c)));
             }
         }
     }
@@ -147,7 +140,7 @@ pub(super) fn group_closed_chains(
         .map(|(chain, _)| chain)
         .collect();
     for chain in kept {
-        if group(f, numbers, chain, &mut rank) {
+        if group(f, &view, chain, &mut rank) {
             moved.resize(f.blocks.len(), false);
             for &c in &chain.blocks {
                 moved[c.index()] = true;
@@ -162,49 +155,97 @@ pub(super) fn is_marked(mask: &[bool], b: Block) -> bool {
     mask.get(b.index()).is_some_and(|&m| m)
 }
 
+const NONE: u32 = u32::MAX;
+
+/// What the search for chains reads of each reachable block, gathered in one pass over the
+/// blocks (the search reads each block several times; the blocks themselves are large and
+/// scattered, these arrays small).
+struct View {
+    /// Per two-way branch: its true and false successors and the value it compares
+    /// (`NONE` elsewhere).
+    then_: Vec<u32>,
+    else_: Vec<u32>,
+    compared: Vec<Vn>,
+    returns: Vec<bool>,
+    /// How many edges of reachable blocks enter each block.
+    entries: Vec<u32>,
+}
+
+impl View {
+    fn new(f: &Function, numbers: &Numbering, rpo: &[Block]) -> View {
+        let n = f.blocks.len();
+        let mut view = View {
+            then_: vec![NONE; n],
+            else_: vec![NONE; n],
+            compared: vec![NONE; n],
+            returns: vec![false; n],
+            entries: vec![0; n],
+        };
+        for &b in rpo {
+            let term = &f.block(b).term;
+            match term {
+                Terminator::Branch {
+                    lhs, then_, else_, ..
+                } => {
+                    view.then_[b.index()] = then_.block.0;
+                    view.else_[b.index()] = else_.block.0;
+                    view.compared[b.index()] = numbers.vn(*lhs);
+                }
+                Terminator::Return(_) | Terminator::ReturnValue(_) => {
+                    view.returns[b.index()] = true;
+                }
+                _ => {}
+            }
+            for s in successors(term) {
+                view.entries[s.index()] += 1;
+            }
+        }
+        view
+    }
+
+    fn compared(&self, b: Block) -> Option<Vn> {
+        Some(self.compared[b.index()]).filter(|&v| v != NONE)
+    }
+
+    /// The successor a `kind` chain shares and the one it continues along, for a branch.
+    fn edges(&self, kind: Chain, b: Block) -> Option<(Block, Block)> {
+        let (t, e) = (self.then_[b.index()], self.else_[b.index()]);
+        let (shared, next) = match kind {
+            Chain::Or => (t, e),
+            Chain::And => (e, t),
+        };
+        (t != NONE).then_some((Block(shared), Block(next)))
+    }
+
+    /// The block a test of a `kind` chain leads to when the chain goes on, and the return
+    /// its shared edge leads to (condition 1, without the next block's part).
+    fn link(&self, kind: Chain, b: Block) -> Option<(Block, Block)> {
+        let (shared, next) = self.edges(kind, b)?;
+        (shared != next && self.returns[shared.index()]).then_some((shared, next))
+    }
+}
+
 struct ClosedChain {
     kind: Chain,
     blocks: Vec<Block>,
 }
 
-/// The block a test of a `kind` chain leads to when the chain goes on, and the return its
-/// shared edge leads to (condition 1, without the next block's part).
-fn link(f: &Function, kind: Chain, b: Block) -> Option<(Block, Block)> {
-    let (shared, next) = kind.edges(f, b)?;
-    let returns = |x: Block| {
-        matches!(
-            f.block(x).term,
-            Terminator::Return(_) | Terminator::ReturnValue(_)
-        )
-    };
-    (shared != next && returns(shared)).then_some((shared, next))
-}
-
 /// The closed chain headed by `head` (conditions 1 and 2), if `head` heads one of two or more
 /// tests; `head` is not entered along the chain edge of a test sharing its return.
-fn closed_chain_from(
-    f: &Function,
-    kind: Chain,
-    head: Block,
-    entries: &[u32],
-) -> Option<ClosedChain> {
-    let (shared, mut next) = link(f, kind, head)?;
+fn closed_chain_from(view: &View, kind: Chain, head: Block) -> Option<ClosedChain> {
+    let (shared, mut next) = view.link(kind, head)?;
     let mut blocks = vec![head];
-    while let Some((s, after)) = link(f, kind, next) {
-        if s != shared || entries[next.index()] != 1 {
+    while let Some((s, after)) = view.link(kind, next) {
+        if s != shared || view.entries[next.index()] != 1 {
             break;
         }
         blocks.push(next);
         next = after;
-        if blocks.len() > entries.len() {
+        if blocks.len() > view.entries.len() {
             return None; // a cycle: not a chain
         }
     }
-    let ends_in_return = matches!(
-        f.block(next).term,
-        Terminator::Return(_) | Terminator::ReturnValue(_)
-    );
-    if blocks.len() < 2 || !ends_in_return {
+    if blocks.len() < 2 || !view.returns[next.index()] {
         return None;
     }
     Some(ClosedChain { kind, blocks })
@@ -222,25 +263,17 @@ fn tests_are_distinct(f: &Function, numbers: &Numbering, chain: &ClosedChain) ->
     })
 }
 
-fn chain_value(f: &Function, numbers: &Numbering, b: Block) -> Vn {
-    match f.block(b).term {
-        Terminator::Branch { lhs, .. } => numbers.vn(lhs),
-        _ => unreachable!("chain tests branch"),
-    }
+fn chain_value(view: &View, b: Block) -> Vn {
+    view.compared(b).expect("chain tests branch")
 }
 
 /// Whether some value's tests in `chain` are not side by side. `seen` is scratch space
 /// indexed by value number, all `u32::MAX`, and left so.
-fn needs_grouping(
-    f: &Function,
-    numbers: &Numbering,
-    chain: &ClosedChain,
-    seen: &mut [u32],
-) -> bool {
+fn needs_grouping(view: &View, chain: &ClosedChain, seen: &mut [u32]) -> bool {
     let mut previous = None;
     let mut scattered = false;
     for &c in &chain.blocks {
-        let v = chain_value(f, numbers, c);
+        let v = chain_value(view, c);
         if previous != Some(v) {
             scattered |= seen[v as usize] != u32::MAX;
             seen[v as usize] = 0;
@@ -248,15 +281,15 @@ fn needs_grouping(
         }
     }
     for &c in &chain.blocks {
-        seen[chain_value(f, numbers, c) as usize] = u32::MAX;
+        seen[chain_value(view, c) as usize] = u32::MAX;
     }
     scattered
 }
 
 /// Puts `chain`'s tests in their final order; returns whether it changed. `rank` is scratch
 /// space indexed by value number, all `u32::MAX`, and left so.
-fn group(f: &mut Function, numbers: &Numbering, chain: &ClosedChain, rank: &mut [u32]) -> bool {
-    let value = |f: &Function, b: Block| chain_value(f, numbers, b);
+fn group(f: &mut Function, view: &View, chain: &ClosedChain, rank: &mut [u32]) -> bool {
+    let value = |_: &Function, b: Block| chain_value(view, b);
     // Rank of each value by first appearance, then a stable sort by rank.
     let mut values = 0;
     let mut order: Vec<(u32, Block)> = Vec::with_capacity(chain.blocks.len());
@@ -278,7 +311,7 @@ fn group(f: &mut Function, numbers: &Numbering, chain: &ClosedChain, rank: &mut 
     #[cfg(test)]
     GROUPED.with(|g| g.set(g.get() + 1));
     let last = *chain.blocks.last().expect("two or more tests");
-    let exit = chain.kind.edges(f, last).expect("a branch").1;
+    let exit = view.edges(chain.kind, last).expect("a branch").1;
     for (i, &(_, c)) in order.iter().enumerate() {
         let next = order.get(i + 1).map_or(exit, |&(_, n)| n);
         set_next(f, chain.kind, c, next);

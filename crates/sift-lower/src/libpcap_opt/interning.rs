@@ -15,6 +15,8 @@ use std::collections::HashMap;
 
 use sift_ir::{Block, Function, Inst, Terminator, Value};
 
+use super::threading::used_outside_own_block;
+
 /// Operands computed in the block are renamed by their position, above every real value.
 const LOCAL: u32 = 1 << 31;
 
@@ -24,9 +26,14 @@ pub(super) fn merge_equal_blocks(f: &mut Function) -> bool {
     let mut moved_any = false;
     // Each pass merges at least one pair of blocks, so there are fewer passes than blocks.
     for _ in 0..f.blocks.len() {
+        // A block whose values are used elsewhere stays itself (its uses need it).
+        let used_elsewhere = used_outside_own_block(f);
         let mut first_of: HashMap<(Vec<Inst>, Terminator), Block> = HashMap::new();
         let mut representative: Vec<Option<Block>> = vec![None; f.blocks.len()];
         for b in f.reverse_postorder() {
+            if used_elsewhere[b.index()] {
+                continue;
+            }
             let Some(code) = code_of(f, b) else { continue };
             let first = *first_of.entry(code).or_insert(b);
             if first != b {

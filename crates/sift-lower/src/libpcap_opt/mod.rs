@@ -42,13 +42,16 @@
 //! computed faster: chains that nothing else sees into are put straight into the order the
 //! pullup rounds would end with (`grouping.rs`), which saves the log2(n) rounds of sorting
 //! them; pullups skip whole runs (`runs.rs`); the first loop numbers the values
-//! once when no block uses another's values (`numbering_stays`); a round after one that only
-//! pulled tests up reuses what pullups cannot change, skips the threading when a linear check
-//! proves it would move nothing (`thread_check.rs`, its groups of tests kept between such
-//! rounds), and finds the blocks laid out in reverse postorder (`renumber.rs`).
-//! [`reference_mode`] turns all of that off; `pullup_equivalence.rs` compares the two on
-//! generated chains and random IR, and tests assert every reused numbering and skipped
-//! threading against the work it skips.
+//! once when no block uses another's values (`numbering_stays`), and then has no dead code to
+//! look for after its first round; a round after one that only pulled tests up reuses what
+//! pullups cannot change, skips the threading when a linear check proves it would move
+//! nothing (`thread_check.rs`, its groups of tests kept between such rounds), and finds the
+//! blocks laid out in reverse postorder (`renumber.rs`). A round that decides no branch
+//! computes its edge facts only for threading, leaving out the chains it has just regrouped
+//! (as pullups do); the facts are searched by hashing and galloping (`threading.rs`).
+//! [`reference_mode`] turns the shortcuts off; `pullup_equivalence.rs` compares the two on
+//! generated chains and random IR, and tests assert every reused numbering, skipped dead-code
+//! pass, late facts and skipped threading against the work it skips.
 
 mod branches;
 mod dead_code;
@@ -69,14 +72,14 @@ use sift_ir::verify::dominators;
 use sift_ir::{Function, Terminator};
 
 use branches::{
-    decide_branches, first_round_jset_peephole, jset_peephole, relation_peephole, swap_mask_tests,
-    unmask,
+    branches_to_decide, decide_branches, first_round_jset_peephole, jset_peephole,
+    relation_peephole, set_outcomes, swap_mask_tests, unmask,
 };
 use dead_code::remove_dead_code;
 use grouping::group_closed_chains;
 use interning::merge_equal_blocks;
 use numbering::Numbering;
-use pullup::{pullups, DomIntervals};
+use pullup::{pullups, DomIntervals, Levels};
 use thread_check::{nothing_to_thread, TestGroups};
 use threading::{thread_edges, used_outside_own_block, FactsInForce};
 
@@ -105,11 +108,19 @@ pub(crate) fn apply(f: &mut Function) -> Result<(), String> {
     // The threading check's groups of tests, while the numbering is carried and rounds only
     // pull tests up (nothing they depend on changes).
     let mut test_groups: Option<TestGroups> = None;
+    // No rule adds or removes block parameters.
+    let params_anywhere = f.blocks.iter().any(|b| !b.params.is_empty());
     for round in 0..MAX_ROUNDS {
         let mut changed = false;
+        // What libpcap computes at the start of a round, before it decides branches and moves
+        // edges, and uses throughout: levels, dominators and the facts edges carry. The
+        // dominators come with the reachable blocks in reverse postorder.
+        let (idom, dom_rpo) = dominators(f);
+        let dom = DomIntervals::new(&idom);
         // The reachable blocks, in reverse postorder until an edge moves; the rules given it
         // only need the set, except numbering, which runs first.
-        let mut rpo = f.reverse_postorder();
+        let mut rpo = dom_rpo.clone();
+        let numbering_carried = carried.is_some();
         let numbers = match carried.take() {
             Some(numbers) => {
                 #[cfg(test)]
@@ -129,25 +140,47 @@ pub(crate) fn apply(f: &mut Function) -> Result<(), String> {
         } else {
             Vec::new()
         };
-        // What libpcap computes at the start of a round, before it decides branches and moves
-        // edges, and uses throughout: levels, dominators and the facts edges carry.
-        let levels = pullup::levels(f);
-        let (idom, dom_rpo) = dominators(f);
-        let dom = DomIntervals::new(&idom);
-        // Rounds after one that only pulled tests up decide nothing, so their facts can wait
-        // until threading is known to be needed.
-        let facts_at_start = (!only_pulled).then(|| FactsInForce::new(f, &numbers, &dom, &dom_rpo));
+        let levels = Levels::new(f, &rpo);
+        // The facts edges carry at the round's start, which threading uses. When this round
+        // decides no branch (never, after a round that only pulled tests up) they are the
+        // facts after the decisions, and wait until threading is known to be needed; the
+        // first round's mask tests need the facts from before their successors swap.
+        let to_decide = if only_pulled {
+            Vec::new()
+        } else {
+            branches_to_decide(f, &numbers, &rpo)
+        };
+        let facts_at_start = (!to_decide.is_empty() || !shortcuts || !mask_tests.is_empty())
+            .then(|| FactsInForce::new(f, &numbers, &dom, &dom_rpo, &[]));
+        // Tests check the facts computed later against these.
+        #[cfg(test)]
+        let facts_check = facts_at_start
+            .is_none()
+            .then(|| FactsInForce::new(f, &numbers, &dom, &dom_rpo, &[]));
         swap_mask_tests(f, &mask_tests);
         changed |= !mask_tests.is_empty();
         if only_pulled {
             #[cfg(test)]
             assert_round_would_change_nothing(f)?;
         } else {
-            if decide_branches(f, &numbers, &rpo) {
+            if set_outcomes(f, &to_decide) {
                 changed = true;
                 rpo = f.reverse_postorder();
             }
-            let removed = remove_dead_code(f, &rpo);
+            // With the numbering carried, no block uses another's values: an instruction is
+            // live when its own block's terminator needs it, and in this loop neither
+            // instructions nor operands change and the reachable blocks only lose members,
+            // so the last removal (which every round does or skips for this reason) stands.
+            let removed = if numbering_carried {
+                #[cfg(test)]
+                assert!(
+                    !remove_dead_code(&mut f.clone(), &rpo),
+                    "dead code under a carried numbering"
+                );
+                false
+            } else {
+                remove_dead_code(f, &rpo)
+            };
             changed |= removed;
             if removed || !shortcuts {
                 cross_block_uses = None;
@@ -158,7 +191,7 @@ pub(crate) fn apply(f: &mut Function) -> Result<(), String> {
         // round's threading and pullups skip their blocks: neither would change them, and what
         // the structures from the round's start say about them is out of date.
         let regrouped = if shortcuts {
-            group_closed_chains(f, &numbers, used, &rpo)
+            group_closed_chains(f, &numbers, used, &rpo, params_anywhere)
         } else {
             Vec::new()
         };
@@ -169,20 +202,35 @@ pub(crate) fn apply(f: &mut Function) -> Result<(), String> {
                 test_groups.get_or_insert_with(|| TestGroups::new(f, &numbers, used, &dom_rpo));
             nothing_to_thread(f, tests, used, &dom_rpo, &dom)
         };
+        #[cfg(test)]
+        let before_threading = f.clone();
         let threaded = !skip_threading && {
-            let facts =
-                facts_at_start.unwrap_or_else(|| FactsInForce::new(f, &numbers, &dom, &dom_rpo));
+            // Facts computed now, after the grouping, answer as those at the start for every
+            // block threading walks from (see `FactsInForce::new`).
+            let facts = facts_at_start
+                .unwrap_or_else(|| FactsInForce::new(f, &numbers, &dom, &dom_rpo, &regrouped));
             thread_edges(f, &numbers, used, &facts, &dom_rpo, &regrouped)
         };
         #[cfg(test)]
+        if let (Some(facts), false) = (&facts_check, skip_threading) {
+            let mut copy = before_threading;
+            thread_edges(&mut copy, &numbers, used, facts, &dom_rpo, &regrouped);
+            assert!(copy == *f, "facts computed late thread differently");
+        }
+        #[cfg(test)]
         if skip_threading {
-            let facts = FactsInForce::new(f, &numbers, &dom, &dom_rpo);
+            let facts = FactsInForce::new(f, &numbers, &dom, &dom_rpo, &regrouped);
             assert_threading_moves_nothing(f, &numbers, used, &facts, &dom_rpo, &regrouped);
         }
-        let pulled = pullups(f, &numbers, &dom, &levels, &regrouped);
+        let pulled = pullups(f, &numbers, &dom, &levels, &regrouped, params_anywhere);
+        // The first round's peepholes change branches' operands, which leaves the `sub`s
+        // and `and`s they tested dead: the next round numbers afresh and removes them.
+        let mut operands_rewritten = false;
         if round == 0 {
             unmask(f, &mask_tests);
-            changed |= relation_peephole(f, &numbers, &f.reverse_postorder());
+            operands_rewritten =
+                relation_peephole(f, &numbers, &f.reverse_postorder()) || !mask_tests.is_empty();
+            changed |= operands_rewritten;
         }
         if !(changed || threaded || pulled) {
             break;
@@ -198,10 +246,13 @@ pub(crate) fn apply(f: &mut Function) -> Result<(), String> {
             }
         }
         let used = cross_block_uses.as_ref().expect("computed this round");
-        if shortcuts && numbering_stays(used) {
+        if shortcuts && numbering_stays(used) && !operands_rewritten {
             carried = Some(numbers);
         }
     }
+    // Whether the second loop reached its fixed point: its last dead-code removal, over the
+    // blocks reachable now, removed nothing.
+    let mut settled = false;
     for _ in 0..MAX_ROUNDS {
         let mut rpo = f.reverse_postorder();
         let (numbers, mut changed) = Numbering::compute(f, Phase::FoldStatements, &rpo)?;
@@ -213,12 +264,14 @@ pub(crate) fn apply(f: &mut Function) -> Result<(), String> {
         }
         changed |= remove_dead_code(f, &rpo);
         if !changed {
+            settled = true;
             break;
         }
     }
     merge_equal_blocks(f);
-    skip_undecided_root(f);
-    remove_dead_code(f, &f.reverse_postorder());
+    if skip_undecided_root(f) || !settled {
+        remove_dead_code(f, &f.reverse_postorder());
+    }
     Ok(())
 }
 
@@ -323,12 +376,12 @@ fn with_reference_mode<T>(run: impl FnOnce() -> T) -> T {
 /// libpcap's `opt_root`: the entry block and the blocks after it that branch to one place
 /// whatever the outcome are skipped; the entry's own statements move to the first real block,
 /// those of the skipped blocks after it are lost, and if the first real block returns, no
-/// statement runs at all (a filter has no side effects).
-fn skip_undecided_root(f: &mut Function) {
+/// statement runs at all (a filter has no side effects). Returns whether the entry changed.
+fn skip_undecided_root(f: &mut Function) -> bool {
     let mut target = match &f.block(Function::ENTRY).term {
         Terminator::Branch { then_, else_, .. } if then_ == else_ => then_.clone(),
         Terminator::Jump(t) => t.clone(),
-        _ => return,
+        _ => return false,
     };
     // Bounded by the number of blocks: every step goes forward in an acyclic graph.
     for _ in 0..f.blocks.len() {
@@ -348,6 +401,7 @@ fn skip_undecided_root(f: &mut Function) {
             }
         }
     }
+    true
 }
 
 /// libpcap's two optimizer loops.

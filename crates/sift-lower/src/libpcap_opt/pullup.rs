@@ -26,30 +26,31 @@ use super::runs::{Chain, Runs};
 /// libpcap computes them once per round, before it decides branches and moves edges, and its
 /// predecessor lists come from the blocks those levels hold, even those no longer reached.
 /// Blocks marked in `regrouped` (closed chains sorted since, which no pullup changes any more)
-/// are skipped: what those structures say about them is out of date.
+/// are skipped: what those structures say about them is out of date. `params_anywhere`: some
+/// block of `f` has parameters (then libpcap would not have optimized it; nothing moves).
 pub(super) fn pullups(
     f: &mut Function,
     numbers: &Numbering,
     dom: &DomIntervals,
-    levels: &[Vec<Block>],
+    levels: &Levels,
     regrouped: &[bool],
+    params_anywhere: bool,
 ) -> bool {
-    if f.blocks.iter().any(|b| !b.params.is_empty()) {
+    if params_anywhere {
         return false;
     }
-    let preds = Predecessors::new(f, levels);
-    let compared: Vec<Option<Vn>> = f
-        .blocks
-        .iter()
-        .map(|data| match data.term {
-            Terminator::Branch { lhs, .. } => Some(numbers.vn(lhs)),
-            _ => None,
-        })
-        .collect();
-    let tested = TestedUnder::new(&compared, dom);
+    let preds = Predecessors::new(f, levels, regrouped);
+    // Edges of the blocks reachable at the round's start lead only to such blocks, whatever
+    // moved since, so the walks read no other block.
+    let mut compared: Vec<Option<Vn>> = vec![None; f.blocks.len()];
+    for &b in &levels.order {
+        if let Terminator::Branch { lhs, .. } = f.block(b).term {
+            compared[b.index()] = Some(numbers.vn(lhs));
+        }
+    }
     let mut sweep = Sweep {
         compared: &compared,
-        tested: &tested,
+        tested: None,
         dom,
         preds: &preds,
         or_runs: Runs::new(Chain::Or, &compared, &dom.enter),
@@ -57,8 +58,8 @@ pub(super) fn pullups(
         skip_runs: !super::reference_mode(),
     };
     let mut changed = false;
-    for level in levels.iter().skip(1) {
-        for &b in level.iter().filter(|&&b| !is_marked(regrouped, b)) {
+    for &b in levels.above_returns() {
+        if !is_marked(regrouped, b) {
             changed |= sweep.pullup(f, b, Chain::Or);
             changed |= sweep.pullup(f, b, Chain::And);
         }
@@ -68,70 +69,100 @@ pub(super) fn pullups(
 
 /// Blocks by level: returns are level 0, a branch is one more than its higher successor. Within
 /// a level, blocks come in the order libpcap lists them (last finished first in a depth-first
-/// walk that visits the true successor before the false one).
-pub(super) fn levels(f: &Function) -> Vec<Vec<Block>> {
-    let n = f.blocks.len();
-    let mut level = vec![usize::MAX; n];
-    let mut finished: Vec<Block> = Vec::with_capacity(n);
-    let mut stack = vec![(Function::ENTRY, 0usize)];
-    let mut seen = vec![false; n];
-    seen[0] = true;
-    while let Some((b, i)) = stack.pop() {
-        let term = &f.block(b).term;
-        if let Some(s) = edge(term, i).map(|t| t.block) {
-            stack.push((b, i + 1));
-            if !seen[s.index()] {
-                seen[s.index()] = true;
-                stack.push((s, 0));
-            }
-            continue;
+/// walk that visits the true successor before the false one), all in one array.
+pub(super) struct Levels {
+    /// The blocks, level 0 first, each level in reverse postorder.
+    order: Vec<Block>,
+    /// Where each level starts in `order`, and its end.
+    start: Vec<u32>,
+}
+
+impl Levels {
+    /// The levels of `f`'s blocks; `rpo` is [`Function::reverse_postorder`], whose reverse is
+    /// the order in which libpcap's walk finishes the blocks (the same depth-first walk).
+    pub(super) fn new(f: &Function, rpo: &[Block]) -> Levels {
+        let mut level = vec![0u32; f.blocks.len()];
+        let mut top = 0;
+        for &b in rpo.iter().rev() {
+            let l = successors(&f.block(b).term)
+                .map(|s| level[s.index()] + 1)
+                .max()
+                .unwrap_or(0);
+            level[b.index()] = l;
+            top = top.max(l);
         }
-        level[b.index()] = successors(term)
-            .map(|s| level[s.index()] + 1)
-            .max()
-            .unwrap_or(0);
-        finished.push(b);
+        // A counting sort by level, stable: each level keeps reverse postorder.
+        let mut start = vec![0u32; top as usize + 2];
+        for &b in rpo {
+            start[level[b.index()] as usize + 1] += 1;
+        }
+        for i in 1..start.len() {
+            start[i] += start[i - 1];
+        }
+        let mut fill = start.clone();
+        let mut order = vec![Function::ENTRY; rpo.len()];
+        for &b in rpo {
+            let slot = &mut fill[level[b.index()] as usize];
+            order[*slot as usize] = b;
+            *slot += 1;
+        }
+        Levels { order, start }
     }
-    let top = finished.iter().map(|b| level[b.index()]).max().unwrap_or(0);
-    let mut out = vec![Vec::new(); top + 1];
-    for &b in finished.iter().rev() {
-        out[level[b.index()]].push(b);
+
+    /// The blocks of levels 1 and up (the branches), lowest level first.
+    fn above_returns(&self) -> &[Block] {
+        let first = self.start.get(1).map_or(0, |&s| s as usize);
+        &self.order[first..]
     }
-    out
 }
 
 /// Predecessors of each block, as libpcap's `find_inedges` lists them, in one array.
+///
+/// Edges leaving blocks marked in `regrouped` are left out: they enter only each other and
+/// returns, whose predecessors no pullup asks for.
 struct Predecessors {
     start: Vec<u32>,
     list: Vec<Block>,
 }
 
 impl Predecessors {
-    fn new(f: &Function, levels: &[Vec<Block>]) -> Predecessors {
+    fn new(f: &Function, levels: &Levels, regrouped: &[bool]) -> Predecessors {
         // Edges from the branches, highest level first (plain loops: this runs every round).
-        let sources = || levels.iter().skip(1).rev().flat_map(|level| level.iter());
-        let mut start = vec![0u32; f.blocks.len() + 1];
+        let sources = || {
+            let branches = levels.above_returns();
+            let ends = &levels.start[1..];
+            // Level by level from the top, each level in its own order.
+            ends.windows(2)
+                .rev()
+                .flat_map(move |w| {
+                    let first = ends[0] as usize;
+                    &branches[w[0] as usize - first..w[1] as usize - first]
+                })
+                .filter(|&&b| !is_marked(regrouped, b))
+        };
+        // The edges as (target, source), read from the blocks in one pass, then sorted by
+        // target, stably: the blocks are large and scattered, the edges small.
+        let mut edges: Vec<(Block, Block)> = Vec::new();
         for &b in sources() {
             let term = &f.block(b).term;
             for i in 0..edge_count(term) {
                 if let Some(t) = edge(term, i) {
-                    start[t.block.index() + 1] += 1;
+                    edges.push((t.block, b));
                 }
             }
+        }
+        let mut start = vec![0u32; f.blocks.len() + 1];
+        for &(t, _) in &edges {
+            start[t.index() + 1] += 1;
         }
         for i in 1..start.len() {
             start[i] += start[i - 1];
         }
         let mut fill = start.clone();
-        let mut list = vec![Function::ENTRY; start[f.blocks.len()] as usize];
-        for &b in sources() {
-            let term = &f.block(b).term;
-            for i in 0..edge_count(term) {
-                if let Some(t) = edge(term, i) {
-                    list[fill[t.block.index()] as usize] = b;
-                    fill[t.block.index()] += 1;
-                }
-            }
+        let mut list = vec![Function::ENTRY; edges.len()];
+        for &(t, b) in &edges {
+            list[fill[t.index()] as usize] = b;
+            fill[t.index()] += 1;
         }
         let mut preds = Predecessors { start, list };
         // libpcap prepends each edge to its successor's list.
@@ -188,7 +219,8 @@ struct Sweep<'a> {
     /// The value each block's branch compares (what libpcap's A register holds on exit);
     /// pullups move edges only, so this holds for the whole sweep.
     compared: &'a [Option<Vn>],
-    tested: &'a TestedUnder,
+    /// Built when a walk first needs it (most sweeps never do).
+    tested: Option<TestedUnder>,
     dom: &'a DomIntervals,
     preds: &'a Predecessors,
     or_runs: Runs<'a>,
@@ -278,13 +310,14 @@ impl<'a> Sweep<'a> {
         let mut steps = 0;
         let pull = loop {
             steps += 1;
-            if steps == 8
-                && self.skip_runs
-                && !self
+            if steps == 8 && self.skip_runs {
+                let (compared, dom) = (self.compared, self.dom);
+                let tested = self
                     .tested
-                    .anywhere_under(self.dom, b, value.expect("checked"))
-            {
-                return false;
+                    .get_or_insert_with(|| TestedUnder::new(compared, dom));
+                if !tested.anywhere_under(dom, b, value.expect("checked")) {
+                    return false;
+                }
             }
             if let Some(last) = self.skip_run(f, chain, b, same_owner) {
                 same_owner = last;

@@ -2,6 +2,8 @@
 
 use sift_ir::{Block, Function, Inst};
 
+use super::edges::{edge_count, edge_mut};
+
 /// Renumbers the blocks of `f` so that the reachable ones come first, in reverse postorder,
 /// and the others after them in their old order; nothing is dropped. Every rule here reads
 /// the graph through its edges, never through block numbers, so only the memory layout
@@ -30,7 +32,8 @@ pub(super) fn in_reverse_postorder(f: &mut Function) -> Vec<u32> {
         }
     }
     for data in &mut f.blocks {
-        for t in data.term.targets_mut() {
+        for i in 0..edge_count(&data.term) {
+            let t = edge_mut(&mut data.term, i).expect("edge exists");
             t.block = Block(new_of[t.block.index()]);
         }
     }

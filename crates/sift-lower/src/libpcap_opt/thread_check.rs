@@ -147,7 +147,7 @@ pub(super) fn nothing_to_thread(
     for g in 0..tests.groups {
         sources[start[g] as usize..start[g + 1] as usize].sort_unstable();
     }
-    let incoming = single_incoming(f, rpo);
+    let incoming = single_incoming(f, rpo.iter());
     // Whether a block of group `id` is `target`, or is entered from under `target`.
     let reaches = |id: u32, target: Block, only_entry: bool, member: &[u32]| -> bool {
         if id == NONE {

@@ -1,9 +1,13 @@
 //! Edge facts and libpcap's `opt_j`: edges sent past the branches they already decide.
 
+use std::cell::Cell;
+use std::hash::Hash;
+
 use sift_ir::{Block, Function, Target, Terminator, Value};
 
 use super::branches::{libpcap_form, Code};
 use super::edges::{edge as edge_at, edge_count, edge_mut, successors};
+use super::fast_hash::WordMap;
 use super::grouping::is_marked;
 use super::numbering::{Numbering, Vn};
 use super::pullup::DomIntervals;
@@ -138,9 +142,13 @@ fn step(
 
 /// The single edge entering each reachable block, if there is exactly one (with whether it is
 /// the true edge of a two-way branch): the edges whose facts hold in the block's subtree.
-pub(super) fn single_incoming(f: &Function, rpo: &[Block]) -> Vec<Incoming> {
+/// Edges count when they leave a block of `sources`.
+pub(super) fn single_incoming<'b>(
+    f: &Function,
+    sources: impl Iterator<Item = &'b Block>,
+) -> Vec<Incoming> {
     let mut incoming: Vec<Incoming> = vec![Incoming::None; f.blocks.len()];
-    for &b in rpo {
+    for &b in sources {
         let term = &f.block(b).term;
         let is_branch = edge_count(term) == 2;
         for (i, s) in successors(term).enumerate() {
@@ -183,16 +191,24 @@ pub(super) struct FactsInForce<'a> {
 
 impl<'a> FactsInForce<'a> {
     /// The facts of `f` as it is: `dom` is its dominator tree, `rpo` its reachable blocks.
+    ///
+    /// Blocks marked in `left_out` (closed chains regrouped this round, see `grouping.rs`)
+    /// are left out, as sources of edges and as blocks entered. The facts left answer as all
+    /// of them would for every block outside those chains that has edges: a chain's tests
+    /// enter only each other and returns, so they dominate nothing else, and the edges
+    /// entering other blocks are unchanged by the regrouping.
     pub(super) fn new(
         f: &Function,
         numbers: &Numbering,
         dom: &'a DomIntervals,
         rpo: &[Block],
+        left_out: &[bool],
     ) -> FactsInForce<'a> {
-        let incoming = single_incoming(f, rpo);
+        let kept = || rpo.iter().filter(|&&b| !is_marked(left_out, b));
+        let incoming = single_incoming(f, kept());
         let mut exact = Vec::new();
         let mut const_equalities = Vec::new();
-        for &d in rpo {
+        for &d in kept() {
             let Incoming::One(pred, then_edge) = incoming[d.index()] else {
                 continue;
             };
@@ -239,18 +255,14 @@ impl<'a> FactsInForce<'a> {
         let own_exact = own
             .filter(|&(k, fact)| k == key && fact.rhs == rhs)
             .map(|(_, fact)| (OWN, fact.holds));
-        let exact = self
-            .exact
-            .holding((key, rhs), at)
-            .map(|e| (e.enter, e.payload))
-            .or(own_exact);
+        let exact = self.exact.holding((key, rhs), at).or(own_exact);
         let equality = if code == Code::Eq && rhs_is_const {
             let own_equality = own
                 .filter(|&(k, fact)| k == key && is_const_equality(k, fact))
                 .map(|(_, fact)| (OWN, fact.rhs == rhs));
             self.const_equalities
                 .holding(key, at)
-                .map(|e| (e.enter, e.payload == rhs))
+                .map(|(enter, constant)| (enter, constant == rhs))
                 .or(own_equality)
         } else {
             None
@@ -273,30 +285,85 @@ struct Subtree<K, P> {
 }
 
 /// Subtrees sorted by key and entry time, without those nested in an earlier one of the same
-/// key: the ones left per key are disjoint.
-struct OutermostSubtrees<K, P>(Vec<Subtree<K, P>>);
+/// key: the ones left per key are disjoint. Each key's subtrees are found by hashing, then the
+/// one holding a block by a search over their entry times alone.
+///
+/// A long chain leaves tens of thousands of disjoint subtrees under one key, and the walks ask
+/// about blocks in an order that follows the dominator tree closely (threading visits the
+/// blocks bottom-up), so each key remembers where its last answer was and the search gallops
+/// from there: a few probes instead of a binary search over all of them.
+struct OutermostSubtrees<K, P> {
+    enter: Vec<u32>,
+    exit: Vec<u32>,
+    payload: Vec<P>,
+    /// Where each key's subtrees lie in the arrays, and where its last search ended.
+    of_key: WordMap<K, (u32, u32, Cell<u32>)>,
+}
 
-impl<K: Ord + Copy, P> OutermostSubtrees<K, P> {
+impl<K: Ord + Copy + Hash, P: Copy> OutermostSubtrees<K, P> {
     fn new(mut all: Vec<Subtree<K, P>>) -> Self {
         all.sort_unstable_by_key(|s| (s.key, s.enter));
-        let mut kept: Vec<Subtree<K, P>> = Vec::with_capacity(all.len());
+        let mut this = OutermostSubtrees {
+            enter: Vec::with_capacity(all.len()),
+            exit: Vec::with_capacity(all.len()),
+            payload: Vec::with_capacity(all.len()),
+            of_key: WordMap::default(),
+        };
+        let mut last_key = None;
         for s in all {
-            let nested = kept
-                .last()
-                .is_some_and(|last| last.key == s.key && s.enter < last.exit);
-            if !nested {
-                kept.push(s);
+            let same_key = last_key == Some(s.key);
+            if same_key && s.enter < *this.exit.last().expect("same key") {
+                continue; // nested
             }
+            let at = this.enter.len() as u32;
+            if same_key {
+                this.of_key.get_mut(&s.key).expect("key seen").1 = at + 1;
+            } else {
+                this.of_key.insert(s.key, (at, at + 1, Cell::new(at)));
+            }
+            last_key = Some(s.key);
+            this.enter.push(s.enter);
+            this.exit.push(s.exit);
+            this.payload.push(s.payload);
         }
-        OutermostSubtrees(kept)
+        this
     }
 
-    /// The subtree of `key` that holds entry time `at`.
-    fn holding(&self, key: K, at: u32) -> Option<&Subtree<K, P>> {
-        let after = self.0.partition_point(|s| (s.key, s.enter) <= (key, at));
-        let s = self.0.get(after.checked_sub(1)?)?;
-        (s.key == key && at < s.exit).then_some(s)
+    /// The entry time and payload of the subtree of `key` that holds entry time `at`.
+    fn holding(&self, key: K, at: u32) -> Option<(u32, P)> {
+        let (lo, hi, last) = self.of_key.get(&key)?;
+        let (lo, hi) = (*lo as usize, *hi as usize);
+        // The first subtree entered after `at`, found from the last answer.
+        let after = gallop(&self.enter[lo..hi], last.get() as usize - lo, at) + lo;
+        last.set(after.min(hi - 1) as u32);
+        let i = after.checked_sub(1).filter(|&i| i >= lo)?;
+        (at < self.exit[i]).then(|| (self.enter[i], self.payload[i]))
     }
+}
+
+/// The number of entries of `sorted` that are at most `at` (its partition point), searched
+/// outwards from index `from`.
+fn gallop(sorted: &[u32], from: usize, at: u32) -> usize {
+    let n = sorted.len();
+    let from = from.min(n - 1);
+    let (lo, hi) = if sorted[from] <= at {
+        // The answer is above `from`: double the step until past it.
+        let (mut lo, mut step) = (from + 1, 1);
+        while lo + step <= n && sorted[lo + step - 1] <= at {
+            lo += step;
+            step *= 2;
+        }
+        (lo, (lo + step).min(n))
+    } else {
+        // At or below `from`.
+        let (mut hi, mut step) = (from, 1);
+        while hi >= step && sorted[hi - step] > at {
+            hi -= step;
+            step *= 2;
+        }
+        (hi.saturating_sub(step), hi)
+    };
+    lo + sorted[lo..hi].partition_point(|&e| e <= at)
 }
 
 /// For each block, whether a value it defines is used by another block (reachable or not, as
@@ -341,9 +408,23 @@ mod tests {
             .0;
         let used = used_outside_own_block(&f);
         let dom = DomIntervals::new(&idom);
-        let facts = FactsInForce::new(&f, &numbers, &dom, &rpo);
+        let facts = FactsInForce::new(&f, &numbers, &dom, &rpo, &[]);
         thread_edges(&mut f, &numbers, &used, &facts, &rpo, &[]);
         f
+    }
+
+    /// Galloping from any start finds the partition point a binary search finds.
+    #[test]
+    fn gallop_finds_the_partition_point() {
+        let sorted: Vec<u32> = (0..200).map(|i| i * 7 + i % 5).collect();
+        for from in 0..sorted.len() {
+            for at in 0..1500 {
+                let expected = sorted.partition_point(|&e| e <= at);
+                assert_eq!(gallop(&sorted, from, at), expected, "from {from}, at {at}");
+            }
+        }
+        assert_eq!(gallop(&[5], 0, 4), 0);
+        assert_eq!(gallop(&[5], 0, 5), 1);
     }
 
     /// A walk follows the edges of the blocks below it as already threaded: block 1's edges

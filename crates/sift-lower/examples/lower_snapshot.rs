@@ -1,0 +1,114 @@
+//! Lowers a fixed corpus of filters and prints one hash per group of the IR text (or error)
+//! they lower to: the check that a change to the optimizer's speed left its output alone.
+//!
+//! ```text
+//! cargo run --release -p sift-lower --example lower_snapshot            # hashes
+//! cargo run --release -p sift-lower --example lower_snapshot -- OUT     # also the texts, to OUT
+//! ```
+//!
+//! The corpus: every expression of `/work/shared/exprs` (or `$SIFT_EXPRS`) for Ethernet and for
+//! the link type its table names, 3,000 generated expressions per link type, and `or` / `and`
+//! chains of hosts, nets, ports and bytes at 100, 1,000 and 10,000 terms.
+
+use std::hash::{DefaultHasher, Hash, Hasher};
+use std::io::Write;
+
+fn linktype_of(name: &str) -> Option<u32> {
+    Some(match name {
+        "EN10MB" => 1,
+        "NULL" => 0,
+        "RAW" => 101,
+        "LOOP" => 108,
+        "LINUX_SLL" => 113,
+        "IPV4" => 228,
+        "IPV6" => 229,
+        "LINUX_SLL2" => 276,
+        _ => return None,
+    })
+}
+
+fn unescape(s: &str) -> String {
+    s.replace("\\n", "\n").replace("\\t", "\t")
+}
+
+fn chain(kind: &str, n: usize) -> String {
+    let term = |i: usize| match kind {
+        "host" => format!("host 10.{}.{}.1", i / 256, i % 256),
+        "net" => format!("net 10.{}.{}.0/24", i / 256, i % 256),
+        "port" => format!("port {}", 1000 + i),
+        "ether" => format!("ether[{i}]=1"),
+        "nothost" => format!("not host 10.{}.{}.1", i / 256, i % 256),
+        "mixed" => match i % 4 {
+            0 => format!("host 10.{}.{}.1", i / 256, i % 256),
+            1 => format!("port {}", 1000 + i),
+            2 => format!("udp port {}", 2000 + i),
+            _ => format!("tcp and net 10.{}.{}.0/24", i / 256, i % 256),
+        },
+        _ => unreachable!(),
+    };
+    let joiner = if kind == "nothost" { " and " } else { " or " };
+    (0..n).map(term).collect::<Vec<_>>().join(joiner)
+}
+
+fn lowered(expr: &str, linktype: u32) -> String {
+    let opts = sift_lower::Options::new(linktype, 262144);
+    match sift_syntax::parse(expr) {
+        Err(e) => format!("parse error: {e:?}\n"),
+        Ok(ast) => match sift_lower::lower(ast.as_ref(), &opts) {
+            Ok(f) => f.to_string(),
+            Err(e) => format!("error: {e}\n"),
+        },
+    }
+}
+
+fn main() {
+    let out_path = std::env::args().nth(1);
+    let mut out = out_path.map(|p| std::io::BufWriter::new(std::fs::File::create(p).unwrap()));
+    let dir = std::env::var("SIFT_EXPRS").unwrap_or_else(|_| "/work/shared/exprs".into());
+    let mut groups: Vec<(String, Vec<(String, u32)>)> = Vec::new();
+    let mut table = Vec::new();
+    for file in ["libpcap-accept.tsv", "libpcap-reject.tsv"] {
+        let text = std::fs::read_to_string(format!("{dir}/{file}")).unwrap();
+        for line in text.lines() {
+            let Some((name, expr)) = line.split_once('\t') else {
+                continue;
+            };
+            let expr = unescape(expr);
+            table.push((expr.clone(), 1));
+            if let Some(lt) = linktype_of(name).filter(|&lt| lt != 1) {
+                table.push((expr, lt));
+            }
+        }
+    }
+    groups.push(("libpcap tables".into(), table));
+    let random = std::fs::read_to_string(format!("{dir}/random.txt")).unwrap();
+    groups.push((
+        "random.txt".into(),
+        random.lines().map(|l| (l.to_string(), 1)).collect(),
+    ));
+    for lt in [1, 101, 113] {
+        groups.push((
+            format!("generated, linktype {lt}"),
+            sift_testgen::random_expressions(9, lt, 3000)
+                .into_iter()
+                .map(|e| (e, lt))
+                .collect(),
+        ));
+    }
+    for kind in ["host", "net", "port", "ether", "nothost", "mixed"] {
+        for n in [100, 1_000, 10_000] {
+            groups.push((format!("{kind} {n}"), vec![(chain(kind, n), 1)]));
+        }
+    }
+    for (name, exprs) in groups {
+        let mut h = DefaultHasher::new();
+        for (expr, lt) in &exprs {
+            let text = lowered(expr, *lt);
+            text.hash(&mut h);
+            if let Some(out) = &mut out {
+                writeln!(out, "=== {lt} {expr}\n{text}").unwrap();
+            }
+        }
+        println!("{:016x}  {name} ({} filters)", h.finish(), exprs.len());
+    }
+}
