@@ -17,7 +17,8 @@
 //!   or `load [x + (off - d)]` when `x + c` provably always wraps (it is `x - d`, `d = 2^32 - c`)
 //!   and `off >= d`. A constant index folds into the offset when the sum fits;
 //! * comparisons: constants move to the right (`eq 5, x` is `eq x, 5`), and `ne`, `lt`, `le`
-//!   become `eq`, `ge`, `gt` with the targets swapped, so later passes see one form; a comparison
+//!   become `eq`, `ge`, `gt` with the targets swapped, so later passes see one form, and
+//!   `(x & k) == 0` becomes `set x, k` with the targets swapped; a comparison
 //!   decided by the operands' ranges (or equal operands) becomes a jump; a `switch` drops keys its
 //!   value's range excludes, and on a constant becomes a jump; `ret v` of a constant is `ret k`.
 
@@ -366,6 +367,21 @@ impl Simplifier<'_> {
                     self.changes += 1;
                     return Terminator::Jump(then_);
                 }
+                // `(x & k) == 0` is `x` not having a bit of `k` set: one test, no `and`.
+                if let (CmpOp::Eq, Some(0), &Inst::Binary(BinOp::And, x, mask)) =
+                    (op, self.konst(rhs), self.f.inst(lhs))
+                {
+                    if self.konst(mask).is_some() && self.konst(x).is_none() {
+                        self.changes += 1;
+                        return Terminator::Branch {
+                            op: CmpOp::Set,
+                            lhs: x,
+                            rhs: mask,
+                            then_: else_,
+                            else_: then_,
+                        };
+                    }
+                }
                 Terminator::Branch {
                     op,
                     lhs,
@@ -485,5 +501,13 @@ mod tests {
             "block0:\n v0 = load.b [0]\n v1 = const 3\n br lt v1, v0, block1, block2\nblock1:\n ret 1\nblock2:\n ret 0\n",
         );
         assert!(f.to_string().contains("br gt v0, v1"), "{f}");
+    }
+
+    #[test]
+    fn mask_test_against_zero_is_a_bit_test() {
+        let f = simplified(
+            "block0:\n v0 = load.w [0]\n v1 = const 0xfffffffc\n v2 = and v0, v1\n v3 = const 0\n br eq v2, v3, block1, block2\nblock1:\n ret 1\nblock2:\n ret 0\n",
+        );
+        assert!(f.to_string().contains("br set v0, v1, block2, block1"), "{f}");
     }
 }
