@@ -508,6 +508,9 @@ mod tests {
         let f = simplified(
             "block0:\n v0 = load.w [0]\n v1 = const 0xfffffffc\n v2 = and v0, v1\n v3 = const 0\n br eq v2, v3, block1, block2\nblock1:\n ret 1\nblock2:\n ret 0\n",
         );
-        assert!(f.to_string().contains("br set v0, v1, block2, block1"), "{f}");
+        assert!(
+            f.to_string().contains("br set v0, v1, block2, block1"),
+            "{f}"
+        );
     }
 }
