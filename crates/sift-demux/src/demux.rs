@@ -17,6 +17,7 @@ use crate::shape::{split, Key, ShapeSig};
 use crate::snapshot::{Engine, Residual, ShapeView, Snapshot};
 use crate::table::Entry;
 use crate::templates::Templates;
+use sift_jit::key_extractor::PacketOrder;
 
 /// Identifies an installed filter. Ids are never reused; their order is insertion order, which
 /// breaks ties between filters of equal priority (the earlier filter wins). Never 0.
@@ -368,7 +369,14 @@ impl Demux {
             // Only a new shape compiles: a key added to an existing one never does.
             extractor.compile_native();
         }
-        let table = Dispatch::new(extractor.key_words, self.key_hash, extractor.packet_order());
+        // Keys in the order the native matcher computes them; an interpreted shape keeps the
+        // extractor's (converting each lookup's key would cost it for nothing).
+        let order = if extractor.is_native() {
+            extractor.packet_order()
+        } else {
+            PacketOrder::default()
+        };
+        let table = Dispatch::new(extractor.key_words, self.key_hash, order);
         let sig = Arc::new(sig);
         let shape = Shape {
             sig: sig.clone(),

@@ -16,8 +16,9 @@
 //! The table holds keys as the shape's native matcher computes them: fields that are plain
 //! packet loads in packet byte order ([`PacketOrder`], so that the matcher swaps no bytes).
 //! The rest of the crate speaks of keys with big-endian fields (what the constants of a filter
-//! give); [`Dispatch`] converts at its boundary, and an interpreted lookup converts the key
-//! it extracted the same way.
+//! give); [`Dispatch`] converts at its boundary, and an interpreted lookup of a native shape
+//! converts the key it extracted the same way (an interpreted shape's table keeps the
+//! extractor's order).
 
 use std::num::NonZeroU64;
 
@@ -122,6 +123,9 @@ impl<const W: usize> Keyed<W> {
     /// inverse).
     #[inline]
     fn convert(&self, key: &Key) -> Key {
+        if self.order.is_identity() {
+            return *key;
+        }
         let mut k = *key;
         self.order.apply(&mut k.0);
         k
@@ -236,7 +240,8 @@ impl<const W: usize> Keyed<W> {
 
 impl Dispatch {
     /// An empty table for keys of `words` words, hashed with `hash`, holding them in `order`
-    /// (the shape's key program's [`PacketOrder`], whether or not it has native code).
+    /// (the shape's key program's [`PacketOrder`] when it has native code; the identity, the
+    /// default, when it is interpreted).
     pub(crate) fn new(words: usize, hash: KeyHash, order: PacketOrder) -> Dispatch {
         if words <= 2 {
             Dispatch::Narrow(Keyed::new(hash, order))

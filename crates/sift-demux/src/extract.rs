@@ -345,8 +345,7 @@ impl Extractor {
         self.native.is_some()
     }
 
-    /// How the shape's table holds keys (see `dispatch`): the order its native matcher
-    /// computes them in, whether or not the shape has native code.
+    /// The order the shape's native matcher computes keys in (see `dispatch`).
     pub(crate) fn packet_order(&self) -> sift_jit::key_extractor::PacketOrder {
         crate::native::program(self.min_caplen, &self.steps)
             .map(|p| p.packet_order())

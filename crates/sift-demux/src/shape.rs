@@ -70,8 +70,10 @@ pub(crate) fn layout(masks: impl Iterator<Item = u32>) -> Vec<Option<Slot>> {
 /// (loads at one index, each starting where the previous ends: two addresses, two ports) stay
 /// together, in packet order, and the widest such groups come first, so that a group fills a
 /// word rather than straddling two. The native matcher then reads each group with one load,
-/// as the bytes lie in the packet (`sift_jit::key_extractor::PacketOrder`). Stable, so the
-/// order is as canonical as the atoms'.
+/// as the bytes lie in the packet (`sift_jit::key_extractor::PacketOrder`). `keyed` comes in
+/// the conjunction's canonical order, in which loads are sorted by index, then offset (the
+/// derived order of `Expr::Load`'s fields), so adjacent loads are already neighbours; groups
+/// move stably, so the order stays canonical.
 fn packing_order(keyed: &mut [(&Arc<Expr>, u32)]) {
     fn place(e: &Expr) -> Option<(&Option<Arc<Expr>>, u32, u32)> {
         match e {
@@ -83,35 +85,46 @@ fn packing_order(keyed: &mut [(&Arc<Expr>, u32)]) {
             _ => None,
         }
     }
-    // Loads by index and offset (other fields after them, in their order).
-    keyed.sort_by(|(a, _), (b, _)| match (place(a), place(b)) {
-        (Some((ia, oa, _)), Some((ib, ob, _))) => (ia, oa).cmp(&(ib, ob)),
-        (Some(_), None) => std::cmp::Ordering::Less,
-        (None, Some(_)) => std::cmp::Ordering::Greater,
-        (None, None) => std::cmp::Ordering::Equal,
-    });
-    // Groups of adjacent loads, widest first.
-    let mut groups: Vec<(u32, std::ops::Range<usize>)> = Vec::new();
-    for (i, (e, _)) in keyed.iter().enumerate() {
-        let joins = match (i.checked_sub(1).and_then(|j| place(keyed[j].0)), place(e)) {
-            (Some((ia, oa, ba)), Some((ib, ob, _))) => ia == ib && oa + ba == ob,
-            _ => false,
-        };
-        let bits = 32 - e.possible_bits().leading_zeros();
-        match groups.last_mut() {
-            Some((width, range)) if joins => {
-                *width += bits;
-                range.end = i + 1;
-            }
-            _ => groups.push((bits, i..i + 1)),
+    // Groups of adjacent loads, widest first (ties in their order): the widest of the groups
+    // not yet placed moves ahead of the others, in place (inserting a filter splits its paths,
+    // so this runs on every insert).
+    let group_end = |keyed: &[(&Arc<Expr>, u32)], start: usize| {
+        let mut end = start + 1;
+        while end < keyed.len()
+            && matches!(
+                (place(keyed[end - 1].0), place(keyed[end].0)),
+                (Some((ia, oa, ba)), Some((ib, ob, _))) if ia == ib && oa + ba == ob
+            )
+        {
+            end += 1;
         }
+        end
+    };
+    let width = |group: &[(&Arc<Expr>, u32)]| -> u32 {
+        group
+            .iter()
+            .map(|(e, _)| match place(e) {
+                Some((_, _, bytes)) => 8 * bytes,
+                None => 32 - e.possible_bits().leading_zeros(),
+            })
+            .sum()
+    };
+    let mut placed = 0;
+    while placed < keyed.len() {
+        let mut best = (placed, group_end(keyed, placed));
+        let mut best_width = width(&keyed[best.0..best.1]);
+        let mut start = best.1;
+        while start < keyed.len() {
+            let end = group_end(keyed, start);
+            let w = width(&keyed[start..end]);
+            if w > best_width {
+                (best, best_width) = ((start, end), w);
+            }
+            start = end;
+        }
+        keyed[placed..best.1].rotate_right(best.1 - best.0);
+        placed += best.1 - best.0;
     }
-    groups.sort_by_key(|(width, _)| std::cmp::Reverse(*width));
-    let ordered: Vec<(&Arc<Expr>, u32)> = groups
-        .iter()
-        .flat_map(|(_, range)| keyed[range.clone()].iter().copied())
-        .collect();
-    keyed.copy_from_slice(&ordered);
 }
 
 /// Splits a conjunction into its shape and its key.
