@@ -417,6 +417,79 @@ block9:
     }
 
     #[test]
+    fn header_length_twin_of_a_join_block_stays_in_x() {
+        // The shape of `(udp port 443 ...) or port 1024` after libpcap's block interning:
+        // block6 (`dst port 1024`) is reached from block2's `src port 443` test and from
+        // block5's `src port 1024` test; block5 is itself a join (from block3, which has the
+        // header length in X, and block4, which has not) and so recomputes it. Both edges into
+        // block6 leave a twin in X: 2 `ldxb`, not 3.
+        let text = "\
+block0:
+    v0 = load.h [12]
+    v1 = const 0x800
+    v2 = const 15
+    v3 = const 2
+    v4 = const 443
+    v5 = const 1024
+    br eq v0, v1, block1, block8
+block1:
+    v6 = load.b [23]
+    v7 = const 17
+    br eq v6, v7, block2, block4
+block2:
+    v8 = load.b [14]
+    v9 = and v8, v2
+    v10 = shl v9, v3
+    v11 = load.h [v10+14]
+    br eq v11, v4, block6, block3
+block3:
+    v12 = load.h [v10+16]
+    br eq v12, v4, block5, block4
+block4:
+    v13 = const 6
+    br eq v6, v13, block5, block8
+block5:
+    v14 = load.b [14]
+    v15 = and v14, v2
+    v16 = shl v15, v3
+    v17 = load.h [v16+14]
+    br eq v17, v5, block7, block6
+block6:
+    v18 = load.b [14]
+    v19 = and v18, v2
+    v20 = shl v19, v3
+    v21 = load.h [v20+16]
+    br eq v21, v5, block7, block8
+block7:
+    ret 0
+block8:
+    ret 1
+";
+        let mut pkts = tcp_udp_packets();
+        for proto in [6u8, 17] {
+            for (src, dst) in [
+                (443u16, 1024u16),
+                (443, 5),
+                (1024, 1024),
+                (1024, 1),
+                (5, 443),
+            ] {
+                let mut p = vec![0u8; 14 + 24 + 8];
+                p[12] = 8;
+                p[14] = 0x46;
+                p[23] = proto;
+                p[38..40].copy_from_slice(&src.to_be_bytes());
+                p[40..42].copy_from_slice(&dst.to_be_bytes());
+                pkts.push(p.clone());
+                pkts.push(p[..41].to_vec());
+            }
+        }
+        let p = check(text, &pkts);
+        let listing = disassemble(&p.to_program());
+        assert_eq!(listing.matches("ldxb").count(), 2, "{listing}");
+    }
+
+    #[test]
     fn far_branches_share_islands() {
         // Forty tests in a row, each 20 instructions apart, all rejecting to one far block.
         let mut text = String::from("block0:\n v0 = const 1\n jump block1\n");
