@@ -20,41 +20,35 @@ use super::threading::used_outside_own_block;
 /// Operands computed in the block are renamed by their position, above every real value.
 const LOCAL: u32 = 1 << 31;
 
-/// Sends every edge into a block to one representative of the blocks equal to it, until no
-/// edge moves (a merge can make the blocks above it equal). Returns whether an edge moved.
+/// Sends every edge into a block to one representative of the blocks equal to it. Returns
+/// whether an edge moved.
+///
+/// libpcap repeats its pass until no edge moves, since a merge can make the blocks above it
+/// equal; visiting the blocks successors first (the graph is acyclic) reaches that fixed
+/// point in one pass: each block is compared with its edges already moved.
 pub(super) fn merge_equal_blocks(f: &mut Function) -> bool {
-    let mut moved_any = false;
-    // Each pass merges at least one pair of blocks, so there are fewer passes than blocks.
-    for _ in 0..f.blocks.len() {
-        // A block whose values are used elsewhere stays itself (its uses need it).
-        let used_elsewhere = used_outside_own_block(f);
-        let mut first_of: HashMap<(Vec<Inst>, Terminator), Block> = HashMap::new();
-        let mut representative: Vec<Option<Block>> = vec![None; f.blocks.len()];
-        for b in f.reverse_postorder() {
-            if used_elsewhere[b.index()] {
-                continue;
-            }
-            let Some(code) = code_of(f, b) else { continue };
-            let first = *first_of.entry(code).or_insert(b);
-            if first != b {
-                representative[b.index()] = Some(first);
+    // A block whose values are used elsewhere stays itself (its uses need it).
+    let used_elsewhere = used_outside_own_block(f);
+    let mut first_of: HashMap<(Vec<Inst>, Terminator), Block> = HashMap::new();
+    let mut representative: Vec<Option<Block>> = vec![None; f.blocks.len()];
+    let mut moved = false;
+    for b in f.reverse_postorder().into_iter().rev() {
+        for t in f.block_mut(b).term.targets_mut() {
+            if let Some(r) = representative[t.block.index()] {
+                t.block = r;
+                moved = true;
             }
         }
-        let mut moved = false;
-        for data in &mut f.blocks {
-            for t in data.term.targets_mut() {
-                if let Some(r) = representative[t.block.index()] {
-                    t.block = r;
-                    moved = true;
-                }
-            }
+        if used_elsewhere[b.index()] {
+            continue;
         }
-        if !moved {
-            break;
+        let Some(code) = code_of(f, b) else { continue };
+        let first = *first_of.entry(code).or_insert(b);
+        if first != b {
+            representative[b.index()] = Some(first);
         }
-        moved_any = true;
     }
-    moved_any
+    moved
 }
 
 /// `b`'s instructions and terminator with the operands computed in `b` renamed by position;
