@@ -206,9 +206,9 @@ mod tests {
         let raw = raw_key_steps(&program);
         let little = cfg!(target_endian = "little");
         assert_eq!(raw, [false, false, false, little, false, false, false]);
-        let mut key = [0x1234, 0x1122_3344_55, 0x34 << 56];
+        let mut key = [0x1234, 0x0011_2233_4455, 0x34 << 56];
         program.packet_order().apply(&mut key);
         let first = if little { 0x3412 } else { 0x1234 };
-        assert_eq!(key, [first, 0x1122_3344_55, 0x34 << 56]);
+        assert_eq!(key, [first, 0x0011_2233_4455, 0x34 << 56]);
     }
 }
