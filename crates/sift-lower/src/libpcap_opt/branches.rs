@@ -117,6 +117,35 @@ struct MaskTest {
 }
 
 fn mask_tests(f: &Function, numbers: &Numbering, reachable: &[Block]) -> Vec<MaskTest> {
+    zero_tests(f, numbers, reachable, BinOp::And)
+        .into_iter()
+        .filter(|t| numbers.konst(t.y).is_some() && numbers.konst(t.x).is_none())
+        .map(|t| MaskTest {
+            block: t.block,
+            masked: t.x,
+            mask: t.y,
+            equal: t.op == CmpOp::Eq,
+        })
+        .collect()
+}
+
+/// A branch `(x op y) == 0` (or `!= 0`, `op` in `eq` and `ne`).
+struct ZeroTest {
+    block: Block,
+    op: CmpOp,
+    x: Value,
+    y: Value,
+}
+
+/// The branches comparing with 0 an `operation` that is their block's last computation and
+/// that nothing else uses: the shape of libpcap's `jeq #0` peepholes, which need the
+/// accumulator unused on exit.
+fn zero_tests(
+    f: &Function,
+    numbers: &Numbering,
+    reachable: &[Block],
+    operation: BinOp,
+) -> Vec<ZeroTest> {
     let uses = use_counts(f);
     let mut tests = Vec::new();
     for &b in reachable {
@@ -129,23 +158,17 @@ fn mask_tests(f: &Function, numbers: &Numbering, reachable: &[Block]) -> Vec<Mas
         else {
             continue;
         };
-        let Inst::Binary(BinOp::And, masked, mask) = *f.inst(lhs) else {
+        let Inst::Binary(found, x, y) = *f.inst(lhs) else {
             continue;
         };
-        if numbers.konst(rhs) != Some(0)
-            || numbers.konst(mask).is_none()
-            || numbers.konst(masked).is_some()
+        if found != operation
+            || numbers.konst(rhs) != Some(0)
             || last_computation(f, b) != Some(lhs)
             || uses[lhs.index()] != 1
         {
             continue;
         }
-        tests.push(MaskTest {
-            block: b,
-            masked,
-            mask,
-            equal: op == CmpOp::Eq,
-        });
+        tests.push(ZeroTest { block: b, op, x, y });
     }
     tests
 }
@@ -162,36 +185,11 @@ pub(super) fn relation_peephole(
     numbers: &Numbering,
     reachable: &[Block],
 ) -> bool {
-    let uses = use_counts(f);
+    let tests = zero_tests(f, numbers, reachable, BinOp::Sub);
     let mut changed = false;
-    for &b in reachable {
-        let Terminator::Branch {
-            op: CmpOp::Eq,
-            lhs,
-            rhs,
-            ..
-        } = f.block(b).term
-        else {
-            continue;
-        };
-        let Inst::Binary(BinOp::Sub, x, y) = *f.inst(lhs) else {
-            continue;
-        };
-        // The subtraction's result must not be needed past the branch (libpcap: the
-        // accumulator is not used on exit).
-        if numbers.konst(rhs) != Some(0)
-            || last_computation(f, b) != Some(lhs)
-            || uses[lhs.index()] != 1
-        {
-            continue;
-        }
-        if let Terminator::Branch {
-            lhs: new_lhs,
-            rhs: new_rhs,
-            ..
-        } = &mut f.block_mut(b).term
-        {
-            (*new_lhs, *new_rhs) = (x, y);
+    for t in tests.iter().filter(|t| t.op == CmpOp::Eq) {
+        if let Terminator::Branch { lhs, rhs, .. } = &mut f.block_mut(t.block).term {
+            (*lhs, *rhs) = (t.x, t.y);
             changed = true;
         }
     }
