@@ -68,6 +68,20 @@ impl CmpOp {
         }
     }
 
+    /// The bytecode's jump mnemonic: the name after a `j` (`jeq`, `jset`).
+    pub fn mnemonic(self) -> &'static str {
+        match self {
+            CmpOp::Eq => "jeq",
+            CmpOp::Ne => "jne",
+            CmpOp::Gt => "jgt",
+            CmpOp::Ge => "jge",
+            CmpOp::Lt => "jlt",
+            CmpOp::Le => "jle",
+            CmpOp::Set => "jset",
+        }
+    }
+
+    /// In the bytecode's encoding order (an opcode is a base plus the position in this list).
     pub const ALL: [CmpOp; 7] = [
         CmpOp::Eq,
         CmpOp::Ne,

@@ -129,6 +129,7 @@ pub enum CmpOp {
 }
 
 impl CmpOp {
+    #[inline(always)]
     pub fn eval(self, a: u32, b: u32) -> bool {
         match self {
             CmpOp::Eq => a == b,
@@ -138,6 +139,17 @@ impl CmpOp {
             CmpOp::Lt => a < b,
             CmpOp::Le => a <= b,
             CmpOp::Set => a & b != 0,
+        }
+    }
+
+    /// The comparison with its operands exchanged: `a OP b == b OP.swapped() a`.
+    pub fn swapped(self) -> CmpOp {
+        match self {
+            CmpOp::Gt => CmpOp::Lt,
+            CmpOp::Ge => CmpOp::Le,
+            CmpOp::Lt => CmpOp::Gt,
+            CmpOp::Le => CmpOp::Ge,
+            c @ (CmpOp::Eq | CmpOp::Ne | CmpOp::Set) => c,
         }
     }
 }
@@ -542,6 +554,15 @@ impl Function {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn swapped_comparisons_agree() {
+        for c in CmpOp::ALL {
+            for (a, b) in [(1, 2), (2, 1), (3, 3), (0, 7)] {
+                assert_eq!(c.eval(a, b), c.swapped().eval(b, a), "{c:?} {a} {b}");
+            }
+        }
+    }
 
     #[test]
     fn binop_edge_cases() {

@@ -14,9 +14,9 @@ mod moves;
 
 use std::fmt;
 
-use sift_ir::{Block, CmpOp, Function, Inst, LoadSize, Target, Terminator, Value};
+use sift_ir::{Block, Function, Inst, LoadSize, Target, Terminator, Value};
 
-use crate::insn::{Cond, Insn, Key, Operand, Program, Reg, Table, Width, MAX_INSNS};
+use crate::insn::{Insn, Key, Operand, Program, Reg, Table, Width, MAX_INSNS};
 use crate::verify::{verify, VerifiedProgram, VerifyError};
 use alloc::{Allocation, TEMP_A, TEMP_B};
 use moves::{Loc, Source};
@@ -106,18 +106,6 @@ struct Emitter<'a> {
     /// Instruction index of each label, once placed.
     labels: Vec<u32>,
     block_label: Vec<usize>,
-}
-
-fn cond(op: CmpOp) -> Cond {
-    match op {
-        CmpOp::Eq => Cond::Eq,
-        CmpOp::Ne => Cond::Ne,
-        CmpOp::Gt => Cond::Gt,
-        CmpOp::Ge => Cond::Ge,
-        CmpOp::Lt => Cond::Lt,
-        CmpOp::Le => Cond::Le,
-        CmpOp::Set => Cond::Set,
-    }
 }
 
 fn width(size: LoadSize) -> Width {
@@ -364,7 +352,7 @@ impl Emitter<'_> {
                 then_,
                 else_,
             } => {
-                let (mut c, mut l, mut r) = (cond(*op), *lhs, *rhs);
+                let (mut c, mut l, mut r) = (*op, *lhs, *rhs);
                 if self.f.const_value(l).is_some() && self.f.const_value(r).is_none() {
                     (c, l, r) = (c.swapped(), r, l);
                 }
