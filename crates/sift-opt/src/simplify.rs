@@ -18,7 +18,10 @@
 //!   and `off >= d`. A constant index folds into the offset when the sum fits;
 //! * comparisons: constants move to the right (`eq 5, x` is `eq x, 5`), and `ne`, `lt`, `le`
 //!   become `eq`, `ge`, `gt` with the targets swapped, so later passes see one form, and
-//!   `(x & k) == 0` becomes `set x, k` with the targets swapped; a comparison
+//!   `(x & k) == 0` becomes `set x, k` with the targets swapped; `x + c == k`, `x - c == k`,
+//!   `x ^ c == k` and `-x == k` compare `x` with the constant moved over (every one of them a
+//!   bijection modulo 2^32; not for orderings, where `x + c` may wrap), when the comparison is
+//!   the only reader of the arithmetic; a comparison
 //!   decided by the operands' ranges (or equal operands) becomes a jump; a `switch` drops keys its
 //!   value's range excludes, and on a constant becomes a jump; `ret v` of a constant is `ret k`.
 
@@ -46,10 +49,10 @@ struct Simplifier<'f> {
     repl: Replacements,
     /// Constants created by rules, to be placed before the instruction being rewritten.
     fresh: Vec<Value>,
-    /// Whether anything read each value when the pass started. An instruction found equal to
+    /// How many operands read each value when the pass started. An instruction found equal to
     /// another is left for dead-code elimination; once nothing reads it, finding it again is no
     /// change (counting it would keep the pipeline from ever reaching its fixed point).
-    used: Vec<bool>,
+    uses: Vec<u32>,
     changes: usize,
     /// Whether a terminator's successors changed.
     edges_changed: bool,
@@ -67,13 +70,13 @@ pub fn run_with(f: &mut Function, analysis: &mut Analysis) -> usize {
     let cfg = analysis.take(f);
     let ranges = range::compute_over(f, &cfg.rpo);
     let repl = Replacements::new(f);
-    let used = used_values(f);
+    let uses = use_counts(f);
     let mut s = Simplifier {
         f,
         ranges,
         repl,
         fresh: Vec::new(),
-        used,
+        uses,
         changes: 0,
         edges_changed: false,
         successors: Vec::new(),
@@ -91,11 +94,11 @@ pub fn run_with(f: &mut Function, analysis: &mut Analysis) -> usize {
     changes
 }
 
-/// Whether any instruction or terminator reads each value.
-fn used_values(f: &Function) -> Vec<bool> {
-    let mut used = vec![false; f.values.len()];
+/// How many operands of instructions and terminators read each value.
+fn use_counts(f: &Function) -> Vec<u32> {
+    let mut used = vec![0u32; f.values.len()];
     for data in &f.blocks {
-        let mut mark = |o: Value| used[o.index()] = true;
+        let mut mark = |o: Value| used[o.index()] += 1;
         for &v in &data.insts {
             f.inst(v).for_each_operand(&mut mark);
         }
@@ -153,7 +156,7 @@ impl Simplifier<'_> {
                     kept.push(v);
                 }
                 Outcome::Same(w) => {
-                    if self.used.get(v.index()).copied().unwrap_or(false) {
+                    if self.uses.get(v.index()).is_some_and(|&n| n > 0) {
                         self.changes += 1;
                     }
                     self.repl.replace(v, w);
@@ -329,6 +332,26 @@ impl Simplifier<'_> {
         }
     }
 
+    /// `v == k` as `x == k'` when `v` is an invertible function of `x` and the comparison is
+    /// `v`'s only reader (else `v` stays computed and `x` would be one more value to keep).
+    /// The operations wrap modulo 2^32 and are bijections, so each inversion holds for every
+    /// `x`: `x + c == k` iff `x == k - c`, `x ^ c == k` iff `x == k ^ c`, `-x == k` iff
+    /// `x == -k`. Orderings (`>`, `>=`) have no such rule: `x + c` may wrap.
+    fn invert_for_equality(&self, v: Value, k: u32) -> Option<(Value, u32)> {
+        if self.uses.get(v.index()).copied().unwrap_or(0) != 1 {
+            return None;
+        }
+        let (x, k) = match *self.f.inst(v) {
+            Inst::Binary(BinOp::Add, x, c) => (x, k.wrapping_sub(self.konst(c)?)),
+            Inst::Binary(BinOp::Sub, x, c) => (x, k.wrapping_add(self.konst(c)?)),
+            Inst::Binary(BinOp::Xor, x, c) => (x, k ^ self.konst(c)?),
+            Inst::Neg(x) => (x, k.wrapping_neg()),
+            _ => return None,
+        };
+        // Comparing two constants is left to constant folding.
+        self.konst(x).is_none().then_some((x, k))
+    }
+
     fn terminator(&mut self, _b: Block, term: Terminator) -> Terminator {
         match term {
             Terminator::Branch {
@@ -379,6 +402,21 @@ impl Simplifier<'_> {
                             rhs: mask,
                             then_: else_,
                             else_: then_,
+                        };
+                    }
+                }
+                // `x + c == k` is `x == k - c`: one instruction less (libpcap folds its
+                // `sub #c; jeq #k` the same way).
+                if let (CmpOp::Eq, Some(k)) = (op, self.konst(rhs)) {
+                    if let Some((x, k)) = self.invert_for_equality(lhs, k) {
+                        self.changes += 1;
+                        let rhs = self.new_const(k);
+                        return Terminator::Branch {
+                            op,
+                            lhs: x,
+                            rhs,
+                            then_,
+                            else_,
                         };
                     }
                 }
@@ -501,6 +539,36 @@ mod tests {
             "block0:\n v0 = load.b [0]\n v1 = const 3\n br lt v1, v0, block1, block2\nblock1:\n ret 1\nblock2:\n ret 0\n",
         );
         assert!(f.to_string().contains("br gt v0, v1"), "{f}");
+    }
+
+    #[test]
+    fn equality_sees_through_wrapping_add_xor_and_neg() {
+        // `len - 1 == 4321` is `len == 4322`; x + 0xfffffff3 == 80 is x == 93 (wrapping);
+        // x ^ 5 == 6 is x == 3; -x == 1 is x == 0xffffffff.
+        for (inst, k, want) in [
+            ("add v0, v1", "0xffffffff", "0x10e2"),
+            ("sub v0, v1", "1", "0x10e2"),
+            ("add v0, v1", "13", "0x10d4"),
+            ("xor v0, v1", "0x10e0", "1"),
+            ("neg v0", "0", "0xffffef1f"),
+        ] {
+            let f = simplified(&format!(
+                "block0:\n v0 = len\n v1 = const {k}\n v2 = {inst}\n v3 = const 4321\n br ne v2, v3, block1, block2\nblock1:\n ret 1\nblock2:\n ret 0\n"
+            ));
+            let text = f.to_string();
+            assert!(!text.contains(&inst[..4]), "{inst}: {text}");
+            assert!(text.contains(&format!("const {want}")), "{inst}: {text}");
+        }
+        // A value read elsewhere keeps its comparison (the add stays anyway).
+        let g = simplified(
+            "block0:\n v0 = len\n v1 = const 1\n v2 = add v0, v1\n v3 = const 7\n br eq v2, v3, block1, block2\nblock1:\n ret v2\nblock2:\n ret 0\n",
+        );
+        assert!(g.to_string().contains("br eq v2"), "{g}");
+        // Orderings are not folded: x + 1 > 0 is false for x = 0xffffffff.
+        let h = simplified(
+            "block0:\n v0 = load.w [0]\n v1 = const 1\n v2 = add v0, v1\n v3 = const 0\n br gt v2, v3, block1, block2\nblock1:\n ret 1\nblock2:\n ret 0\n",
+        );
+        assert!(h.to_string().contains("add"), "{h}");
     }
 
     #[test]

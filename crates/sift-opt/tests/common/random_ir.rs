@@ -784,6 +784,18 @@ impl<'e, E: Entropy> Gen<'e, E> {
             let m = self.f.iconst(b, mask);
             lhs = self.f.push(b, Inst::Binary(BinOp::And, lhs, m));
             avail.push(lhs);
+        } else if op != CmpOp::Set && self.e.chance(10) {
+            // Arithmetic on the field, as `len - 1 = 4321` (which wraps for len 0), compared
+            // with the key moved the same way, so that packets carrying the key take both edges.
+            let arith = self.e.pick(&[BinOp::Add, BinOp::Sub, BinOp::Xor]);
+            let c = self.e.pick(&[1, 13, 0xffff_fff3, key]);
+            let moved = arith.apply(key, c).expect("add, sub and xor are total");
+            let key = if self.e.chance(80) { moved } else { key };
+            let c = self.f.iconst(b, c);
+            lhs = self.f.push(b, Inst::Binary(arith, lhs, c));
+            avail.push(lhs);
+            let rhs = self.reuse_or_const(b, avail, key);
+            return (op, lhs, rhs);
         }
         let rhs = self.reuse_or_const(b, avail, key);
         (op, lhs, rhs)
