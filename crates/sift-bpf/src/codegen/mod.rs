@@ -1,13 +1,15 @@
 //! Code generation: sift IR to classic BPF, the back end behind `sift compile` and kernel socket
 //! filters.
 //!
-//! Four steps, one module each (and their helpers: [`regs`], [`classes`], [`suffix`]):
+//! Four steps, one module each (and their helpers: [`regs`], [`classes`], [`patterns`],
+//! [`suffix`]):
 //!
 //! 1. [`select`] walks the blocks in reverse postorder (a topological order, so every jump is
 //!    forward) and emits instructions with symbolic jump targets and virtual scratch slots. It
 //!    tracks what `A` and `X` hold ([`regs`]), also across blocks and as value classes
 //!    ([`classes`]: equal twins on sibling paths count as one), rematerialises values that
-//!    take one instruction, turns the IPv4 header length into `ldxb 4*([k]&0xf)`, and lowers a
+//!    take one instruction, turns the IPv4 header length into `ldxb 4*([k]&0xf)` ([`patterns`];
+//!    a mask it shares with one other reader is computed at that reader), and lowers a
 //!    `Switch` to a `jeq` chain (the smallest form: a binary search tree only adds `jgt`s).
 //! 2. [`alloc`] drops stores nobody reloads and maps the remaining virtual slots to
 //!    `M[0..16]` by interval colouring over the linear order (sound because the order is
@@ -37,6 +39,7 @@ mod alloc;
 mod classes;
 mod layout;
 mod machine;
+mod patterns;
 mod regs;
 mod select;
 mod suffix;
@@ -487,6 +490,51 @@ block8:
         let p = check(text, &pkts);
         let listing = disassemble(&p.to_program());
         assert_eq!(listing.matches("ldxb").count(), 2, "{listing}");
+    }
+
+    #[test]
+    fn header_length_mask_with_one_other_reader_is_recomputed_there() {
+        // `tcp[((tcp[12:1] & 0xf0) >> 2):4] = 0x47455420 && ip[0] & 0xf > 5` after value
+        // numbering: v3 is both the header length's mask and `ip[0] & 0xf`. Computing it in
+        // block0 costs `ldb; and; st` and a reload in block1; recomputed in block1 it is
+        // `ldb [14]; and #0xf` (libpcap's code), two instructions fewer.
+        let text = "\
+block0:
+    v0 = const 15
+    v1 = const 2
+    v2 = load.b [14]
+    v3 = and v2, v0
+    v4 = shl v3, v1
+    v5 = load.b [v4+26]
+    v6 = const 240
+    v7 = and v5, v6
+    v8 = shr v7, v1
+    v9 = add v8, v4
+    v10 = load.w [v9+14]
+    v11 = const 0x47455420
+    br eq v10, v11, block1, block3
+block1:
+    v12 = const 5
+    br gt v3, v12, block2, block3
+block2:
+    ret 1
+block3:
+    ret 0
+";
+        let mut pkts = vec![vec![0u8; 14], vec![0u8; 15]];
+        for (ihl, off) in [(5u8, 5u8), (6, 5), (5, 6)] {
+            let mut p = vec![0u8; 14 + 4 * ihl as usize + 4 * off as usize + 4];
+            p[14] = 0x40 | ihl;
+            p[14 + 4 * ihl as usize + 12] = off << 4;
+            let at = 14 + 4 * ihl as usize + 4 * off as usize;
+            p[at..at + 4].copy_from_slice(b"GET ");
+            pkts.push(p.clone());
+            pkts.push(p[..p.len() - 1].to_vec());
+        }
+        let p = check(text, &pkts);
+        let listing = disassemble(&p.to_program());
+        assert!(!listing.contains("M["), "{listing}");
+        assert_eq!(p.len(), 13, "{listing}");
     }
 
     #[test]

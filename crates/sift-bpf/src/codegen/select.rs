@@ -17,7 +17,10 @@
 //!
 //! The IPv4 header length `shl(and(load.b [k], 15), 2)` becomes one `ldxb 4*([k]&0xf)`; the
 //! byte load and the mask it subsumes are not emitted when nothing else reads them (a load only
-//! when it sits in the same block, so that the packet is still rejected on the same paths).
+//! when it sits in the same block, so that the packet is still rejected on the same paths). A
+//! mask with one other reader, which takes it in `A`, is computed at that reader instead
+//! ([`super::patterns`]): `ldb [k]; and #0xf` there is cheaper than computing, storing and
+//! reloading it.
 //!
 //! A `protochain` walk (libpcap dialect; the kernel's gets it unrolled before selection) is one
 //! [`Item::Walk`]: `A` and `X` are loaded with the protocol and offset, the loop leaves the
@@ -32,6 +35,7 @@
 use sift_ir::{BinOp, Block, Chain, CmpOp, Function, Inst, LoadSize, Target, Terminator, Value};
 
 use super::classes::value_classes;
+use super::patterns::{header_lengths, jump_argument_loads};
 use super::regs::Regs;
 use crate::insn::{AluOp, Insn, JmpOp, Op, Size, Src};
 
@@ -81,6 +85,8 @@ struct Selector<'f> {
     msh: Vec<Option<u32>>,
     /// Values whose only readers are `ldxb 4*([k]&0xf)` instructions that do their work.
     covered: Vec<bool>,
+    /// Header-length masks computed at their one other reader: `ldb [k]; and #0xf`.
+    lazy: Vec<Option<u32>>,
     /// Loads read only as arguments of their block's unconditional jump: emitted at the jump,
     /// where the copy needs them in `A` (their block still performs them, so the packet is
     /// rejected on the same paths).
@@ -164,15 +170,16 @@ pub(super) fn select(f: &Function) -> Vec<Item> {
             uses[o.index()] += 1;
         }
     }
-    let (msh, covered) = header_length_patterns(f, &order, &uses, &def_block);
+    let hl = header_lengths(f, &order, &uses, &def_block);
     let deferred = jump_argument_loads(f, &order, &uses);
     let mut sel = Selector {
         f,
         items: Vec::new(),
         pending: vec![false; uses.len()],
         uses,
-        msh,
-        covered,
+        msh: hl.msh,
+        covered: hl.covered,
+        lazy: hl.lazy,
         deferred,
         class: value_classes(f),
         regs: Regs::default(),
@@ -185,97 +192,6 @@ pub(super) fn select(f: &Function) -> Vec<Item> {
         sel.block(b);
     }
     sel.items
-}
-
-/// Finds the values `shl(and(load.b [k], 15), 2)` (the IPv4 header length, one `ldxb
-/// 4*([k]&0xf)`), and the mask and load they make unnecessary.
-fn header_length_patterns(
-    f: &Function,
-    order: &[Block],
-    uses: &[u32],
-    def_block: &[Option<Block>],
-) -> (Vec<Option<u32>>, Vec<bool>) {
-    let mut msh = vec![None; f.values.len()];
-    // Per value: uses by the pattern roots found.
-    let mut pattern_uses = vec![0u32; f.values.len()];
-    let mut roots = Vec::new();
-    for &b in order {
-        for &v in &f.block(b).insts {
-            let Some((mask, byte, k)) = header_length(f, v) else {
-                continue;
-            };
-            if uses[v.index()] == 0 {
-                continue;
-            }
-            msh[v.index()] = Some(k);
-            pattern_uses[mask.index()] += 1;
-            roots.push((v, mask, byte));
-        }
-    }
-    let mut covered = vec![false; f.values.len()];
-    for &(_, mask, _) in &roots {
-        covered[mask.index()] = pattern_uses[mask.index()] == uses[mask.index()];
-    }
-    for &(root, mask, byte) in &roots {
-        let same_block =
-            def_block[root.index()] == def_block[byte.index()] && def_block[byte.index()].is_some();
-        // The byte load may only go when every reader is a covered mask of this block's roots.
-        let readers_covered = uses[byte.index()] == 1 && covered[mask.index()];
-        if same_block && def_block[mask.index()] == def_block[byte.index()] && readers_covered {
-            covered[byte.index()] = true;
-        }
-    }
-    (msh, covered)
-}
-
-/// Loads whose every use is an argument of their own block's `jump`.
-fn jump_argument_loads(f: &Function, order: &[Block], uses: &[u32]) -> Vec<bool> {
-    let mut out = vec![false; f.values.len()];
-    for &b in order {
-        let data = f.block(b);
-        let Terminator::Jump(t) = &data.term else {
-            continue;
-        };
-        for &v in &data.insts {
-            if matches!(f.inst(v), Inst::Load { .. }) {
-                // Only arguments of used parameters are copied (and so emitted).
-                let params = &f.block(t.block).params;
-                let copied = params
-                    .iter()
-                    .zip(&t.args)
-                    .filter(|&(p, &a)| a == v && uses[p.index()] > 0)
-                    .count() as u32;
-                out[v.index()] = copied > 0 && copied == uses[v.index()];
-            }
-        }
-    }
-    out
-}
-
-/// `v = shl(and(load.b [k], 15), 2)`: the mask value, the load value and `k`.
-fn header_length(f: &Function, v: Value) -> Option<(Value, Value, u32)> {
-    let Inst::Binary(BinOp::Shl, mask, two) = *f.inst(v) else {
-        return None;
-    };
-    if f.const_value(two) != Some(2) {
-        return None;
-    }
-    let Inst::Binary(BinOp::And, l, r) = *f.inst(mask) else {
-        return None;
-    };
-    let byte = match (f.const_value(l), f.const_value(r)) {
-        (_, Some(15)) => l,
-        (Some(15), _) => r,
-        _ => return None,
-    };
-    match *f.inst(byte) {
-        Inst::Load {
-            index: None,
-            offset,
-            size: LoadSize::Byte,
-        } => Some((mask, byte, offset)),
-        _ => None,
-    }
 }
 
 impl Selector<'_> {
@@ -334,6 +250,12 @@ impl Selector<'_> {
                 return;
             }
         }
+        if let (Some(k), false) = (self.lazy[v.index()], self.in_x(v)) {
+            self.emit(Op::LdAbs(Size::Byte), k);
+            self.emit(Op::Alu(AluOp::And, Src::K), 15);
+            self.set_a(v);
+            return;
+        }
         match *self.f.inst(v) {
             Inst::Const(k) => self.emit(Op::LdImm, k),
             Inst::WireLen => self.emit(Op::LdLen, 0),
@@ -390,7 +312,7 @@ impl Selector<'_> {
     fn inst(&mut self, v: Value) {
         let inst = self.f.inst(v).clone();
         let unused = self.uses[v.index()] == 0;
-        if self.covered[v.index()] {
+        if self.covered[v.index()] || self.lazy[v.index()].is_some() {
             return;
         }
         if self.deferred[v.index()] {
