@@ -749,6 +749,68 @@ mod tests {
         );
     }
 
+    /// Leaves hold up to `LEAF_MAX` keys, so the tables of `differential` have at most one
+    /// branch level: here a table two levels deep, probed natively (single and batch, in one
+    /// pass and in passes) against the Rust walk, hits and misses.
+    #[test]
+    fn deep_tables() {
+        if !crate::supported() {
+            return;
+        }
+        let program = four_tuple([0, 0, 1, 1]);
+        let extractor = NativeExtractor::compile(&program).unwrap();
+        let order = program.packet_order();
+        let key_of = |p: &[u8]| {
+            let mut key = [0u64; crate::key_extractor::KEY_WORDS];
+            extractor.extract(p, 60, &mut key).then(|| {
+                order.apply(&mut key);
+                [key[0], key[1]]
+            })
+        };
+        // Connection numbers spread over the 2^23 that `packet` tells apart.
+        let conn = |i: u64| i.wrapping_mul(0x9e37_79b9) & ((1 << 23) - 1);
+        let mut table = Table::<2>::new(KeyHash::random());
+        for i in 0..200_000u64 {
+            let c = conn(i);
+            let key = key_of(&packet(&mut Rng(3), c)).expect("an undamaged packet");
+            let tag = NonZeroU64::new(c + 1).unwrap();
+            table.insert(key, Value { tag, data: c });
+        }
+        table.check_layout().unwrap();
+        assert!(table.depth() >= 2, "depth {}", table.depth());
+        let mut rng = Rng(9);
+        let packets: Vec<Vec<u8>> = (0..4000)
+            .map(|_| {
+                // Half installed connections, half others (mostly absent).
+                let c = match rng.next() % 2 {
+                    0 => conn(rng.next() % 200_000),
+                    _ => rng.next() % (1 << 23),
+                };
+                packet(&mut rng, c)
+            })
+            .collect();
+        let want: Vec<_> = packets
+            .iter()
+            .map(|p| key_of(p).and_then(|k| table.slot(&k)))
+            .collect();
+        let hits = want.iter().filter(|w| w.is_some()).count();
+        assert!(hits > 1500 && hits < 3500, "{hits} hits");
+        let refs: Vec<PacketRef> = packets.iter().map(|p| PacketRef::new(p, 60)).collect();
+        for one_pass_keys in [u64::MAX, 0] {
+            let matcher =
+                DemuxMatcher::<2>::compile_one_pass_up_to(&program, one_pass_keys).unwrap();
+            for (p, w) in packets.iter().zip(&want) {
+                let got = matcher.lookup(&table, p, 60);
+                assert_eq!(got.map(|s| s as *const _), w.map(|s| s as *const _));
+            }
+            for (chunk, w) in refs.chunks(BATCH).zip(want.chunks(BATCH)) {
+                let mut out = [None; BATCH];
+                assert_eq!(matcher.lookup_batch(&table, chunk, &mut out), chunk.len());
+                assert_eq!(&out[..chunk.len()], w);
+            }
+        }
+    }
+
     #[test]
     fn keys_wider_than_the_table_are_refused() {
         if !crate::supported() {
