@@ -1,0 +1,215 @@
+//! Native probing against the Rust walk of the same table ([`Table::slot`] on the key the
+//! extractor computes), over random key sets changed by random inserts and removals.
+
+use std::num::NonZeroU64;
+
+use super::*;
+use crate::demux_table::{KeyHash, Value};
+use crate::key_extractor::NativeExtractor;
+use fixtures::{four_tuple, four_tuple_at};
+
+struct Rng(u64);
+
+impl Rng {
+    fn next(&mut self) -> u64 {
+        self.0 ^= self.0 << 13;
+        self.0 ^= self.0 >> 7;
+        self.0 ^= self.0 << 17;
+        self.0
+    }
+}
+
+/// A packet of connection `c` (a small number, so that sets collide), sometimes damaged.
+fn packet(rng: &mut Rng, c: u64) -> Vec<u8> {
+    let mut p = vec![0u8; 60];
+    p[12] = 0x08;
+    p[14] = 0x45;
+    p[23] = 6;
+    p[26..30].copy_from_slice(&(0x0a00_0000 | (c as u32 & 0xff)).to_be_bytes());
+    p[30..34].copy_from_slice(&(0xc0a8_0000 | (c as u32 >> 8 & 0xff)).to_be_bytes());
+    p[34..36].copy_from_slice(&(1024 + (c >> 16 & 0x3f) as u16).to_be_bytes());
+    p[36..38].copy_from_slice(&[80u16, 443][(c >> 22 & 1) as usize].to_be_bytes());
+    match rng.next() % 16 {
+        0 => p.truncate((rng.next() % 60) as usize),
+        1 => p[14] = 0x40 | (rng.next() % 16) as u8,
+        2 => p[20] = 0x20,
+        _ => {}
+    }
+    p
+}
+
+/// `one_pass_keys`: as [`DemuxMatcher::compile_one_pass_up_to`] (the tables here have up to
+/// a few thousand keys: 0 tests the batches' passes, the default their one pass).
+fn differential<const W: usize>(program: KeyProgram, seed: u64, one_pass_keys: u64) {
+    let matcher = DemuxMatcher::<W>::compile_one_pass_up_to(&program, one_pass_keys).unwrap();
+    let extractor = NativeExtractor::compile(&program).unwrap();
+    let order = program.packet_order();
+    // The key the matcher computes: the extractor's in packet order.
+    let extract = |p: &[u8], key: &mut [u64; crate::key_extractor::KEY_WORDS]| {
+        let accepted = extractor.extract(p, 60, key);
+        order.apply(key);
+        accepted
+    };
+    let mut rng = Rng(seed);
+    let mut table = Table::<W>::new(KeyHash::random());
+    let (mut hits, mut compared) = (0, 0);
+    for round in 0..40 {
+        // Grow for a while, then shrink: tables from empty to a few thousand keys.
+        let grow = round < 25;
+        for _ in 0..300 {
+            let c = rng.next() % 5000;
+            let p = packet(&mut Rng(c + 1), c);
+            let mut key = [0u64; crate::key_extractor::KEY_WORDS];
+            if !extract(&p, &mut key) {
+                continue;
+            }
+            let key: [u64; W] = std::array::from_fn(|i| key[i]);
+            if grow || rng.next().is_multiple_of(4) {
+                let tag = NonZeroU64::new(c + 1).unwrap();
+                table.insert(key, Value { tag, data: c });
+            } else {
+                table.remove(&key);
+            }
+        }
+        table.check_layout().unwrap();
+        let packets: Vec<Vec<u8>> = (0..200)
+            .map(|_| {
+                let c = rng.next() % 6000;
+                packet(&mut rng, c)
+            })
+            .collect();
+        let mut expected = Vec::new();
+        for p in &packets {
+            let mut key = [0u64; crate::key_extractor::KEY_WORDS];
+            let want = extract(p, &mut key)
+                .then(|| table.slot(&std::array::from_fn(|i| key[i])))
+                .flatten();
+            let got = matcher.lookup(&table, p, 60);
+            assert_eq!(got.map(|s| s as *const _), want.map(|s| s as *const _));
+            hits += usize::from(got.is_some());
+            compared += 1;
+            expected.push(want);
+        }
+        let refs: Vec<PacketRef> = packets.iter().map(|p| PacketRef::new(p, 60)).collect();
+        for (chunk, want) in refs.chunks(BATCH).zip(expected.chunks(BATCH)) {
+            let mut out = [None; BATCH];
+            assert_eq!(matcher.lookup_batch(&table, chunk, &mut out), chunk.len());
+            assert_eq!(&out[..chunk.len()], want);
+        }
+    }
+    assert!(
+        hits > 1000 && hits < compared - 1000,
+        "{hits} of {compared}"
+    );
+}
+
+#[test]
+fn native_probing_equals_the_rust_walk() {
+    if !crate::supported() {
+        return;
+    }
+    for one_pass_keys in [ONE_PASS_KEYS, 0] {
+        differential::<2>(four_tuple([0, 0, 1, 1]), 1, one_pass_keys);
+        differential::<1>(four_tuple([0, 0, 0, 0]), 2, one_pass_keys);
+        differential::<6>(four_tuple([0, 3, 5, 4]), 3, one_pass_keys);
+        // Fields adjacent in the packet and the key: each pair one load in packet order
+        // (both addresses; both ports), the ports after a lone address, and a pair
+        // starting inside a word.
+        differential::<2>(
+            four_tuple_at([0, 0, 1, 1], [0, 32, 0, 16]),
+            4,
+            one_pass_keys,
+        );
+        differential::<2>(
+            four_tuple_at([0, 1, 1, 1], [0, 0, 32, 48]),
+            5,
+            one_pass_keys,
+        );
+        differential::<6>(
+            four_tuple_at([1, 1, 3, 3], [0, 32, 16, 32]),
+            6,
+            one_pass_keys,
+        );
+    }
+}
+
+#[test]
+#[ignore = "prints the generated code"]
+fn print_listing() {
+    println!(
+        "{}",
+        DemuxMatcher::<2>::listing(&four_tuple([0, 0, 1, 1])).unwrap()
+    );
+}
+
+/// Leaves hold up to `LEAF_MAX` keys, so the tables of `differential` have at most one
+/// branch level: here a table two levels deep, probed natively (single and batch, in one
+/// pass and in passes) against the Rust walk, hits and misses.
+#[test]
+fn deep_tables() {
+    if !crate::supported() {
+        return;
+    }
+    let program = four_tuple([0, 0, 1, 1]);
+    let extractor = NativeExtractor::compile(&program).unwrap();
+    let order = program.packet_order();
+    let key_of = |p: &[u8]| {
+        let mut key = [0u64; crate::key_extractor::KEY_WORDS];
+        extractor.extract(p, 60, &mut key).then(|| {
+            order.apply(&mut key);
+            [key[0], key[1]]
+        })
+    };
+    // Connection numbers spread over the 2^23 that `packet` tells apart.
+    let conn = |i: u64| i.wrapping_mul(0x9e37_79b9) & ((1 << 23) - 1);
+    let mut table = Table::<2>::new(KeyHash::random());
+    for i in 0..200_000u64 {
+        let c = conn(i);
+        let key = key_of(&packet(&mut Rng(3), c)).expect("an undamaged packet");
+        let tag = NonZeroU64::new(c + 1).unwrap();
+        table.insert(key, Value { tag, data: c });
+    }
+    table.check_layout().unwrap();
+    assert!(table.depth() >= 2, "depth {}", table.depth());
+    let mut rng = Rng(9);
+    let packets: Vec<Vec<u8>> = (0..4000)
+        .map(|_| {
+            // Half installed connections, half others (mostly absent).
+            let c = match rng.next() % 2 {
+                0 => conn(rng.next() % 200_000),
+                _ => rng.next() % (1 << 23),
+            };
+            packet(&mut rng, c)
+        })
+        .collect();
+    let want: Vec<_> = packets
+        .iter()
+        .map(|p| key_of(p).and_then(|k| table.slot(&k)))
+        .collect();
+    let hits = want.iter().filter(|w| w.is_some()).count();
+    assert!(hits > 1500 && hits < 3500, "{hits} hits");
+    let refs: Vec<PacketRef> = packets.iter().map(|p| PacketRef::new(p, 60)).collect();
+    for one_pass_keys in [u64::MAX, 0] {
+        let matcher = DemuxMatcher::<2>::compile_one_pass_up_to(&program, one_pass_keys).unwrap();
+        for (p, w) in packets.iter().zip(&want) {
+            let got = matcher.lookup(&table, p, 60);
+            assert_eq!(got.map(|s| s as *const _), w.map(|s| s as *const _));
+        }
+        for (chunk, w) in refs.chunks(BATCH).zip(want.chunks(BATCH)) {
+            let mut out = [None; BATCH];
+            assert_eq!(matcher.lookup_batch(&table, chunk, &mut out), chunk.len());
+            assert_eq!(&out[..chunk.len()], w);
+        }
+    }
+}
+
+#[test]
+fn keys_wider_than_the_table_are_refused() {
+    if !crate::supported() {
+        return;
+    }
+    assert!(matches!(
+        DemuxMatcher::<1>::compile(&four_tuple([0, 0, 1, 1])),
+        Err(JitError::Codegen(_))
+    ));
+}
