@@ -8,7 +8,8 @@
 //! instrumented; the guard page catches its over-reads), the matcher's single and batch
 //! lookups must find exactly the slot that the key extractor's key (big-endian fields),
 //! converted with `KeyProgram::packet_order`, finds in a walk of the table in Rust; the table
-//! holds the keys of some prefixes and filler keys (enough to split its root).
+//! holds the keys of some prefixes and up to `2 * LEAF_MAX` filler keys (enough to split its
+//! root, so that the native walk follows branches).
 
 use std::num::NonZeroU64;
 use std::sync::OnceLock;
@@ -16,7 +17,7 @@ use std::sync::OnceLock;
 use libfuzzer_sys::fuzz_target;
 use sift_ir::BinOp;
 use sift_jit::demux_matcher::{DemuxMatcher, BATCH};
-use sift_jit::demux_table::{KeyHash, Table, Value};
+use sift_jit::demux_table::{KeyHash, Table, Value, LEAF_MAX};
 use sift_jit::key_extractor::{KeyProgram, KeyRel, KeyStep, NativeExtractor, KEY_WORDS};
 use sift_jit::PacketRef;
 
@@ -181,7 +182,7 @@ fuzz_target!(|data: &[u8]| {
             }
         }
     }
-    for i in 0..u64::from(seeds[0] as u8) {
+    for i in 0..u64::from(seeds[0] as u16) % (2 * LEAF_MAX as u64 + 1) {
         let key = std::array::from_fn(|w| (i + 1).wrapping_mul(0x9e37_79b9_7f4a_7c15) >> w);
         table.insert(
             key,
