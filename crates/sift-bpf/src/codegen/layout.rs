@@ -203,6 +203,7 @@ pub(super) fn resolve(items: &[Item]) -> Vec<Insn> {
             | Item::StoreX(_)
             | Item::LoadA(_)
             | Item::LoadX(_)
+            | Item::Copy { .. }
             | Item::Walk { .. } => {
                 debug_assert!(false, "unallocated slot access");
                 out.push(Op::Ja.with_k(u32::MAX));

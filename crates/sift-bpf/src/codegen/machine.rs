@@ -127,6 +127,7 @@ fn pieces(items: &[Item]) -> Vec<Piece> {
             | Item::StoreX(_)
             | Item::LoadA(_)
             | Item::LoadX(_)
+            | Item::Copy { .. }
             | Item::Walk { .. } => {
                 debug_assert!(false, "unallocated slot access");
             }
@@ -294,6 +295,8 @@ pub(super) fn optimize(items: &[Item]) -> Vec<Item> {
     if pieces.is_empty() {
         return Vec::new();
     }
+    let successors_first = postorder(&pieces);
+    super::deadregs::remove(&mut pieces, &successors_first);
     let rep = merge(&mut pieces);
     let entry = rep[0];
     let live = postorder_from(&pieces, entry);

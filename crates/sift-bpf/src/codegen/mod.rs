@@ -37,9 +37,12 @@
 
 mod alloc;
 mod classes;
+mod coalesce;
+mod deadregs;
 mod layout;
 mod machine;
 mod patterns;
+mod recompute;
 mod regs;
 mod select;
 mod suffix;

@@ -27,8 +27,11 @@
 //! result in `A` and garbage in `X`, and its scratch word is the slot of its own result, which
 //! the allocator keeps apart from every value live across the loop.
 //!
-//! Block parameters are virtual slots written by copies on the incoming edges (in stubs after
-//! the branching block when the edge is conditional). Comparisons become `jeq`/`jgt`/`jge`/
+//! A sum `add(b, #k)` with one reader is computed at that reader ([`super::recompute`]), folded
+//! into it when it is an addition (`add x; add #k`).
+//!
+//! Block parameters are virtual slots written by copies on the incoming edges ([`edges`]), which
+//! the allocator elides where a parameter shares its argument's word. Comparisons become `jeq`/`jgt`/`jge`/
 //! `jset` with the constant folded into `#k` and the targets swapped for `ne`/`lt`/`le`; a
 //! `Switch` becomes a chain of `jeq` whose last test falls to the default.
 
@@ -36,7 +39,10 @@ use sift_ir::{BinOp, Block, Chain, CmpOp, Function, Inst, LoadSize, Target, Term
 
 use super::classes::value_classes;
 use super::patterns::{header_lengths, jump_argument_loads};
+use super::recompute::placement;
 use super::regs::Regs;
+
+mod edges;
 use crate::insn::{AluOp, Insn, JmpOp, Op, Size, Src};
 
 /// A jump target in the item list.
@@ -66,6 +72,13 @@ pub(super) enum Item {
     LoadA(Value),
     /// `ldx M[slot of value]`.
     LoadX(Value),
+    /// The copy of an edge argument into a block parameter: `st` (`stx` with `from_x`) into
+    /// the parameter's slot, nothing when the allocator gives both the same word.
+    Copy {
+        param: Value,
+        arg: Value,
+        from_x: bool,
+    },
     /// A `protochain` loop ([`crate::protochain::loop_code`]) with `A` and `X` loaded; the slot
     /// of `value` (the walk's result) is its scratch word, free of every value live across it.
     Walk {
@@ -93,6 +106,10 @@ struct Selector<'f> {
     deferred: Vec<bool>,
     /// Deferred loads not emitted yet.
     pending: Vec<bool>,
+    /// Sums `add(b, #k)` computed at their reader ([`super::recompute`]): `(b, k)`.
+    sum: Vec<Option<(Value, u32)>>,
+    /// Block parameters copied into `X` on every incoming edge.
+    index_param: Vec<bool>,
     /// The class of each value ([`super::classes`]): registers hold classes, so a value
     /// is in place when an equal twin is.
     class: Vec<Value>,
@@ -172,6 +189,7 @@ pub(super) fn select(f: &Function) -> Vec<Item> {
     }
     let hl = header_lengths(f, &order, &uses, &def_block);
     let deferred = jump_argument_loads(f, &order, &uses);
+    let placed = placement(f, &order, &uses);
     let mut sel = Selector {
         f,
         items: Vec::new(),
@@ -181,6 +199,8 @@ pub(super) fn select(f: &Function) -> Vec<Item> {
         covered: hl.covered,
         lazy: hl.lazy,
         deferred,
+        sum: placed.sum,
+        index_param: placed.index_param,
         class: value_classes(f),
         regs: Regs::default(),
         entry: vec![None; f.blocks.len()],
@@ -256,6 +276,12 @@ impl Selector<'_> {
             self.set_a(v);
             return;
         }
+        if let (Some((base, k)), false) = (self.sum[v.index()], self.in_x(v)) {
+            self.load_a(base);
+            self.emit(Op::Alu(AluOp::Add, Src::K), k);
+            self.set_a(v);
+            return;
+        }
         match *self.f.inst(v) {
             Inst::Const(k) => self.emit(Op::LdImm, k),
             Inst::WireLen => self.emit(Op::LdLen, 0),
@@ -275,10 +301,14 @@ impl Selector<'_> {
         self.set_a(v);
     }
 
-    /// Puts `v` into `X` without touching `A`.
+    /// Puts `v` into `X`, without touching `A` unless `v` is a sum computed at its reader
+    /// (through `A`; every caller loads `A` after `X`, or no longer needs it).
     fn load_x(&mut self, v: Value) {
         if self.in_x(v) {
             return;
+        }
+        if self.sum[v.index()].is_some() && !self.in_a(v) {
+            self.load_a(v);
         }
         if self.in_a(v) {
             self.emit(Op::Tax, 0);
@@ -312,7 +342,10 @@ impl Selector<'_> {
     fn inst(&mut self, v: Value) {
         let inst = self.f.inst(v).clone();
         let unused = self.uses[v.index()] == 0;
-        if self.covered[v.index()] || self.lazy[v.index()].is_some() {
+        if self.covered[v.index()]
+            || self.lazy[v.index()].is_some()
+            || self.sum[v.index()].is_some()
+        {
             return;
         }
         if self.deferred[v.index()] {
@@ -414,6 +447,16 @@ impl Selector<'_> {
                 self.emit(Op::Alu(alu, Src::K), k);
             }
             _ => {
+                // `l + (b + k)` with the sum computed here: `l + b`, then `add #k`.
+                let folded = |v: Value| match self.sum[v.index()] {
+                    Some(s) if op == BinOp::Add && !self.in_a(v) && !self.in_x(v) => Some(s),
+                    _ => None,
+                };
+                let (lhs, rhs, k) = match (folded(lhs), folded(rhs)) {
+                    (_, Some((b, k))) => (lhs, b, Some(k)),
+                    (Some((b, k)), None) => (b, rhs, Some(k)),
+                    (None, None) => (lhs, rhs, None),
+                };
                 // Keep operands where they are: X must end up with one, A with the other.
                 let misplaced =
                     (self.in_a(rhs) && !self.in_a(lhs)) || (self.in_x(lhs) && !self.in_x(rhs));
@@ -425,64 +468,13 @@ impl Selector<'_> {
                 self.load_x(rhs);
                 self.load_a(lhs);
                 self.emit(Op::Alu(alu, Src::X), 0);
+                if let Some(k) = k {
+                    self.emit(Op::Alu(AluOp::Add, Src::K), k);
+                }
             }
         }
         // The result replaces A; X is untouched.
         self.regs.a.clear();
-    }
-
-    /// Writes the edge arguments into the parameters' slots. Parameter slots never share a
-    /// word with the arguments of an edge into their block (their intervals overlap at the
-    /// copy), so sequential copies are a correct parallel copy.
-    fn copies(&mut self, t: &Target) {
-        let params = self.f.block(t.block).params.clone();
-        let mut pairs: Vec<(Value, Value)> = params
-            .iter()
-            .copied()
-            .zip(t.args.iter().copied())
-            .filter(|(p, _)| self.uses[p.index()] > 0)
-            .collect();
-        // Arguments already in a register go first, before loading the others clobbers `A`.
-        pairs.sort_by_key(|&(_, arg)| !(self.in_a(arg) || self.in_x(arg)));
-        for (p, arg) in pairs {
-            let p = &p;
-            if self.in_x(arg) && !self.in_a(arg) {
-                self.items.push(Item::StoreX(*p));
-                self.regs.x.alias(self.class[p.index()]);
-            } else {
-                self.load_a(arg);
-                self.items.push(Item::Store(*p));
-                self.regs.a.alias(self.class[p.index()]);
-            }
-        }
-    }
-
-    /// Records the register state an edge leaves at its target's entry.
-    fn leave(&mut self, t: &Target) {
-        let params = &self.f.block(t.block).params;
-        let args: Vec<Value> = t.args.iter().map(|a| self.class[a.index()]).collect();
-        let state = self.regs.through_edge(params, &args);
-        Regs::merge_into(&mut self.entry[t.block.index()], state);
-    }
-
-    /// The label to jump to for an edge: the block itself, or a stub doing the copies first.
-    fn edge_label(&mut self, t: &Target) -> Label {
-        let params = &self.f.block(t.block).params;
-        if params.iter().any(|p| self.uses[p.index()] > 0) {
-            let l = self.fresh_label();
-            self.stubs.push((l, t.clone(), self.regs.clone()));
-            l
-        } else {
-            self.leave(t);
-            self.block_label[t.block.index()]
-        }
-    }
-
-    fn jump(&mut self, t: &Target) {
-        self.copies(t);
-        self.leave(t);
-        self.items
-            .push(Item::Jump(self.block_label[t.block.index()]));
     }
 
     fn terminator(&mut self, term: &Terminator) {
