@@ -34,7 +34,6 @@ const LOCAL: u32 = 1 << 31;
 pub(super) fn merge_equal_blocks(f: &mut Function) -> bool {
     // A block whose values are used elsewhere stays itself (its uses need it).
     let used_elsewhere = used_outside_own_block(f);
-    let place = Places::new(f);
     let mut first_of: WordMap<u64, Block> = WordMap::default();
     let mut next_same_hash: Vec<Option<Block>> = vec![None; f.blocks.len()];
     let mut representative: Vec<Option<Block>> = vec![None; f.blocks.len()];
@@ -60,14 +59,14 @@ pub(super) fn merge_equal_blocks(f: &mut Function) -> bool {
         if used_elsewhere[b.index()] || !comparable(f, b) {
             continue;
         }
-        let hash = place.hash_code(f, b);
+        let hash = hash_code(f, b);
         let Some(&head) = first_of.get(&hash) else {
             first_of.insert(hash, b);
             continue;
         };
         let mut candidate = head;
         loop {
-            if place.same_code(f, candidate, b) {
+            if same_code(f, candidate, b) {
                 representative[b.index()] = Some(candidate);
                 break;
             }
@@ -89,93 +88,74 @@ fn comparable(f: &Function, b: Block) -> bool {
     data.params.is_empty() && !matches!(data.term, Terminator::Switch { .. })
 }
 
-/// Where each listed instruction is: its block and its position there.
-struct Places {
-    block: Vec<u32>,
-    position: Vec<u32>,
+/// `v` as `b`'s code names it: by position when `b` computes it. Blocks hold a few
+/// instructions, so a scan of them beats a table over every value of the function (10^6
+/// on long chains, read at random).
+fn rename(f: &Function, b: Block, v: Value) -> Value {
+    match f.block(b).insts.iter().position(|&x| x == v) {
+        Some(i) => Value(LOCAL | i as u32),
+        None => v,
+    }
 }
 
-impl Places {
-    fn new(f: &Function) -> Places {
-        let mut block = vec![u32::MAX; f.values.len()];
-        let mut position = vec![0; f.values.len()];
-        for (b, data) in f.blocks.iter().enumerate() {
-            for (i, &v) in data.insts.iter().enumerate() {
-                block[v.index()] = b as u32;
-                position[v.index()] = i as u32;
+fn renamed_inst(f: &Function, b: Block, v: Value) -> Inst {
+    let mut inst = f.inst(v).clone();
+    inst.map_operands(|x| rename(f, b, x));
+    inst
+}
+
+fn renamed_term(f: &Function, b: Block) -> Terminator {
+    let mut term = f.block(b).term.clone();
+    term.map_operands(|x| rename(f, b, x));
+    term
+}
+
+/// A hash of `b`'s code, equal for blocks of equal code. It reads the fields in place
+/// rather than hashing renamed copies (every reachable block is hashed).
+fn hash_code(f: &Function, b: Block) -> u64 {
+    let mut h = WordHasher::default();
+    let data = f.block(b);
+    let mut word = |w: u32| h.write_u32(w);
+    word(data.insts.len() as u32);
+    for &v in &data.insts {
+        match f.inst(v) {
+            Inst::Const(k) => word(*k),
+            Inst::Load { index, offset, .. } => {
+                word(index.map_or(u32::MAX, |x| rename(f, b, x).0));
+                word(*offset);
             }
-        }
-        Places { block, position }
-    }
-
-    /// `v` as `b`'s code names it: by position when `b` computes it.
-    fn rename(&self, b: Block, v: Value) -> Value {
-        if self.block[v.index()] == b.0 {
-            Value(LOCAL | self.position[v.index()])
-        } else {
-            v
+            inst => inst.for_each_operand(|x| word(rename(f, b, x).0)),
         }
     }
-
-    fn inst(&self, f: &Function, b: Block, v: Value) -> Inst {
-        let mut inst = f.inst(v).clone();
-        inst.map_operands(|x| self.rename(b, x));
-        inst
-    }
-
-    fn term(&self, f: &Function, b: Block) -> Terminator {
-        let mut term = f.block(b).term.clone();
-        term.map_operands(|x| self.rename(b, x));
-        term
-    }
-
-    /// A hash of `b`'s code, equal for blocks of equal code. It reads the fields in place
-    /// rather than hashing renamed copies (every reachable block is hashed).
-    fn hash_code(&self, f: &Function, b: Block) -> u64 {
-        let mut h = WordHasher::default();
-        let data = f.block(b);
-        let mut word = |w: u32| h.write_u32(w);
-        word(data.insts.len() as u32);
-        for &v in &data.insts {
-            match f.inst(v) {
-                Inst::Const(k) => word(*k),
-                Inst::Load { index, offset, .. } => {
-                    word(index.map_or(u32::MAX, |x| self.rename(b, x).0));
-                    word(*offset);
-                }
-                inst => inst.for_each_operand(|x| word(self.rename(b, x).0)),
-            }
+    match &data.term {
+        Terminator::Branch {
+            lhs,
+            rhs,
+            then_,
+            else_,
+            ..
+        } => {
+            word(rename(f, b, *lhs).0);
+            word(rename(f, b, *rhs).0);
+            word(then_.block.0);
+            word(else_.block.0);
         }
-        match &data.term {
-            Terminator::Branch {
-                lhs,
-                rhs,
-                then_,
-                else_,
-                ..
-            } => {
-                word(self.rename(b, *lhs).0);
-                word(self.rename(b, *rhs).0);
-                word(then_.block.0);
-                word(else_.block.0);
-            }
-            Terminator::Jump(t) => word(t.block.0),
-            Terminator::Return(n) => word(*n),
-            _ => {}
-        }
-        h.finish()
+        Terminator::Jump(t) => word(t.block.0),
+        Terminator::Return(n) => word(*n),
+        _ => {}
     }
+    h.finish()
+}
 
-    /// Whether `a` and `b` are the same code: instructions equal one for one with the
-    /// operands each computes renamed by position, and the same terminator.
-    fn same_code(&self, f: &Function, a: Block, b: Block) -> bool {
-        let (x, y) = (&f.block(a).insts, &f.block(b).insts);
-        x.len() == y.len()
-            && x.iter()
-                .zip(y)
-                .all(|(&u, &v)| self.inst(f, a, u) == self.inst(f, b, v))
-            && self.term(f, a) == self.term(f, b)
-    }
+/// Whether `a` and `b` are the same code: instructions equal one for one with the
+/// operands each computes renamed by position, and the same terminator.
+fn same_code(f: &Function, a: Block, b: Block) -> bool {
+    let (x, y) = (&f.block(a).insts, &f.block(b).insts);
+    x.len() == y.len()
+        && x.iter()
+            .zip(y)
+            .all(|(&u, &v)| renamed_inst(f, a, u) == renamed_inst(f, b, v))
+        && renamed_term(f, a) == renamed_term(f, b)
 }
 
 #[cfg(test)]
