@@ -13,7 +13,7 @@
 
 use std::hash::Hasher;
 
-use sift_ir::{Block, Function, Inst, Terminator, Value};
+use sift_ir::{Block, Function, Inst, Target, Terminator, Value};
 
 use super::fast_hash::{WordHasher, WordMap};
 use super::threading::used_outside_own_block;
@@ -155,7 +155,44 @@ fn same_code(f: &Function, a: Block, b: Block) -> bool {
         && x.iter()
             .zip(y)
             .all(|(&u, &v)| renamed_inst(f, a, u) == renamed_inst(f, b, v))
-        && renamed_term(f, a) == renamed_term(f, b)
+        && same_term(f, a, b)
+}
+
+/// Whether `a` and `b` end alike, their own values renamed: branches and jumps compared in
+/// place (a renamed copy lists its targets, an allocation per block).
+fn same_term(f: &Function, a: Block, b: Block) -> bool {
+    let same = |x: Value, y: Value| rename(f, a, x) == rename(f, b, y);
+    let same_target = |s: &Target, t: &Target| {
+        s.block == t.block
+            && s.args.len() == t.args.len()
+            && s.args.iter().zip(&t.args).all(|(&x, &y)| same(x, y))
+    };
+    match (&f.block(a).term, &f.block(b).term) {
+        (
+            Terminator::Branch {
+                op,
+                lhs,
+                rhs,
+                then_,
+                else_,
+            },
+            Terminator::Branch {
+                op: op2,
+                lhs: lhs2,
+                rhs: rhs2,
+                then_: then2,
+                else_: else2,
+            },
+        ) => {
+            op == op2
+                && same(*lhs, *lhs2)
+                && same(*rhs, *rhs2)
+                && same_target(then_, then2)
+                && same_target(else_, else2)
+        }
+        (Terminator::Jump(s), Terminator::Jump(t)) => same_target(s, t),
+        _ => renamed_term(f, a) == renamed_term(f, b),
+    }
 }
 
 #[cfg(test)]
