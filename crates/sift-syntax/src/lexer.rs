@@ -535,6 +535,16 @@ fn v6_patterns() -> Vec<Vec<El>> {
 }
 
 fn v6_len(s: &[u8], i: usize, pats: &[Vec<El>]) -> Option<usize> {
+    // Every pattern has a `:`, and a match reads only hex digits, `x` (of `0x` numbers), `.`
+    // and `:`: without a `:` in that run there is none. This spares numbers and IPv4
+    // addresses (most tokens of a long chain) the 60 patterns.
+    let colon = s[i..]
+        .iter()
+        .take_while(|&&b| is_hex(b) || matches!(b, b':' | b'.' | b'x' | b'X'))
+        .any(|&b| b == b':');
+    if !colon {
+        return None;
+    }
     pats.iter().filter_map(|p| longest(s, i, p)).max()
 }
 
