@@ -31,14 +31,16 @@ const LOCAL: u32 = 1 << 31;
 /// Long chains have 10^5 blocks, so no block's code is copied into a key: the table maps a
 /// hash of the code to the first block with it, and blocks whose different code shares a
 /// hash are linked from there (`next_same_hash`), compared in place.
-pub(super) fn merge_equal_blocks(f: &mut Function) -> bool {
+///
+/// `rpo` is `f`'s reverse postorder.
+pub(super) fn merge_equal_blocks(f: &mut Function, rpo: &[Block]) -> bool {
     // A block whose values are used elsewhere stays itself (its uses need it).
     let used_elsewhere = used_outside_own_block(f);
     let mut first_of: WordMap<u64, Block> = WordMap::default();
     let mut next_same_hash: Vec<Option<Block>> = vec![None; f.blocks.len()];
     let mut representative: Vec<Option<Block>> = vec![None; f.blocks.len()];
     let mut moved = false;
-    for b in f.reverse_postorder().into_iter().rev() {
+    for &b in rpo.iter().rev() {
         let mut redirect = |t: &mut Block| {
             if let Some(r) = representative[t.index()] {
                 *t = r;
@@ -223,7 +225,8 @@ block4:
 ",
         )
         .unwrap();
-        assert!(merge_equal_blocks(&mut f));
+        let rpo = f.reverse_postorder();
+        assert!(merge_equal_blocks(&mut f, &rpo));
         let Terminator::Branch { then_, else_, .. } = &f.block(Block(0)).term else {
             panic!("{f}")
         };
@@ -258,7 +261,8 @@ block5:
         };
         for (k, succ) in [(0x1ffe, 4), (0x1fff, 5)] {
             let mut f = parse_function(&text(k, succ)).unwrap();
-            assert!(!merge_equal_blocks(&mut f), "{f}");
+            let rpo = f.reverse_postorder();
+            assert!(!merge_equal_blocks(&mut f, &rpo), "{f}");
         }
     }
 }

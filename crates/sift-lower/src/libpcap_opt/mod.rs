@@ -71,7 +71,7 @@ mod thread_check;
 mod threading;
 
 use sift_ir::verify::dominators;
-use sift_ir::{Function, Terminator};
+use sift_ir::{Block, Function, Terminator};
 
 use branches::{
     branches_to_decide, decide_branches, first_round_jset_peephole, jset_peephole,
@@ -258,9 +258,10 @@ pub(crate) fn apply(f: &mut Function) -> Result<(), String> {
             carried = Some(numbers);
         }
     }
-    // Whether the second loop reached its fixed point: its last dead-code removal, over the
-    // blocks reachable now, removed nothing.
-    let mut settled = false;
+    // The reachable blocks in reverse postorder once the second loop reached its fixed point
+    // (its last dead-code removal, over the blocks reachable now, removed nothing; the last
+    // round changed nothing, so its order stands).
+    let mut settled: Option<Vec<Block>> = None;
     for _ in 0..MAX_ROUNDS {
         let mut rpo = f.reverse_postorder();
         let (numbers, mut changed) = Numbering::compute(f, Phase::FoldStatements, &rpo)?;
@@ -272,12 +273,14 @@ pub(crate) fn apply(f: &mut Function) -> Result<(), String> {
         }
         changed |= remove_dead_code(f, &rpo);
         if !changed {
-            settled = true;
+            settled = Some(rpo);
             break;
         }
     }
-    merge_equal_blocks(f);
-    if skip_undecided_root(f) || !settled {
+    let was_settled = settled.is_some();
+    let rpo = settled.unwrap_or_else(|| f.reverse_postorder());
+    merge_equal_blocks(f, &rpo);
+    if skip_undecided_root(f) || !was_settled {
         remove_dead_code(f, &f.reverse_postorder());
     }
     Ok(())
