@@ -265,23 +265,60 @@ fn reachable_from(mut shifted: Function, entry: Block) -> (Function, Vec<Option<
         }
     }
     let order = shifted.reverse_postorder();
-    let mut renumber = vec![None; shifted.blocks.len()];
+    let n = shifted.blocks.len();
+    let mut renumber = vec![None; n];
     for (new, old) in order.iter().enumerate() {
         renumber[old.index()] = Some(Block(new as u32));
     }
-    let mut out = Function {
-        blocks: Vec::with_capacity(order.len()),
-        values: std::mem::take(&mut shifted.values),
-        patterns: std::mem::take(&mut shifted.patterns),
-        sets: std::mem::take(&mut shifted.sets),
-    };
-    for old in &order {
-        let mut data = std::mem::take(&mut shifted.blocks[old.index()]);
-        for t in data.term.targets_mut() {
-            t.block =
-                renumber[t.block.index()].expect("successors of reachable blocks are reachable");
+    if 2 * order.len() >= n {
+        // Mostly reachable (as after lowering): permute in place, following cycles, with the
+        // unreachable blocks sent to the end and cut off. A second array of 10^5 blocks
+        // would be fresh memory to fault in and fill.
+        let mut place: Vec<u32> = Vec::with_capacity(n);
+        let mut next_unreachable = order.len() as u32;
+        for r in &renumber {
+            place.push(r.map_or_else(
+                || {
+                    next_unreachable += 1;
+                    next_unreachable - 1
+                },
+                |b| b.0,
+            ));
         }
-        out.blocks.push(data);
+        for i in 0..n {
+            while place[i] as usize != i {
+                let j = place[i] as usize;
+                shifted.blocks.swap(i, j);
+                place.swap(i, j);
+            }
+        }
+        shifted.blocks.truncate(order.len());
+        shifted.blocks.shrink_to_fit();
+    } else {
+        // Mostly unreachable (as after the optimizer): moving the few into a new array
+        // writes less than shuffling them all.
+        let mut kept = Vec::with_capacity(order.len());
+        for old in &order {
+            kept.push(std::mem::take(&mut shifted.blocks[old.index()]));
+        }
+        shifted.blocks = kept;
+    }
+    let mut out = shifted;
+    for data in &mut out.blocks {
+        match &mut data.term {
+            Terminator::Branch { then_, else_, .. } => {
+                for t in [then_, else_] {
+                    t.block = renumber[t.block.index()]
+                        .expect("successors of reachable blocks are reachable");
+                }
+            }
+            term => {
+                for t in term.targets_mut() {
+                    t.block = renumber[t.block.index()]
+                        .expect("successors of reachable blocks are reachable");
+                }
+            }
+        }
     }
     for inst in &mut out.values {
         if let Inst::Param(b) = inst {

@@ -133,6 +133,8 @@ fn mask_tests(f: &Function, numbers: &Numbering, reachable: &[Block]) -> Vec<Mas
 struct ZeroTest {
     block: Block,
     op: CmpOp,
+    /// The operation's value.
+    tested: Value,
     x: Value,
     y: Value,
 }
@@ -146,7 +148,6 @@ fn zero_tests(
     reachable: &[Block],
     operation: BinOp,
 ) -> Vec<ZeroTest> {
-    let uses = use_counts(f);
     let mut tests = Vec::new();
     for &b in reachable {
         let Terminator::Branch {
@@ -164,11 +165,22 @@ fn zero_tests(
         if found != operation
             || numbers.konst(rhs) != Some(0)
             || last_computation(f, b) != Some(lhs)
-            || uses[lhs.index()] != 1
         {
             continue;
         }
-        tests.push(ZeroTest { block: b, op, x, y });
+        tests.push(ZeroTest {
+            block: b,
+            op,
+            tested: lhs,
+            x,
+            y,
+        });
+    }
+    // Counting uses reads every instruction of the function, reachable or not: only when a
+    // branch has the shape.
+    if !tests.is_empty() {
+        let uses = use_counts(f);
+        tests.retain(|t| uses[t.tested.index()] == 1);
     }
     tests
 }

@@ -11,10 +11,11 @@
 //! are equal one for one, an operand computed in the block matching the operand at the same
 //! place in the other, an operand from outside the block being the same value.
 
-use std::collections::HashMap;
+use std::hash::Hasher;
 
-use sift_ir::{Block, Function, Inst, Terminator, Value};
+use sift_ir::{Block, Function, Inst, Target, Terminator, Value};
 
+use super::fast_hash::{WordHasher, WordMap};
 use super::threading::used_outside_own_block;
 
 /// Operands computed in the block are renamed by their position, above every real value.
@@ -26,57 +27,174 @@ const LOCAL: u32 = 1 << 31;
 /// libpcap repeats its pass until no edge moves, since a merge can make the blocks above it
 /// equal; visiting the blocks successors first (the graph is acyclic) reaches that fixed
 /// point in one pass: each block is compared with its edges already moved.
-pub(super) fn merge_equal_blocks(f: &mut Function) -> bool {
+///
+/// Long chains have 10^5 blocks, so no block's code is copied into a key: the table maps a
+/// hash of the code to the first block with it, and blocks whose different code shares a
+/// hash are linked from there (`next_same_hash`), compared in place.
+///
+/// `rpo` is `f`'s reverse postorder.
+pub(super) fn merge_equal_blocks(f: &mut Function, rpo: &[Block]) -> bool {
     // A block whose values are used elsewhere stays itself (its uses need it).
     let used_elsewhere = used_outside_own_block(f);
-    let mut first_of: HashMap<(Vec<Inst>, Terminator), Block> = HashMap::new();
+    let mut first_of: WordMap<u64, Block> = WordMap::default();
+    let mut next_same_hash: Vec<Option<Block>> = vec![None; f.blocks.len()];
     let mut representative: Vec<Option<Block>> = vec![None; f.blocks.len()];
     let mut moved = false;
-    for b in f.reverse_postorder().into_iter().rev() {
-        for t in f.block_mut(b).term.targets_mut() {
-            if let Some(r) = representative[t.block.index()] {
-                t.block = r;
+    for &b in rpo.iter().rev() {
+        let mut redirect = |t: &mut Block| {
+            if let Some(r) = representative[t.index()] {
+                *t = r;
                 moved = true;
             }
+        };
+        match &mut f.block_mut(b).term {
+            Terminator::Branch { then_, else_, .. } => {
+                redirect(&mut then_.block);
+                redirect(&mut else_.block);
+            }
+            Terminator::Jump(t) => redirect(&mut t.block),
+            term => term
+                .targets_mut()
+                .into_iter()
+                .for_each(|t| redirect(&mut t.block)),
         }
-        if used_elsewhere[b.index()] {
+        if used_elsewhere[b.index()] || !comparable(f, b) {
             continue;
         }
-        let Some(code) = code_of(f, b) else { continue };
-        let first = *first_of.entry(code).or_insert(b);
-        if first != b {
-            representative[b.index()] = Some(first);
+        let hash = hash_code(f, b);
+        let Some(&head) = first_of.get(&hash) else {
+            first_of.insert(hash, b);
+            continue;
+        };
+        let mut candidate = head;
+        loop {
+            if same_code(f, candidate, b) {
+                representative[b.index()] = Some(candidate);
+                break;
+            }
+            match next_same_hash[candidate.index()] {
+                Some(next) => candidate = next,
+                None => {
+                    next_same_hash[candidate.index()] = Some(b);
+                    break;
+                }
+            }
         }
     }
     moved
 }
 
-/// `b`'s instructions and terminator with the operands computed in `b` renamed by position;
-/// `None` for blocks libpcap's code has no equal of (parameters, switches).
-fn code_of(f: &Function, b: Block) -> Option<(Vec<Inst>, Terminator)> {
+/// Whether libpcap's code could have an equal of `b` (not parameters, not switches).
+fn comparable(f: &Function, b: Block) -> bool {
     let data = f.block(b);
-    if !data.params.is_empty() || matches!(data.term, Terminator::Switch { .. }) {
-        return None;
+    data.params.is_empty() && !matches!(data.term, Terminator::Switch { .. })
+}
+
+/// `v` as `b`'s code names it: by position when `b` computes it. Blocks hold a few
+/// instructions, so a scan of them beats a table over every value of the function (10^6
+/// on long chains, read at random).
+fn rename(f: &Function, b: Block, v: Value) -> Value {
+    match f.block(b).insts.iter().position(|&x| x == v) {
+        Some(i) => Value(LOCAL | i as u32),
+        None => v,
     }
-    let position: HashMap<Value, u32> = data
-        .insts
-        .iter()
-        .enumerate()
-        .map(|(i, &v)| (v, i as u32))
-        .collect();
-    let rename = |v: Value| position.get(&v).map_or(v, |&i| Value(LOCAL | i));
-    let insts = data
-        .insts
-        .iter()
-        .map(|&v| {
-            let mut inst = f.inst(v).clone();
-            inst.map_operands(rename);
-            inst
-        })
-        .collect();
-    let mut term = data.term.clone();
-    term.map_operands(rename);
-    Some((insts, term))
+}
+
+fn renamed_inst(f: &Function, b: Block, v: Value) -> Inst {
+    let mut inst = f.inst(v).clone();
+    inst.map_operands(|x| rename(f, b, x));
+    inst
+}
+
+fn renamed_term(f: &Function, b: Block) -> Terminator {
+    let mut term = f.block(b).term.clone();
+    term.map_operands(|x| rename(f, b, x));
+    term
+}
+
+/// A hash of `b`'s code, equal for blocks of equal code. It reads the fields in place
+/// rather than hashing renamed copies (every reachable block is hashed).
+fn hash_code(f: &Function, b: Block) -> u64 {
+    let mut h = WordHasher::default();
+    let data = f.block(b);
+    let mut word = |w: u32| h.write_u32(w);
+    word(data.insts.len() as u32);
+    for &v in &data.insts {
+        match f.inst(v) {
+            Inst::Const(k) => word(*k),
+            Inst::Load { index, offset, .. } => {
+                word(index.map_or(u32::MAX, |x| rename(f, b, x).0));
+                word(*offset);
+            }
+            inst => inst.for_each_operand(|x| word(rename(f, b, x).0)),
+        }
+    }
+    match &data.term {
+        Terminator::Branch {
+            lhs,
+            rhs,
+            then_,
+            else_,
+            ..
+        } => {
+            word(rename(f, b, *lhs).0);
+            word(rename(f, b, *rhs).0);
+            word(then_.block.0);
+            word(else_.block.0);
+        }
+        Terminator::Jump(t) => word(t.block.0),
+        Terminator::Return(n) => word(*n),
+        _ => {}
+    }
+    h.finish()
+}
+
+/// Whether `a` and `b` are the same code: instructions equal one for one with the
+/// operands each computes renamed by position, and the same terminator.
+fn same_code(f: &Function, a: Block, b: Block) -> bool {
+    let (x, y) = (&f.block(a).insts, &f.block(b).insts);
+    x.len() == y.len()
+        && x.iter()
+            .zip(y)
+            .all(|(&u, &v)| renamed_inst(f, a, u) == renamed_inst(f, b, v))
+        && same_term(f, a, b)
+}
+
+/// Whether `a` and `b` end alike, their own values renamed: branches and jumps compared in
+/// place (a renamed copy lists its targets, an allocation per block).
+fn same_term(f: &Function, a: Block, b: Block) -> bool {
+    let same = |x: Value, y: Value| rename(f, a, x) == rename(f, b, y);
+    let same_target = |s: &Target, t: &Target| {
+        s.block == t.block
+            && s.args.len() == t.args.len()
+            && s.args.iter().zip(&t.args).all(|(&x, &y)| same(x, y))
+    };
+    match (&f.block(a).term, &f.block(b).term) {
+        (
+            Terminator::Branch {
+                op,
+                lhs,
+                rhs,
+                then_,
+                else_,
+            },
+            Terminator::Branch {
+                op: op2,
+                lhs: lhs2,
+                rhs: rhs2,
+                then_: then2,
+                else_: else2,
+            },
+        ) => {
+            op == op2
+                && same(*lhs, *lhs2)
+                && same(*rhs, *rhs2)
+                && same_target(then_, then2)
+                && same_target(else_, else2)
+        }
+        (Terminator::Jump(s), Terminator::Jump(t)) => same_target(s, t),
+        _ => renamed_term(f, a) == renamed_term(f, b),
+    }
 }
 
 #[cfg(test)]
@@ -107,7 +225,8 @@ block4:
 ",
         )
         .unwrap();
-        assert!(merge_equal_blocks(&mut f));
+        let rpo = f.reverse_postorder();
+        assert!(merge_equal_blocks(&mut f, &rpo));
         let Terminator::Branch { then_, else_, .. } = &f.block(Block(0)).term else {
             panic!("{f}")
         };
@@ -142,7 +261,8 @@ block5:
         };
         for (k, succ) in [(0x1ffe, 4), (0x1fff, 5)] {
             let mut f = parse_function(&text(k, succ)).unwrap();
-            assert!(!merge_equal_blocks(&mut f), "{f}");
+            let rpo = f.reverse_postorder();
+            assert!(!merge_equal_blocks(&mut f, &rpo), "{f}");
         }
     }
 }

@@ -48,7 +48,8 @@
 //! nothing (`thread_check.rs`, its groups of tests kept between such rounds), and finds the
 //! blocks laid out in reverse postorder (`renumber.rs`). A round that decides no branch
 //! computes its edge facts only for threading, leaving out the chains it has just regrouped
-//! (as pullups do); the facts are searched by hashing and galloping (`threading.rs`).
+//! (as pullups do); the facts are searched by hashing and galloping (`threading.rs`), and
+//! they and threading's walks read the terminators once, into a compact snapshot (`terms.rs`).
 //! [`reference_mode`] turns the shortcuts off; `pullup_equivalence.rs` compares the two on
 //! generated chains and random IR, and tests assert every reused numbering, skipped dead-code
 //! pass, late facts and skipped threading against the work it skips.
@@ -65,11 +66,12 @@ mod pullup;
 mod pullup_equivalence;
 mod renumber;
 mod runs;
+mod terms;
 mod thread_check;
 mod threading;
 
 use sift_ir::verify::dominators;
-use sift_ir::{Function, Terminator};
+use sift_ir::{Block, Function, Terminator};
 
 use branches::{
     branches_to_decide, decide_branches, first_round_jset_peephole, jset_peephole,
@@ -80,8 +82,11 @@ use grouping::group_closed_chains;
 use interning::merge_equal_blocks;
 use numbering::Numbering;
 use pullup::{pullups, DomIntervals, Levels};
+use terms::Terms;
 use thread_check::{nothing_to_thread, TestGroups};
-use threading::{thread_edges, used_outside_own_block, FactsInForce};
+#[cfg(test)]
+use threading::thread_edges;
+use threading::{thread_edges_with, used_outside_own_block, FactsInForce};
 
 /// Rounds of the whole pipeline; libpcap iterates to a fixed point too. Each round that changes
 /// something removes a branch or an instruction, so this bound is never reached in practice.
@@ -206,10 +211,13 @@ pub(crate) fn apply(f: &mut Function) -> Result<(), String> {
         let before_threading = f.clone();
         let threaded = !skip_threading && {
             // Facts computed now, after the grouping, answer as those at the start for every
-            // block threading walks from (see `FactsInForce::new`).
-            let facts = facts_at_start
-                .unwrap_or_else(|| FactsInForce::new(f, &numbers, &dom, &dom_rpo, &regrouped));
-            thread_edges(f, &numbers, used, &facts, &dom_rpo, &regrouped)
+            // block threading walks from (see `FactsInForce::new`); they read the terminators
+            // into the snapshot threading reads next.
+            let mut terms = Terms::new(f, &numbers);
+            let facts = facts_at_start.unwrap_or_else(|| {
+                FactsInForce::with_terms(f, &mut terms, &dom, &dom_rpo, &regrouped)
+            });
+            thread_edges_with(f, &mut terms, used, &facts, &dom_rpo, &regrouped)
         };
         #[cfg(test)]
         if let (Some(facts), false) = (&facts_check, skip_threading) {
@@ -250,9 +258,10 @@ pub(crate) fn apply(f: &mut Function) -> Result<(), String> {
             carried = Some(numbers);
         }
     }
-    // Whether the second loop reached its fixed point: its last dead-code removal, over the
-    // blocks reachable now, removed nothing.
-    let mut settled = false;
+    // The reachable blocks in reverse postorder once the second loop reached its fixed point
+    // (its last dead-code removal, over the blocks reachable now, removed nothing; the last
+    // round changed nothing, so its order stands).
+    let mut settled: Option<Vec<Block>> = None;
     for _ in 0..MAX_ROUNDS {
         let mut rpo = f.reverse_postorder();
         let (numbers, mut changed) = Numbering::compute(f, Phase::FoldStatements, &rpo)?;
@@ -264,12 +273,14 @@ pub(crate) fn apply(f: &mut Function) -> Result<(), String> {
         }
         changed |= remove_dead_code(f, &rpo);
         if !changed {
-            settled = true;
+            settled = Some(rpo);
             break;
         }
     }
-    merge_equal_blocks(f);
-    if skip_undecided_root(f) || !settled {
+    let was_settled = settled.is_some();
+    let rpo = settled.unwrap_or_else(|| f.reverse_postorder());
+    merge_equal_blocks(f, &rpo);
+    if skip_undecided_root(f) || !was_settled {
         remove_dead_code(f, &f.reverse_postorder());
     }
     Ok(())

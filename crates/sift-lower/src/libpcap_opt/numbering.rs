@@ -57,8 +57,10 @@ impl Numbering {
             konst: vec![None; n],
             count: 0,
         };
+        // Not reserved for every value: long chains repeat a few loads and constants, so
+        // 10^6 values have some 10^4 distinct keys, and a table sized for all of them spreads
+        // those over megabytes, a cache miss per lookup.
         let mut table: WordMap<Key, Vn> = WordMap::default();
-        table.reserve(n);
         let mut changed = false;
         for &b in rpo {
             let data = &f.blocks[b.index()];

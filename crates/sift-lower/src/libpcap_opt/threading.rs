@@ -3,7 +3,7 @@
 use std::cell::Cell;
 use std::hash::Hash;
 
-use sift_ir::{Block, Function, Target, Terminator, Value};
+use sift_ir::{Block, Function, Terminator, Value};
 
 use super::branches::{libpcap_form, Code};
 use super::edges::{edge as edge_at, edge_count, edge_mut, successors};
@@ -11,6 +11,7 @@ use super::fast_hash::WordMap;
 use super::grouping::is_marked;
 use super::numbering::{Numbering, Vn};
 use super::pullup::DomIntervals;
+use super::terms::Terms;
 
 /// What an edge knows: the comparison it passed through and its outcome.
 #[derive(Clone, Copy, PartialEq, Eq, Hash)]
@@ -47,6 +48,20 @@ pub(super) fn edge_fact(
     ))
 }
 
+/// [`thread_edges_with`] over a fresh snapshot of the terminators (tests).
+#[cfg(test)]
+pub(super) fn thread_edges(
+    f: &mut Function,
+    numbers: &Numbering,
+    used_elsewhere: &[bool],
+    facts: &FactsInForce,
+    rpo: &[Block],
+    regrouped: &[bool],
+) -> bool {
+    let mut terms = Terms::new(f, numbers);
+    thread_edges_with(f, &mut terms, used_elsewhere, facts, rpo, regrouped)
+}
+
 /// Sends edges past branches their facts decide (libpcap's `opt_j`); returns whether an edge
 /// moved. `facts` and `rpo` (the blocks to visit, in reverse postorder) describe the graph as
 /// it was at the start of the round, as libpcap's edge dominators do; `used_elsewhere` is
@@ -61,9 +76,13 @@ pub(super) fn edge_fact(
 /// Blocks marked in `regrouped` (closed chains sorted since `facts` was computed, see
 /// `grouping.rs`) keep their edges: no fact decides a test of such a chain, and what `facts`
 /// says about their blocks is out of date.
-pub(super) fn thread_edges(
+///
+/// `terms` is a snapshot of `f`'s terminators as they are (the one
+/// [`FactsInForce::with_terms`] just read, when the facts are computed now); it follows the
+/// edges threading moves.
+pub(super) fn thread_edges_with(
     f: &mut Function,
-    numbers: &Numbering,
+    terms: &mut Terms,
     used_elsewhere: &[bool],
     facts: &FactsInForce,
     rpo: &[Block],
@@ -74,70 +93,46 @@ pub(super) fn thread_edges(
         if is_marked(regrouped, b) {
             continue;
         }
-        let is_branch = matches!(f.block(b).term, Terminator::Branch { .. });
-        for edge in 0..edge_count(&f.block(b).term) {
+        // Branches and jumps from the snapshot, switches from the terminator.
+        let (succ, is_branch) = terms.edges(f, b);
+        let count = succ.map_or_else(|| edge_count(&f.block(b).term), |s| s.len());
+        for edge in 0..count {
             let own = if is_branch {
-                edge_fact(f, numbers, b, edge == 0)
+                terms.edge_fact(f, b, edge == 0)
             } else {
                 None
             };
-            let start = edge_at(&f.block(b).term, edge).expect("edge exists");
-            let mut at = start.clone();
+            let mut at = match succ {
+                Some(s) => Block(s[edge]),
+                None => edge_at(&f.block(b).term, edge).expect("edge exists").block,
+            };
+            // The block and edge whose target the walk stands at, once it has moved.
+            let mut came_by = None;
             // Each step moves strictly forward in an acyclic graph, so this terminates; the
             // bound only guards against a malformed graph.
             for _ in 0..f.blocks.len() {
-                match step(
-                    f,
-                    numbers,
-                    used_elsewhere,
-                    at.block,
-                    |code, lhs, rhs, is_const| facts.decide(b, own, code, lhs, rhs, is_const),
-                ) {
-                    Some(next) => at = next,
+                let decide =
+                    |code, lhs, rhs, is_const| facts.decide(b, own, code, lhs, rhs, is_const);
+                match terms.step(f, used_elsewhere, at, decide) {
+                    Some((next, by)) => {
+                        came_by = Some((at, by));
+                        at = next;
+                    }
                     None => break,
                 }
             }
-            if at != *start {
-                *edge_mut(&mut f.block_mut(b).term, edge).expect("edge exists") = at;
+            // A walk that moved ends at another block (edges go forward), so the edge moves.
+            if let Some((from, by)) = came_by {
+                let target = edge_at(&f.block(from).term, by)
+                    .expect("edge exists")
+                    .clone();
+                *edge_mut(&mut f.block_mut(b).term, edge).expect("edge exists") = target;
+                terms.moved(f, b);
                 changed = true;
             }
         }
     }
     changed
-}
-
-/// Where a walk entering `c` goes next when `c` may be skipped: it computes nothing used
-/// elsewhere (libpcap's `use_conflict`) and leads to one place, or `decide` (given the
-/// comparison, its operands' value numbers and whether the right one is a constant) decides
-/// its test. `None` when `c` stays.
-fn step(
-    f: &Function,
-    numbers: &Numbering,
-    used_elsewhere: &[bool],
-    c: Block,
-    decide: impl Fn(Code, Vn, Vn, bool) -> Option<bool>,
-) -> Option<Target> {
-    let data = f.block(c);
-    if used_elsewhere[c.index()] || !data.params.is_empty() {
-        return None;
-    }
-    match &data.term {
-        Terminator::Jump(t) => Some(t.clone()),
-        Terminator::Branch { then_, else_, .. } if then_ == else_ => Some(then_.clone()),
-        Terminator::Branch {
-            op,
-            lhs,
-            rhs,
-            then_,
-            else_,
-        } => {
-            let (code, swapped) = libpcap_form(*op);
-            let rhs_is_const = numbers.konst(*rhs).is_some();
-            let holds = decide(code, numbers.vn(*lhs), numbers.vn(*rhs), rhs_is_const)?;
-            Some(if holds != swapped { then_ } else { else_ }.clone())
-        }
-        _ => None,
-    }
 }
 
 /// The single edge entering each reachable block, if there is exactly one (with whether it is
@@ -157,6 +152,38 @@ pub(super) fn single_incoming<'b>(
                 Incoming::None => Incoming::One(b, is_branch && i == 0),
                 _ => Incoming::Many,
             };
+        }
+    }
+    incoming
+}
+
+/// [`single_incoming`] reading branches and jumps through `terms`.
+fn single_incoming_with<'b>(
+    f: &Function,
+    terms: &mut Terms,
+    sources: impl Iterator<Item = &'b Block>,
+) -> Vec<Incoming> {
+    let mut incoming: Vec<Incoming> = vec![Incoming::None; f.blocks.len()];
+    for &b in sources {
+        let mut note = |s: Block, then_edge: bool| {
+            let slot = &mut incoming[s.index()];
+            *slot = match slot {
+                Incoming::None => Incoming::One(b, then_edge),
+                _ => Incoming::Many,
+            };
+        };
+        match terms.edges(f, b) {
+            (Some(succ), is_branch) => {
+                for i in 0..succ.len() {
+                    note(Block(succ[i]), is_branch && i == 0);
+                }
+            }
+            // A switch: its edges establish no fact.
+            (None, _) => {
+                for s in successors(&f.block(b).term) {
+                    note(s, false);
+                }
+            }
         }
     }
     incoming
@@ -204,15 +231,27 @@ impl<'a> FactsInForce<'a> {
         rpo: &[Block],
         left_out: &[bool],
     ) -> FactsInForce<'a> {
+        Self::with_terms(f, &mut Terms::new(f, numbers), dom, rpo, left_out)
+    }
+
+    /// [`FactsInForce::new`] reading the terminators through `terms`, a snapshot of `f` as it
+    /// is, which threading reads next.
+    pub(super) fn with_terms(
+        f: &Function,
+        terms: &mut Terms,
+        dom: &'a DomIntervals,
+        rpo: &[Block],
+        left_out: &[bool],
+    ) -> FactsInForce<'a> {
         let kept = || rpo.iter().filter(|&&b| !is_marked(left_out, b));
-        let incoming = single_incoming(f, kept());
+        let incoming = single_incoming_with(f, terms, kept());
         let mut exact = Vec::new();
         let mut const_equalities = Vec::new();
         for &d in kept() {
             let Incoming::One(pred, then_edge) = incoming[d.index()] else {
                 continue;
             };
-            let Some((key, fact)) = edge_fact(f, numbers, pred, then_edge) else {
+            let Some((key, fact)) = terms.edge_fact(f, pred, then_edge) else {
                 continue;
             };
             let (enter, exit) = (dom.enter[d.index()], dom.exit[d.index()]);
@@ -397,8 +436,8 @@ pub(super) fn used_outside_own_block(f: &Function) -> Vec<bool> {
 mod tests {
     use super::*;
     use crate::libpcap_opt::{numbering::Numbering, Phase};
-    use sift_ir::parse_function;
     use sift_ir::verify::dominators;
+    use sift_ir::{parse_function, Target};
 
     fn thread(text: &str) -> Function {
         let mut f = parse_function(text).unwrap();
