@@ -10,7 +10,7 @@
 //!
 //! Structure (persistent, so that matching threads keep a consistent snapshot while the writer
 //! prepares the next one — read-copy-update): a shallow 64-way trie over the key's hash whose
-//! leaves are open-addressing arrays (linear probing, at most half full) of at most
+//! leaves are open-addressing arrays (linear probing, at most a quarter full) of at most
 //! [`LEAF_MAX`] keys. An update copies the one leaf and the trie nodes above it that a
 //! published snapshot still shares (`Arc::make_mut`; nodes nobody else holds are updated in
 //! place), never the whole table, and never generates code: the matcher is handed the table's
@@ -41,9 +41,17 @@ use std::sync::Arc;
 /// keys keep tables of up to 1,024 keys without a trie, up to ~5 * 10^4 at one level and 10^6
 /// at two (64 was three). Measured against 64 (`match_loop`, `demux` bench): 1,000 keys 8.2
 /// -> 6.9 ns per local match and 6.5 -> 5.8 batched, 10^6 keys 25 -> 15 ns. An update copies
-/// the leaf, at most 64 KB for two-word keys, which measured no slower to insert or remove
-/// (the filter's front end costs more than the copy).
+/// the leaf (at most 128 KB for two-word keys, see [`SLOTS_PER_KEY`]): inserts measured 2.6-4.4
+/// µs up to 10^5 keys, most of it the filter's front end.
 pub const LEAF_MAX: usize = 1024;
+/// Slots per key a leaf has at least (it grows past a quarter full, and shrinks below a
+/// sixteenth). Linear probing leaves more keys past their first slot the fuller the array, and
+/// each of them costs the probe a mispredicted branch: half full (2) left 20-30% of keys
+/// there, a quarter full about 12%. Measured against 2 (`match_loop ... compare`): 1,000 keys
+/// 7.6-7.9 -> 6.8 ns per local match and 5.6-5.8 -> 5.3-5.4 batched, 10^4 keys 8.6-8.9 ->
+/// 8.0-8.2 local; it doubles the table's memory (66-103 -> 131-208 bytes per key) and an
+/// update's copy of a leaf (at most 128 KB for two-word keys).
+const SLOTS_PER_KEY: usize = 4;
 /// Smallest leaf array (a power of two).
 const LEAF_MIN_SLOTS: usize = 4;
 pub(crate) const FANOUT_BITS: u32 = 6;
@@ -264,9 +272,11 @@ fn probe<const W: usize>(slots: &[Slot<W>], hash: u64, key: &[u64; W]) -> usize 
     }
 }
 
-/// A leaf array holding `slots` (occupied ones), at most half full.
+/// A leaf array holding `slots` (occupied ones), at most a quarter full.
 fn leaf_of<const W: usize>(slots: &[Slot<W>], hash: &KeyHash) -> Arc<[Slot<W>]> {
-    let n = (slots.len() * 2).next_power_of_two().max(LEAF_MIN_SLOTS);
+    let n = (slots.len() * SLOTS_PER_KEY)
+        .next_power_of_two()
+        .max(LEAF_MIN_SLOTS);
     let mut leaf = vec![Slot::<W>::VACANT; n];
     for s in slots {
         let i = probe(&leaf, hash.hash(&s.key), &s.key);
@@ -447,7 +457,7 @@ impl<const W: usize> Table<W> {
 
     /// Checks the invariants native code relies on; the first broken one (for tests): every
     /// reference names exactly the memory of the node it stands for (so a masked index stays
-    /// inside it), leaves are power-of-two arrays at most half full, keys sit where a probe
+    /// inside it), leaves are power-of-two arrays at most a quarter full, keys sit where a probe
     /// finds them, and the counts add up.
     pub fn check_layout(&self) -> Result<(), String> {
         fn walk<const W: usize>(
@@ -462,7 +472,7 @@ impl<const W: usize> Table<W> {
                         return Err(format!("leaf of {} slots", slots.len()));
                     }
                     let real = occupied(slots).count();
-                    if real != *count || real * 2 > slots.len() {
+                    if real != *count || real * SLOTS_PER_KEY > slots.len() {
                         return Err(format!(
                             "leaf of {} slots: {real} keys, counted {count}",
                             slots.len()
@@ -539,7 +549,7 @@ fn insert<const W: usize>(
                     Arc::make_mut(slots)[i] = slot;
                     return old;
                 }
-                if (*count + 1) * 2 <= slots.len() {
+                if (*count + 1) * SLOTS_PER_KEY <= slots.len() {
                     Arc::make_mut(slots)[i] = slot;
                     *count += 1;
                     return None;
@@ -614,7 +624,7 @@ fn remove<const W: usize>(
                 *node = Node::empty();
                 return Some(old);
             }
-            if *count * 8 < slots.len() && slots.len() > LEAF_MIN_SLOTS {
+            if *count * 4 * SLOTS_PER_KEY < slots.len() && slots.len() > LEAF_MIN_SLOTS {
                 // Mostly empty: a smaller array (the copy is made anyway).
                 let rest: Vec<Slot<W>> =
                     occupied(slots).filter(|s| !s.holds(key)).copied().collect();
