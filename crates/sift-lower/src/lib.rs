@@ -229,9 +229,9 @@ impl Gen {
         if self.no_optimize {
             return Ok(f);
         }
-        libpcap_opt::apply(&mut f).map_err(|message| LowerError {
+        libpcap_opt::apply(&mut f).map_err(|e| LowerError {
             span: None,
-            message,
+            message: e.to_string(),
         })?;
         Ok(reachable_from(f, Function::ENTRY).0)
     }

@@ -100,7 +100,7 @@ const MAX_ROUNDS: usize = 64;
 /// index, is not yet the same value as the absolute load `[6]`, and `x & 0` is not yet 0); the
 /// second folds statements but no longer moves branches (a branch it decides keeps its
 /// operands, and with them its loads).
-pub(crate) fn apply(f: &mut Function) -> Result<(), String> {
+pub(crate) fn apply(f: &mut Function) -> Result<(), OptimizerError> {
     let shortcuts = !reference_mode();
     // The numbering carried into the next round, when a fresh one would give the same
     // classes (see `numbering_stays`).
@@ -304,7 +304,7 @@ fn numbering_stays(used_elsewhere: &[bool]) -> bool {
 /// Tests check every carried numbering against a fresh one: the same classes of reachable
 /// values, the same constants.
 #[cfg(test)]
-fn assert_same_numbering(f: &mut Function, carried: &Numbering) -> Result<(), String> {
+fn assert_same_numbering(f: &mut Function, carried: &Numbering) -> Result<(), OptimizerError> {
     use std::collections::HashMap;
     let rpo = f.reverse_postorder();
     let (fresh, _) = Numbering::compute(f, Phase::MoveBranches, &rpo)?;
@@ -332,7 +332,7 @@ fn assert_same_numbering(f: &mut Function, carried: &Numbering) -> Result<(), St
 /// Tests check that a round reusing the last numbering skips nothing: numbering afresh, no
 /// branch is newly decided and no instruction is dead.
 #[cfg(test)]
-fn assert_round_would_change_nothing(f: &mut Function) -> Result<(), String> {
+fn assert_round_would_change_nothing(f: &mut Function) -> Result<(), OptimizerError> {
     let rpo = f.reverse_postorder();
     let (numbers, _) = Numbering::compute(f, Phase::MoveBranches, &rpo)?;
     assert!(
@@ -414,6 +414,28 @@ fn skip_undecided_root(f: &mut Function) -> bool {
     }
     true
 }
+
+/// An error libpcap's optimizer reports (and so `tcpdump` without `-O`): a constant it folds
+/// would divide by zero or shift past the word. The messages are libpcap's.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum OptimizerError {
+    DivisionByZero,
+    ModulusByZero,
+    /// A shift of a value by a constant of 32 or more.
+    ShiftTooFar,
+}
+
+impl std::fmt::Display for OptimizerError {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.write_str(match self {
+            OptimizerError::DivisionByZero => "division by zero",
+            OptimizerError::ModulusByZero => "modulus by zero",
+            OptimizerError::ShiftTooFar => "shift by more than 31 bits",
+        })
+    }
+}
+
+impl std::error::Error for OptimizerError {}
 
 /// libpcap's two optimizer loops.
 #[derive(Clone, Copy, PartialEq, Eq)]
@@ -646,6 +668,6 @@ block1:
 ",
         )
         .unwrap();
-        assert_eq!(apply(&mut f).unwrap_err(), "shift by more than 31 bits");
+        assert_eq!(apply(&mut f).unwrap_err(), OptimizerError::ShiftTooFar);
     }
 }

@@ -3,7 +3,7 @@
 use sift_ir::{BinOp, Block, Function, Inst, LoadSize, Value};
 
 use super::fast_hash::WordMap;
-use super::Phase;
+use super::{OptimizerError, Phase};
 
 /// A value number: equal numbers mean equal values on every packet.
 pub(super) type Vn = u32;
@@ -50,7 +50,7 @@ impl Numbering {
         f: &mut Function,
         phase: Phase,
         rpo: &[Block],
-    ) -> Result<(Numbering, bool), String> {
+    ) -> Result<(Numbering, bool), OptimizerError> {
         let n = f.values.len();
         let mut this = Numbering {
             vn: vec![Vn::MAX; n],
@@ -119,7 +119,7 @@ impl Numbering {
 
     /// libpcap's folding of one instruction: the instruction to keep, and the operand it is
     /// equal to when it is an identity (`x + 0`).
-    fn fold(&self, values: &[Inst], inst: &Inst) -> Result<(Inst, Option<Value>), String> {
+    fn fold(&self, values: &[Inst], inst: &Inst) -> Result<(Inst, Option<Value>), OptimizerError> {
         let folded = match *inst {
             Inst::Load {
                 index: Some(x),
@@ -158,23 +158,28 @@ impl Numbering {
         Ok((folded, None))
     }
 
-    fn fold_binary(&self, op: BinOp, a: Value, b: Value) -> Result<(Inst, Option<Value>), String> {
+    fn fold_binary(
+        &self,
+        op: BinOp,
+        a: Value,
+        b: Value,
+    ) -> Result<(Inst, Option<Value>), OptimizerError> {
         use BinOp::*;
         let unchanged = Ok((Inst::Binary(op, a, b), None));
         match (self.konst(a), self.konst(b)) {
             (Some(x), Some(y)) => match op.apply(x, y) {
                 Some(k) => Ok((Inst::Const(k), None)),
-                None if op == Div => Err("division by zero".into()),
-                None => Err("modulus by zero".into()),
+                None if op == Div => Err(OptimizerError::DivisionByZero),
+                None => Err(OptimizerError::ModulusByZero),
             },
             (None, Some(0)) => match op {
                 Add | Sub | Shl | Shr | Or | Xor => Ok((Inst::Binary(op, a, b), Some(a))),
                 Mul | And => Ok((Inst::Const(0), None)),
-                Div => Err("division by zero".into()),
-                Mod => Err("modulus by zero".into()),
+                Div => Err(OptimizerError::DivisionByZero),
+                Mod => Err(OptimizerError::ModulusByZero),
             },
             (None, Some(k)) if matches!(op, Shl | Shr) && k > 31 => {
-                Err("shift by more than 31 bits".into())
+                Err(OptimizerError::ShiftTooFar)
             }
             (Some(0), None) => match op {
                 Add | Or | Xor => Ok((Inst::Binary(op, a, b), Some(b))),
