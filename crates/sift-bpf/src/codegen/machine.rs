@@ -1,6 +1,7 @@
 //! Clean-up and layout of the machine code, on basic blocks of classic BPF ("pieces": straight
 //! instructions and one exit) after scratch allocation:
 //!
+//! 0. **dead register writes** ([`super::deadregs`]): loads into `A` or `X` nobody reads;
 //! 1. **jump threading**: an edge to an empty piece that only jumps goes to that jump's target;
 //!    a `ja` to a lone `ret` becomes the `ret`; a conditional jump whose two targets are the
 //!    same piece becomes a `ja`;

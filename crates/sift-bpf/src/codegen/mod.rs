@@ -2,20 +2,24 @@
 //! filters.
 //!
 //! Four steps, one module each (and their helpers: [`regs`], [`classes`], [`patterns`],
-//! [`suffix`]):
+//! [`recompute`], [`coalesce`], [`deadregs`], [`suffix`]):
 //!
 //! 1. [`select`] walks the blocks in reverse postorder (a topological order, so every jump is
 //!    forward) and emits instructions with symbolic jump targets and virtual scratch slots. It
 //!    tracks what `A` and `X` hold ([`regs`]), also across blocks and as value classes
 //!    ([`classes`]: equal twins on sibling paths count as one), rematerialises values that
 //!    take one instruction, turns the IPv4 header length into `ldxb 4*([k]&0xf)` ([`patterns`];
-//!    a mask it shares with one other reader is computed at that reader), and lowers a
-//!    `Switch` to a `jeq` chain (the smallest form: a binary search tree only adds `jgt`s).
-//! 2. [`alloc`] drops stores nobody reloads and maps the remaining virtual slots to
-//!    `M[0..16]` by interval colouring over the linear order (sound because the order is
+//!    a mask it shares with one other reader is computed at that reader), computes a sum
+//!    `b + k` with one reader at that reader and copies a parameter read first as a load's
+//!    index into `X` on every edge ([`recompute`]), and lowers a `Switch` to a `jeq` chain (the
+//!    smallest form: a binary search tree only adds `jgt`s).
+//! 2. [`alloc`] drops stores nobody reloads, gives block parameters their arguments' words
+//!    where no reload can tell ([`coalesce`], which elides those copies), and maps the virtual
+//!    slots to `M[0..16]` by interval colouring over the linear order (sound because the order is
 //!    topological: a value is only live between its definition and its last use in that
 //!    order). More than 16 values live at once is an error.
-//! 3. [`machine`] splits the code into pieces, threads jumps, merges identical tails, shares
+//! 3. [`machine`] splits the code into pieces, drops register writes nobody reads
+//!    ([`deadregs`]: the loads of elided copies), threads jumps, merges identical tails, shares
 //!    common suffixes of pieces ([`suffix`], cross-jumping) and lays the pieces out so that
 //!    unconditional jumps fall through.
 //! 4. [`layout`] resolves labels into offsets, drops jumps to the next instruction, and sends a
@@ -39,6 +43,8 @@ mod alloc;
 mod classes;
 mod coalesce;
 mod deadregs;
+#[cfg(test)]
+mod geneve_tests;
 mod layout;
 mod machine;
 mod patterns;
@@ -163,7 +169,7 @@ mod tests {
     use sift_ir::{parse_function, Cache, Interpreter};
 
     /// Compiles IR text and checks the program against the IR interpreter on `packets`.
-    fn check(text: &str, packets: &[Vec<u8>]) -> ValidProgram {
+    pub(super) fn check(text: &str, packets: &[Vec<u8>]) -> ValidProgram {
         let f = parse_function(text).unwrap();
         let p = compile(&f).unwrap_or_else(|e| panic!("{e}\n{f}"));
         let ir = Interpreter::new(f).unwrap();

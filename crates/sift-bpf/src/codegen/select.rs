@@ -301,13 +301,14 @@ impl Selector<'_> {
         self.set_a(v);
     }
 
-    /// Puts `v` into `X`, without touching `A` unless `v` is a sum computed at its reader
-    /// (through `A`; every caller loads `A` after `X`, or no longer needs it).
+    /// Puts `v` into `X`, without touching `A` unless `v` is a sum computed at its reader or a
+    /// deferred load not emitted yet (both go through `A`; every caller loads `A` after `X`, or
+    /// no longer needs it).
     fn load_x(&mut self, v: Value) {
         if self.in_x(v) {
             return;
         }
-        if self.sum[v.index()].is_some() && !self.in_a(v) {
+        if (self.sum[v.index()].is_some() || self.pending[v.index()]) && !self.in_a(v) {
             self.load_a(v);
         }
         if self.in_a(v) {
