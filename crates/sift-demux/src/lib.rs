@@ -33,10 +33,10 @@
 //! 4. [`Demux`] (the writer) publishes immutable snapshots (`snapshot`) through an atomic
 //!    pointer swap (`arc-swap`); [`Reader`]s and [`LocalReader`]s never block and each match
 //!    sees one whole snapshot (a [`Reader`] revalidates a per-thread cached snapshot with one
-//!    plain atomic load per match; see `reader`). Tables are persistent (a shallow trie of small
-//!    open-addressing arrays, `sift_jit::demux_table`), so an update copies one small leaf
-//!    (at most 64 keys) and the trie nodes above it, not the table; removing a key shifts the
-//!    rest of its probe cluster back instead of rebuilding the leaf.
+//!    plain atomic load per match; see `reader`). Tables are persistent (a shallow trie of
+//!    open-addressing arrays, `sift_jit::demux_table`), so an update copies one leaf (at most
+//!    1,024 keys, a quarter full: up to 128 KB) and the trie nodes above it, not the table;
+//!    removing a key shifts the rest of its probe cluster back instead of rebuilding the leaf.
 //!
 //! Batch matching ([`Reader::match_batch`], module `batch`) gives each packet the same
 //! delivery as a single match, but takes packets in chunks of 32 and reads all their probes'
