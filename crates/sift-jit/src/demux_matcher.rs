@@ -18,11 +18,12 @@
 //!
 //! Safety: on top of the extractor's guarantees (packet reads bounds-checked), the code reads
 //! only the header it is given and what the header leads to: every node reference it follows
-//! is one the table keeps valid (see `demux_table`), every child index is 6 hash bits into a
-//! 64-entry branch, every slot index is masked by its leaf's mask, a probe visits at most as
-//! many slots as the leaf has, and the walk stops after [`MAX_LEVEL`] levels. It writes only
-//! its own stack and, in the batch function, `out[..count]`. The slot it returns lies in the
-//! table borrowed for the call, so [`DemuxMatcher::lookup`] can hand out a reference to it.
+//! is one the table keeps valid (see `demux_table`), every child index is as many hash bits
+//! as the branch at its level has children (`demux_table::level_bits`), every slot index is
+//! masked by its leaf's mask, a probe visits at most as many slots as the leaf has, and the
+//! walk stops after [`MAX_LEVEL`] levels. It writes only its own stack and, in the batch
+//! function, `out[..count]`. The slot it returns lies in the table borrowed for the call, so
+//! [`DemuxMatcher::lookup`] can hand out a reference to it.
 
 #![allow(unsafe_code)]
 
@@ -36,7 +37,7 @@ use cranelift_codegen::ir::{
 };
 use cranelift_frontend::FunctionBuilder;
 
-use crate::demux_table::{Header, Slot, Table, BRANCH, FANOUT_BITS, MAX_LEVEL, TRIE_SHIFT};
+use crate::demux_table::{level_bits, level_shift, Header, Slot, Table, BRANCH, MAX_LEVEL};
 use crate::key_extractor::{emit_key, KeyOrder, KeyProgram, KeyStep};
 use crate::native::{CodeMemory, Functions};
 use crate::{JitError, PacketRef};
@@ -541,9 +542,9 @@ fn emit_child_ref(
     h: ClifValue,
     level: u32,
 ) -> [ClifValue; 2] {
-    let shift = i64::from(TRIE_SHIFT + FANOUT_BITS * level);
+    let shift = i64::from(level_shift(level));
     let bits = b.ins().ushr_imm_u(h, shift);
-    let index = b.ins().band_imm_u(bits, (1 << FANOUT_BITS) - 1);
+    let index = b.ins().band_imm_u(bits, (1 << level_bits(level)) - 1);
     let offset = b.ins().imul_imm_u(index, REF_BYTES);
     let at = b.ins().iadd(address, offset);
     [

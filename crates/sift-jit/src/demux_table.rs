@@ -9,12 +9,12 @@
 //! mask of the node it reads, so a probe can only read inside the table.
 //!
 //! Structure (persistent, so that matching threads keep a consistent snapshot while the writer
-//! prepares the next one — read-copy-update): a shallow 64-way trie over the key's hash whose
-//! leaves are open-addressing arrays (linear probing, at most a quarter full) of at most
-//! [`LEAF_MAX`] keys. An update copies the one leaf and the trie nodes above it that a
-//! published snapshot still shares (`Arc::make_mut`; nodes nobody else holds are updated in
-//! place), never the whole table, and never generates code: the matcher is handed the table's
-//! [`Header`] (root and hash seeds) at each call.
+//! prepares the next one — read-copy-update): a shallow trie over the key's hash (128-way at
+//! the root, 64-way below) whose leaves are open-addressing arrays (linear probing, at most a
+//! quarter full) of at most [`LEAF_MAX`] keys. An update copies the one leaf and the trie
+//! nodes above it that a published snapshot still shares (`Arc::make_mut`; nodes nobody else
+//! holds are updated in place), never the whole table, and never generates code: the matcher
+//! is handed the table's [`Header`] (root and hash seeds) at each call.
 //!
 //! Layout, all words native-endian `u64`:
 //!
@@ -23,9 +23,9 @@
 //!   are 0 too);
 //! * a *node reference* is two words, `(address, meta)`: a leaf has `meta` = its number of
 //!   slots minus one (a power of two minus one: the probe mask) and `address` = its first slot;
-//!   a branch has `meta` = [`BRANCH`] and `address` = its 64 child references, indexed by hash
-//!   bits `TRIE_SHIFT + 6 * level ..` of the key's hash; an empty leaf is one vacant slot in a
-//!   static block, so no reference is ever null;
+//!   a branch has `meta` = [`BRANCH`] and `address` = its `1 << level_bits(level)` child
+//!   references, indexed by hash bits `level_shift(level) ..` of the key's hash; an empty
+//!   leaf is one vacant slot in a static block, so no reference is ever null;
 //! * the [`Header`] is the root's reference, then the two hash seeds, then the number of keys.
 //!
 //! The hash ([`KeyHash`]) is seeded per table (per demultiplexer), so that peers choosing
@@ -36,10 +36,10 @@
 use std::num::NonZeroU64;
 use std::sync::Arc;
 
-/// Most keys a leaf holds before it splits into 64 (at most [`MAX_LEVEL`] levels deep, below
+/// Most keys a leaf holds before it splits into a branch (at most [`MAX_LEVEL`] levels deep, below
 /// which leaves only grow). Each level costs a lookup a dependent load and a branch: 1,024
-/// keys keep tables of up to 1,024 keys without a trie, up to ~5 * 10^4 at one level and 10^6
-/// at two (64 was three). Measured against 64 (`match_loop`, `demux` bench): 1,000 keys 8.2
+/// keys keep tables of up to 1,024 keys without a trie, and 10^6 at two levels (64 was
+/// three). Measured against 64 (`match_loop`, `demux` bench): 1,000 keys 8.2
 /// -> 6.9 ns per local match and 6.5 -> 5.8 batched, 10^6 keys 25 -> 15 ns. An update copies
 /// the leaf (at most 128 KB for two-word keys, see [`SLOTS_PER_KEY`]): inserts measured 2.6-4.4
 /// µs up to 10^5 keys, most of it the filter's front end.
@@ -54,12 +54,36 @@ pub const LEAF_MAX: usize = 1024;
 const SLOTS_PER_KEY: usize = 4;
 /// Smallest leaf array (a power of two).
 const LEAF_MIN_SLOTS: usize = 4;
+/// Children of the root, when it is a branch: 128 keep tables up to ~1.2 * 10^5 keys at one
+/// level (64 split them at ~5 * 10^4). Measured against 64 (`match_loop ... compare`, minimum
+/// of 3-6): 10^5 keys 11.0 -> 8.6 ns per local match and 8.6 -> 7.4 batched, 10^4 keys the
+/// same, 10^6 keys 12.2 -> 13.2 local (its second-level branches take twice the memory); 256
+/// were slower at 10^6 (16.2).
+pub(crate) const ROOT_BITS: u32 = 7;
+/// Children of a branch below the root.
 pub(crate) const FANOUT_BITS: u32 = 6;
-pub(crate) const FANOUT: usize = 1 << FANOUT_BITS;
+
+/// Hash bits a branch at `level` indexes its children with.
+pub(crate) fn level_bits(level: u32) -> u32 {
+    if level == 0 {
+        ROOT_BITS
+    } else {
+        FANOUT_BITS
+    }
+}
+
+/// The lowest hash bit a branch at `level` indexes its children with.
+pub(crate) fn level_shift(level: u32) -> u32 {
+    match level {
+        0 => TRIE_SHIFT,
+        _ => TRIE_SHIFT + ROOT_BITS + FANOUT_BITS * (level - 1),
+    }
+}
 /// Hash bits the trie uses start here; a leaf probes from the lowest bits (a leaf has at most
 /// 2^20 slots, so the two never overlap).
 pub(crate) const TRIE_SHIFT: u32 = 20;
-/// Deepest trie level (level 0 is the root's children); 20 + 6 * 7 = 62 bits.
+/// Deepest trie level (level 0 is the root's children): branches at levels 0 to 5 read hash
+/// bits 20 to 56.
 pub const MAX_LEVEL: u32 = 6;
 /// A node reference's `meta` word for a branch.
 pub const BRANCH: u64 = u64::MAX;
@@ -204,13 +228,12 @@ const CHUNK: usize = 8;
 /// The children are held in shared chunks of [`CHUNK`]: an update copies the branches on its
 /// path (a published snapshot still holds them), and copying one takes a reference to each
 /// chunk and copies the one chunk it changes, 16 reference counts for 64 children instead of
-/// 64. Each count lives with its node, elsewhere in memory: in a table of 10^6 keys most are
-/// cache misses, which made the copies most of an update's cost.
-#[repr(C)]
+/// 64 (24 for the root's 128). Each count lives with its node, elsewhere in memory: in a
+/// table of 10^6 keys most are cache misses, which made the copies most of an update's cost.
 #[derive(Clone, Debug)]
 struct Branch<const W: usize> {
-    refs: [NodeRef; FANOUT],
-    children: [Arc<[Node<W>; CHUNK]>; FANOUT / CHUNK],
+    refs: Box<[NodeRef]>,
+    children: Box<[Arc<[Node<W>; CHUNK]>]>,
 }
 
 impl<const W: usize> Branch<W> {
@@ -255,7 +278,7 @@ impl<const W: usize> Node<W> {
 }
 
 fn child_index(hash: u64, level: u32) -> usize {
-    ((hash >> (TRIE_SHIFT + FANOUT_BITS * level)) as usize) & (FANOUT - 1)
+    ((hash >> level_shift(level)) as usize) & ((1 << level_bits(level)) - 1)
 }
 
 /// The slot holding `key` in a non-empty leaf, or the vacant one where it would go.
@@ -447,7 +470,8 @@ impl<const W: usize> Table<W> {
                 Node::Leaf { slots, .. } => std::mem::size_of_val::<[Slot<W>]>(slots),
                 Node::Branch(b) => {
                     std::mem::size_of::<Branch<W>>()
-                        + std::mem::size_of::<[Node<W>; FANOUT]>()
+                        + std::mem::size_of_val::<[NodeRef]>(&b.refs)
+                        + b.children.len() * std::mem::size_of::<[Node<W>; CHUNK]>()
                         + b.each_child().map(walk).sum::<usize>()
                 }
             }
@@ -498,6 +522,10 @@ impl<const W: usize> Table<W> {
                 Node::Branch(b) => {
                     if level >= MAX_LEVEL {
                         return Err(format!("branch at level {level}"));
+                    }
+                    let fanout = 1 << level_bits(level);
+                    if b.refs.len() != fanout || b.each_child().count() != fanout {
+                        return Err(format!("branch of {} at level {level}", b.refs.len()));
                     }
                     for (i, (r, c)) in b.refs.iter().zip(b.each_child()).enumerate() {
                         if *r != c.native_ref() {
@@ -572,23 +600,27 @@ fn insert<const W: usize>(
 
 /// A branch at `level` over `all`'s keys.
 fn split<const W: usize>(all: &[Slot<W>], level: u32, hasher: &KeyHash) -> Node<W> {
-    let mut parts: [Vec<Slot<W>>; FANOUT] = std::array::from_fn(|_| Vec::new());
+    let fanout = 1 << level_bits(level);
+    let mut parts: Vec<Vec<Slot<W>>> = vec![Vec::new(); fanout];
     for s in all {
         parts[child_index(hasher.hash(&s.key), level)].push(*s);
     }
-    let nodes = parts.map(|p| match p.len() {
-        0 => Node::empty(),
-        n if n > LEAF_MAX && level + 1 < MAX_LEVEL => split(&p, level + 1, hasher),
-        n => Node::Leaf {
-            slots: leaf_of(&p, hasher),
-            count: n,
-        },
-    });
-    let refs = std::array::from_fn(|i| nodes[i].native_ref());
+    let nodes: Vec<Node<W>> = parts
+        .into_iter()
+        .map(|p| match p.len() {
+            0 => Node::empty(),
+            n if n > LEAF_MAX && level + 1 < MAX_LEVEL => split(&p, level + 1, hasher),
+            n => Node::Leaf {
+                slots: leaf_of(&p, hasher),
+                count: n,
+            },
+        })
+        .collect();
+    let refs = nodes.iter().map(Node::native_ref).collect();
     let mut nodes = nodes.into_iter();
-    let children = std::array::from_fn(|_| {
-        Arc::new(std::array::from_fn(|_| nodes.next().expect("FANOUT nodes")))
-    });
+    let children = (0..fanout / CHUNK)
+        .map(|_| Arc::new(std::array::from_fn(|_| nodes.next().expect("fanout nodes"))))
+        .collect();
     Node::Branch(Arc::new(Branch { refs, children }))
 }
 
