@@ -41,13 +41,17 @@ pub(super) fn placement(f: &Function, order: &[Block], uses: &[u32]) -> Placemen
     let n = f.values.len();
     let mut sum = vec![None; n];
     for &b in order {
-        for &v in &f.block(b).insts {
+        let insts = &f.block(b).insts;
+        for &v in insts {
             let Some((base, k)) = sum_shape(f, v) else {
                 continue;
             };
             // One reader: recomputing never costs more than storing and reloading. The base is
-            // no sum itself, so each use costs at most one load and one `add`.
-            if uses[v.index()] == 1 && sum[base.index()].is_none() {
+            // no sum itself, so each use costs at most one load and one `add`; and it comes
+            // from outside the block (a parameter, an earlier block's value), where the sum
+            // would have to load it too: a base computed just before sits in `A` for free.
+            let local = insts.contains(&base);
+            if uses[v.index()] == 1 && sum[base.index()].is_none() && !local {
                 sum[v.index()] = Some((base, k));
             }
         }
@@ -114,12 +118,13 @@ block1(v3):
     v5 = add v2, v3
     v7 = add v6, v4
     v8 = add v7, v2
-    v9 = add v8, v2
-    br eq v5, v9, block2, block3
+    br eq v5, v8, block2, block3
 block2:
-    ret v5
+    v9 = add v7, v2
+    v10 = add v9, v2
+    ret v10
 block3:
-    ret 0
+    ret v5
 ",
         )
         .unwrap();
@@ -134,11 +139,13 @@ block3:
         }
         let p = placement(&f, &order, &uses);
         let sum = |i: u32| p.sum[i as usize];
+        // A parameter's sums; the base of v8 is computed just before it, in `A`.
         assert_eq!(sum(4), Some((Value(3), 22)));
-        // Two readers, and a sum of a sum.
+        assert_eq!(sum(8), None);
+        // Two readers; a sum of an earlier block's value, and a sum of that sum.
         assert_eq!(sum(5), None);
-        assert_eq!(sum(8), Some((Value(7), 22)));
-        assert_eq!(sum(9), None);
+        assert_eq!(sum(9), Some((Value(7), 22)));
+        assert_eq!(sum(10), None);
         // v3's first reader (v4 is read later, at v7) is the load; v0's is the comparison.
         assert!(p.index_param[3]);
         assert!(!p.index_param[0]);
