@@ -8,9 +8,9 @@
 
 use sift_ir::{Block, Function, Terminator};
 
-use super::branches::{libpcap_form, Code};
+use super::branches::Code;
 use super::numbering::{Numbering, Vn};
-use super::threading::{Fact, FactKey};
+use super::threading::{Fact, FactKey, Test};
 
 #[derive(Clone, Copy, PartialEq, Eq)]
 enum Kind {
@@ -30,25 +30,23 @@ struct Entry {
     params: bool,
     /// A branch whose two edges are the same target.
     one_place: bool,
-    code: Code,
-    swapped: bool,
-    rhs_is_const: bool,
     /// Successor blocks: `then`, `else` (a jump's target first).
     succ: [u32; 2],
-    lhs: Vn,
-    rhs: Vn,
+    test: Test,
 }
 
 const UNSEEN: Entry = Entry {
     kind: Kind::Unseen,
     params: false,
     one_place: false,
-    code: Code::Eq,
-    swapped: false,
-    rhs_is_const: false,
     succ: [0; 2],
-    lhs: 0,
-    rhs: 0,
+    test: Test {
+        code: Code::Eq,
+        swapped: false,
+        lhs: 0,
+        rhs: 0,
+        rhs_is_const: false,
+    },
 };
 
 pub(super) struct Terms<'a> {
@@ -107,15 +105,10 @@ impl<'a> Terms<'a> {
                 then_,
                 else_,
             } => {
-                let (code, swapped) = libpcap_form(*op);
                 e.kind = Kind::Branch;
                 e.one_place = then_ == else_;
-                e.code = code;
-                e.swapped = swapped;
-                e.rhs_is_const = self.numbers.konst(*rhs).is_some();
                 e.succ = [then_.block.0, else_.block.0];
-                e.lhs = self.numbers.vn(*lhs);
-                e.rhs = self.numbers.vn(*rhs);
+                e.test = Test::new(self.numbers, *op, *lhs, *rhs);
             }
             _ => {}
         }
@@ -143,15 +136,7 @@ impl<'a> Terms<'a> {
         then_edge: bool,
     ) -> Option<(FactKey, Fact)> {
         let e = self.entry(f, b);
-        (e.kind == Kind::Branch).then(|| {
-            let key = (e.code, e.lhs);
-            let fact = Fact {
-                rhs: e.rhs,
-                rhs_is_const: e.rhs_is_const,
-                holds: then_edge != e.swapped,
-            };
-            (key, fact)
-        })
+        (e.kind == Kind::Branch).then(|| e.test.edge_fact(then_edge))
     }
 
     /// Where a walk entering `c` goes next when `c` may be skipped: it computes nothing used
@@ -173,8 +158,9 @@ impl<'a> Terms<'a> {
             Kind::Jump => 0,
             Kind::Branch if e.one_place => 0,
             Kind::Branch => {
-                let holds = decide(e.code, e.lhs, e.rhs, e.rhs_is_const)?;
-                usize::from(holds == e.swapped)
+                let t = e.test;
+                let holds = decide(t.code, t.lhs, t.rhs, t.rhs_is_const)?;
+                usize::from(holds == t.swapped)
             }
             _ => return None,
         };

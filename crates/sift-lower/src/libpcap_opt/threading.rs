@@ -27,6 +27,40 @@ pub(super) fn is_const_equality(key: FactKey, fact: Fact) -> bool {
     fact.holds && key.0 == Code::Eq && fact.rhs_is_const
 }
 
+/// A branch's test as threading reads it: libpcap's comparison (`swapped` when the branch's
+/// edges are the other way round) and its operands' value numbers.
+#[derive(Clone, Copy)]
+pub(super) struct Test {
+    pub(super) code: Code,
+    pub(super) swapped: bool,
+    pub(super) lhs: Vn,
+    pub(super) rhs: Vn,
+    pub(super) rhs_is_const: bool,
+}
+
+impl Test {
+    pub(super) fn new(numbers: &Numbering, op: sift_ir::CmpOp, lhs: Value, rhs: Value) -> Test {
+        let (code, swapped) = libpcap_form(op);
+        Test {
+            code,
+            swapped,
+            lhs: numbers.vn(lhs),
+            rhs: numbers.vn(rhs),
+            rhs_is_const: numbers.konst(rhs).is_some(),
+        }
+    }
+
+    /// The fact the branch's `then` edge (or else edge) establishes.
+    pub(super) fn edge_fact(self, then_edge: bool) -> (FactKey, Fact) {
+        let fact = Fact {
+            rhs: self.rhs,
+            rhs_is_const: self.rhs_is_const,
+            holds: then_edge != self.swapped,
+        };
+        ((self.code, self.lhs), fact)
+    }
+}
+
 /// The fact an edge of `block`'s branch establishes (`then_edge` selects the edge).
 pub(super) fn edge_fact(
     f: &Function,
@@ -37,15 +71,7 @@ pub(super) fn edge_fact(
     let Terminator::Branch { op, lhs, rhs, .. } = f.block(block).term else {
         return None;
     };
-    let (code, swapped) = libpcap_form(op);
-    Some((
-        (code, numbers.vn(lhs)),
-        Fact {
-            rhs: numbers.vn(rhs),
-            rhs_is_const: numbers.konst(rhs).is_some(),
-            holds: then_edge != swapped,
-        },
-    ))
+    Some(Test::new(numbers, op, lhs, rhs).edge_fact(then_edge))
 }
 
 /// [`thread_edges_with`] over a fresh snapshot of the terminators (tests).
