@@ -22,6 +22,7 @@ use sift_jit::demux_matcher::{DemuxMatcher, BATCH};
 use sift_jit::demux_table::{KeyHash, Table, Value};
 use sift_jit::key_extractor::{KeyProgram, NativeExtractor, PacketOrder, KEY_WORDS};
 use sift_jit::PacketRef;
+use sift_testgen::Rng;
 
 const PAGE: usize = 4096;
 /// Address space reserved for guarded blocks (never touched unless allocated).
@@ -115,17 +116,6 @@ unsafe impl GlobalAlloc for Guarded {
 #[global_allocator]
 static ALLOCATOR: Guarded = Guarded;
 
-struct Rng(u64);
-
-impl Rng {
-    fn next(&mut self) -> u64 {
-        self.0 ^= self.0 << 13;
-        self.0 ^= self.0 >> 7;
-        self.0 ^= self.0 << 17;
-        self.0
-    }
-}
-
 fn packet(rng: &mut Rng, c: u64) -> Vec<u8> {
     let mut p = vec![0u8; 60];
     p[12] = 0x08;
@@ -135,9 +125,9 @@ fn packet(rng: &mut Rng, c: u64) -> Vec<u8> {
     p[30..34].copy_from_slice(&(0xc0a8_0000 | (c as u32 >> 12 & 0xff)).to_be_bytes());
     p[34..36].copy_from_slice(&1024u16.to_be_bytes());
     p[36..38].copy_from_slice(&80u16.to_be_bytes());
-    match rng.next() % 8 {
-        0 => p.truncate((rng.next() % 60) as usize),
-        1 => p[14] = 0x40 | (rng.next() % 16) as u8,
+    match rng.next_u64() % 8 {
+        0 => p.truncate((rng.next_u64() % 60) as usize),
+        1 => p[14] = 0x40 | (rng.next_u64() % 16) as u8,
         _ => {}
     }
     p
@@ -158,7 +148,7 @@ fn probe_guarded_tables<const W: usize>(program: KeyProgram, seed: u64) {
     let in_passes = DemuxMatcher::<W>::compile_one_pass_up_to(&program, 0).unwrap();
     let extractor = NativeExtractor::compile(&program).unwrap();
     let order = program.packet_order();
-    let mut rng = Rng(seed);
+    let mut rng = Rng::new(seed);
     let mut table = Table::<W>::new(KeyHash::random());
     let mut checked = 0;
     for size in [0usize, 1, 5, 40, 300, 3000] {
@@ -166,14 +156,14 @@ fn probe_guarded_tables<const W: usize>(program: KeyProgram, seed: u64) {
         // Grow to `size` keys with some churn; keep an older version alive as readers would.
         let before = table.clone();
         while table.len() < size {
-            let c = rng.next() % 4000;
-            if let Some(k) = key_of::<W>(&extractor, &order, &packet(&mut Rng(1), c)) {
+            let c = rng.next_u64() % 4000;
+            if let Some(k) = key_of::<W>(&extractor, &order, &packet(&mut Rng::new(1), c)) {
                 let tag = NonZeroU64::new(c + 1).unwrap();
                 table.insert(k, Value { tag, data: c });
             }
-            if rng.next().is_multiple_of(5) {
-                let c = rng.next() % 4000;
-                if let Some(k) = key_of::<W>(&extractor, &order, &packet(&mut Rng(1), c)) {
+            if rng.next_u64().is_multiple_of(5) {
+                let c = rng.next_u64() % 4000;
+                if let Some(k) = key_of::<W>(&extractor, &order, &packet(&mut Rng::new(1), c)) {
                     table.remove(&k);
                 }
             }
@@ -183,7 +173,7 @@ fn probe_guarded_tables<const W: usize>(program: KeyProgram, seed: u64) {
         for t in [&before, &table] {
             let packets: Vec<Vec<u8>> = (0..500)
                 .map(|_| {
-                    let c = rng.next() % 4200;
+                    let c = rng.next_u64() % 4200;
                     packet(&mut rng, c)
                 })
                 .collect();

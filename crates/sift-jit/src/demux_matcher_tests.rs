@@ -7,17 +7,7 @@ use super::*;
 use crate::demux_table::{KeyHash, Value};
 use crate::key_extractor::NativeExtractor;
 use fixtures::{four_tuple, four_tuple_at};
-
-struct Rng(u64);
-
-impl Rng {
-    fn next(&mut self) -> u64 {
-        self.0 ^= self.0 << 13;
-        self.0 ^= self.0 >> 7;
-        self.0 ^= self.0 << 17;
-        self.0
-    }
-}
+use sift_testgen::Rng;
 
 /// A packet of connection `c` (a small number, so that sets collide), sometimes damaged.
 fn packet(rng: &mut Rng, c: u64) -> Vec<u8> {
@@ -29,9 +19,9 @@ fn packet(rng: &mut Rng, c: u64) -> Vec<u8> {
     p[30..34].copy_from_slice(&(0xc0a8_0000 | (c as u32 >> 8 & 0xff)).to_be_bytes());
     p[34..36].copy_from_slice(&(1024 + (c >> 16 & 0x3f) as u16).to_be_bytes());
     p[36..38].copy_from_slice(&[80u16, 443][(c >> 22 & 1) as usize].to_be_bytes());
-    match rng.next() % 16 {
-        0 => p.truncate((rng.next() % 60) as usize),
-        1 => p[14] = 0x40 | (rng.next() % 16) as u8,
+    match rng.next_u64() % 16 {
+        0 => p.truncate((rng.next_u64() % 60) as usize),
+        1 => p[14] = 0x40 | (rng.next_u64() % 16) as u8,
         2 => p[20] = 0x20,
         _ => {}
     }
@@ -50,21 +40,21 @@ fn differential<const W: usize>(program: KeyProgram, seed: u64, one_pass_keys: u
         order.apply(key);
         accepted
     };
-    let mut rng = Rng(seed);
+    let mut rng = Rng::new(seed);
     let mut table = Table::<W>::new(KeyHash::random());
     let (mut hits, mut compared) = (0, 0);
     for round in 0..40 {
         // Grow for a while, then shrink: tables from empty to a few thousand keys.
         let grow = round < 25;
         for _ in 0..300 {
-            let c = rng.next() % 5000;
-            let p = packet(&mut Rng(c + 1), c);
+            let c = rng.next_u64() % 5000;
+            let p = packet(&mut Rng::new(c + 1), c);
             let mut key = [0u64; crate::key_extractor::KEY_WORDS];
             if !extract(&p, &mut key) {
                 continue;
             }
             let key: [u64; W] = std::array::from_fn(|i| key[i]);
-            if grow || rng.next().is_multiple_of(4) {
+            if grow || rng.next_u64().is_multiple_of(4) {
                 let tag = NonZeroU64::new(c + 1).unwrap();
                 table.insert(key, Value { tag, data: c });
             } else {
@@ -74,7 +64,7 @@ fn differential<const W: usize>(program: KeyProgram, seed: u64, one_pass_keys: u
         table.check_layout().unwrap();
         let packets: Vec<Vec<u8>> = (0..200)
             .map(|_| {
-                let c = rng.next() % 6000;
+                let c = rng.next_u64() % 6000;
                 packet(&mut rng, c)
             })
             .collect();
@@ -165,19 +155,19 @@ fn deep_tables() {
     let mut table = Table::<2>::new(KeyHash::random());
     for i in 0..200_000u64 {
         let c = conn(i);
-        let key = key_of(&packet(&mut Rng(3), c)).expect("an undamaged packet");
+        let key = key_of(&packet(&mut Rng::new(3), c)).expect("an undamaged packet");
         let tag = NonZeroU64::new(c + 1).unwrap();
         table.insert(key, Value { tag, data: c });
     }
     table.check_layout().unwrap();
     assert!(table.depth() >= 2, "depth {}", table.depth());
-    let mut rng = Rng(9);
+    let mut rng = Rng::new(9);
     let packets: Vec<Vec<u8>> = (0..4000)
         .map(|_| {
             // Half installed connections, half others (mostly absent).
-            let c = match rng.next() % 2 {
-                0 => conn(rng.next() % 200_000),
-                _ => rng.next() % (1 << 23),
+            let c = match rng.next_u64() % 2 {
+                0 => conn(rng.next_u64() % 200_000),
+                _ => rng.next_u64() % (1 << 23),
             };
             packet(&mut rng, c)
         })
