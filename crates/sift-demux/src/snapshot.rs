@@ -85,6 +85,10 @@ impl Snapshot {
 /// and reuse it: matching then allocates nothing).
 #[derive(Debug)]
 pub struct Matches {
+    /// The one filter that receives the packet, when it is one filter whose lookup needed no
+    /// list (`FilterId(0)` otherwise, and then `delivered` holds the delivery): the common
+    /// case, two plain stores per match instead of resetting and growing a list.
+    single: FilterId,
     delivered: Vec<FilterId>,
     /// The exclusive winner's id, 0 for none (ids are never 0): one word, so that a caller
     /// reading it right after the match gets it forwarded from the store (an `Option` of two
@@ -99,6 +103,7 @@ pub struct Matches {
 impl Default for Matches {
     fn default() -> Matches {
         Matches {
+            single: FilterId(0),
             delivered: Vec::new(),
             exclusive: 0,
             regs: Box::new([0; MAX_REGS]),
@@ -126,40 +131,50 @@ impl Matches {
     /// ranked before the exclusive winner, then the winner. After
     /// [`crate::Reader::match_all`]: every accepting filter.
     pub fn delivered(&self) -> &[FilterId] {
-        &self.delivered
+        if self.single.0 != 0 {
+            std::slice::from_ref(&self.single)
+        } else {
+            &self.delivered
+        }
     }
 
     /// The accepting copy filters among [`Matches::delivered`].
     pub fn copies(&self) -> impl Iterator<Item = FilterId> + '_ {
         let winner = self.exclusive();
-        self.delivered
+        self.delivered()
             .iter()
             .copied()
             .filter(move |&id| Some(id) != winner)
     }
 
     pub fn is_empty(&self) -> bool {
-        self.delivered.is_empty()
+        self.delivered().is_empty()
     }
 
     /// No filter receives the packet.
     #[inline(always)]
     pub(crate) fn deliver_none(&mut self) {
-        self.delivered.clear();
+        self.start_list();
         self.exclusive = 0;
     }
 
     /// Only filter `id` receives the packet.
     #[inline(always)]
     pub(crate) fn deliver_one(&mut self, id: u64, exclusive: bool) {
-        self.delivered.clear();
-        self.delivered.push(FilterId(id));
+        self.single = FilterId(id);
         self.exclusive = if exclusive { id } else { 0 };
+    }
+
+    /// Empties the delivery, to be built in `delivered`.
+    #[inline(always)]
+    fn start_list(&mut self) {
+        self.single = FilterId(0);
+        self.delivered.clear();
     }
 
     /// Sets a delivery decided elsewhere (fragment dispatch: the first fragment's recipients).
     pub(crate) fn set_delivery(&mut self, delivered: &[FilterId], exclusive: Option<FilterId>) {
-        self.delivered.clear();
+        self.start_list();
         self.delivered.extend_from_slice(delivered);
         self.exclusive = exclusive.map_or(0, |id| id.0);
     }
@@ -241,7 +256,7 @@ impl Snapshot {
         all: bool,
         mut lookup: impl FnMut(usize, &'s ShapeView, &mut Regs) -> Option<Found<'s>>,
     ) {
-        m.delivered.clear();
+        m.start_list();
         m.candidates.clear();
         m.exclusive = 0;
         let mut best: Option<Entry> = None;
@@ -326,20 +341,14 @@ impl Snapshot {
 /// no candidate list, no sort.
 #[inline]
 pub(crate) fn deliver_in_order(found: Option<Found<'_>>, m: &mut Matches) {
-    m.delivered.clear();
-    m.exclusive = 0;
     let list = match found {
-        None => return,
+        None => return m.deliver_none(),
         // A connection's filter: the common case, without a loop.
-        Some(Found::One(e)) => {
-            m.delivered.push(e.id);
-            if e.delivery == Delivery::Exclusive {
-                m.exclusive = e.id.0;
-            }
-            return;
-        }
+        Some(Found::One(e)) => return m.deliver_one(e.id.0, e.delivery == Delivery::Exclusive),
         Some(Found::Many(list)) => list,
     };
+    m.start_list();
+    m.exclusive = 0;
     for e in list {
         m.delivered.push(e.id);
         if e.delivery == Delivery::Exclusive {
