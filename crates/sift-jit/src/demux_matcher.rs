@@ -74,7 +74,8 @@ impl<const W: usize> fmt::Debug for DemuxMatcher<W> {
 impl<const W: usize> DemuxMatcher<W> {
     /// Compiles `program` followed by a probe of a table of `W`-word keys;
     /// [`JitError::Unsupported`] where the host cannot run generated code,
-    /// [`JitError::Codegen`] for a malformed program or one that writes a key word `>= W`.
+    /// [`JitError::KeyProgram`] for a malformed program, [`JitError::KeyWidth`] for one that
+    /// writes a key word `>= W`.
     pub fn compile(program: &KeyProgram) -> Result<DemuxMatcher<W>, JitError> {
         DemuxMatcher::compile_listing(program, ONE_PASS_KEYS, None)
     }
@@ -101,17 +102,21 @@ impl<const W: usize> DemuxMatcher<W> {
         one_pass_keys: u64,
         mut listing: Option<&mut String>,
     ) -> Result<DemuxMatcher<W>, JitError> {
-        program
-            .validate()
-            .map_err(|e| JitError::Codegen(e.to_string()))?;
-        let too_wide = program
+        program.validate()?;
+        let widest = program
             .steps
             .iter()
-            .any(|s| matches!(s, KeyStep::Key { word, .. } if usize::from(*word) >= W));
+            .filter_map(|s| match s {
+                KeyStep::Key { word, .. } => Some(usize::from(*word)),
+                _ => None,
+            })
+            .max();
+        let too_wide = widest.is_some_and(|w| w >= W);
         if too_wide || W == 0 || W > crate::demux_table::MAX_KEY_WORDS {
-            return Err(JitError::Codegen(format!(
-                "key program writes words the {W}-word table lacks"
-            )));
+            return Err(JitError::KeyWidth {
+                word: widest.unwrap_or(0),
+                table_words: W,
+            });
         }
         let mut functions = Functions::new()?;
         functions.add(

@@ -200,6 +200,9 @@ fn keys_wider_than_the_table_are_refused() {
     }
     assert!(matches!(
         DemuxMatcher::<1>::compile(&four_tuple([0, 0, 1, 1])),
-        Err(JitError::Codegen(_))
+        Err(JitError::KeyWidth {
+            word: 1,
+            table_words: 1
+        })
     ));
 }

@@ -26,9 +26,9 @@ pub enum JitError {
         stage: CodegenStage,
         message: String,
     },
-    /// Another failure, described in words (kept for callers that have not moved to the
-    /// variants above).
-    Codegen(String),
+    /// A key program writes key word `word`, but the table it is compiled for has keys of
+    /// `table_words` words (or a width no table has: 0 or more than the widest).
+    KeyWidth { word: usize, table_words: usize },
 }
 
 /// Why the host cannot run generated code.
@@ -90,7 +90,11 @@ impl fmt::Display for JitError {
                 f,
                 "JIT code generation failed {stage} function `{function}`: {message}"
             ),
-            JitError::Codegen(m) => write!(f, "JIT code generation failed: {m}"),
+            JitError::KeyWidth { word, table_words } => write!(
+                f,
+                "JIT code generation failed: the key program writes key word {word}, \
+                 the table's keys have {table_words} words"
+            ),
         }
     }
 }
