@@ -193,6 +193,83 @@ fn deep_tables() {
     }
 }
 
+/// Tables as deep as the trie goes ([`MAX_LEVEL`] branch levels, where a leaf only grows),
+/// which random keys never reach (it takes more than `LEAF_MAX` keys sharing 37 hash bits):
+/// here seeds chosen so that the hash of a connection key is its address word, and addresses
+/// that share the trie's hash bits but for the two that split the root and a level-5 branch.
+/// Native lookups (single, batch in one pass and in passes) against the Rust walk, hits and
+/// misses, then again after removing most keys.
+#[test]
+fn deepest_tables() {
+    if !crate::supported() {
+        return;
+    }
+    let program = four_tuple([0, 0, 1, 1]);
+    let extractor = NativeExtractor::compile(&program).unwrap();
+    let order = program.packet_order();
+    let key_of = |p: &[u8]| {
+        let mut key = [0u64; crate::key_extractor::KEY_WORDS];
+        assert!(extractor.extract(p, 60, &mut key));
+        order.apply(&mut key);
+        [key[0], key[1]]
+    };
+    // The address word in packet order holds the destination's bytes at bits 0-31 and the
+    // source's at bits 32-63. Connection `c`: its low 11 bits in the bytes below the trie's
+    // hash bits (destination bytes 0 and 1), bit 11 in bit 23 (a root bit), bit 12 in bit 56
+    // (level 5's).
+    let packet = |c: u64| {
+        let mut p = packet(&mut Rng::new(0), 0);
+        p[30] = c as u8;
+        p[31] = (c >> 8 & 7) as u8;
+        p[32] = (c >> 11 & 1) as u8 * 0x80;
+        p[29] = (c >> 12 & 1) as u8;
+        p
+    };
+    // Every packet has the same second key word `w1`: seeds `[0, w1 ^ 1]` hash a key to
+    // `fold(w0, 1)`, which is `w0`.
+    let w1 = key_of(&packet(0))[1];
+    let hash = KeyHash::new([0, w1 ^ 1]);
+    assert_eq!(
+        hash.hash(&key_of(&packet(0x1abc))),
+        key_of(&packet(0x1abc))[0]
+    );
+    let mut table = Table::<2>::new(hash);
+    let installed = |c: u64| c % 3 != 0;
+    for c in (0..1 << 13).filter(|&c| installed(c)) {
+        let tag = NonZeroU64::new(c + 1).unwrap();
+        table.insert(key_of(&packet(c)), Value { tag, data: c });
+    }
+    let packets: Vec<Vec<u8>> = (0..1 << 13).map(packet).collect();
+    let refs: Vec<PacketRef> = packets.iter().map(|p| PacketRef::new(p, 60)).collect();
+    for round in 0..2 {
+        table.check_layout().unwrap();
+        let depth = table.depth();
+        assert_eq!(depth, if round == 0 { MAX_LEVEL } else { 0 });
+        let want: Vec<_> = packets.iter().map(|p| table.slot(&key_of(p))).collect();
+        let hits = want.iter().filter(|w| w.is_some()).count();
+        assert_eq!(hits, table.len());
+        for one_pass_keys in [u64::MAX, 0] {
+            let matcher =
+                DemuxMatcher::<2>::compile_one_pass_up_to(&program, one_pass_keys).unwrap();
+            for (p, w) in packets.iter().zip(&want) {
+                let got = matcher.lookup(&table, p, 60);
+                assert_eq!(got.map(|s| s as *const _), w.map(|s| s as *const _));
+            }
+            for (chunk, w) in refs.chunks(BATCH).zip(want.chunks(BATCH)) {
+                let mut out = [None; BATCH];
+                assert_eq!(matcher.lookup_batch(&table, chunk, &mut out), chunk.len());
+                assert_eq!(&out[..chunk.len()], w);
+            }
+        }
+        if round == 0 {
+            // Few keys left: the table is one leaf again.
+            for c in (0..1 << 13).filter(|&c| installed(c) && c % 31 != 0) {
+                assert!(table.remove(&key_of(&packet(c))).is_some());
+            }
+        }
+    }
+}
+
 #[test]
 fn keys_wider_than_the_table_are_refused() {
     if !crate::supported() {
