@@ -234,7 +234,7 @@ fn deepest_tables() {
         key_of(&packet(0x1abc))[0]
     );
     let mut table = Table::<2>::new(hash);
-    let installed = |c: u64| c % 3 != 0;
+    let installed = |c: u64| !c.is_multiple_of(3);
     for c in (0..1 << 13).filter(|&c| installed(c)) {
         let tag = NonZeroU64::new(c + 1).unwrap();
         table.insert(key_of(&packet(c)), Value { tag, data: c });
@@ -263,7 +263,7 @@ fn deepest_tables() {
         }
         if round == 0 {
             // Few keys left: the table is one leaf again.
-            for c in (0..1 << 13).filter(|&c| installed(c) && c % 31 != 0) {
+            for c in (0..1 << 13).filter(|&c| installed(c) && !c.is_multiple_of(31)) {
                 assert!(table.remove(&key_of(&packet(c))).is_some());
             }
         }
