@@ -132,6 +132,43 @@ fn print_listing() {
     );
 }
 
+/// The connection program's key of a packet (captured length 60) as the matcher computes it:
+/// the extractor's, in packet order; `None` when the checks reject the packet.
+fn connection_key(program: &KeyProgram) -> impl Fn(&[u8]) -> Option<[u64; 2]> {
+    let extractor = NativeExtractor::compile(program).unwrap();
+    let order = program.packet_order();
+    move |p| {
+        let mut key = [0u64; crate::key_extractor::KEY_WORDS];
+        extractor.extract(p, 60, &mut key).then(|| {
+            order.apply(&mut key);
+            [key[0], key[1]]
+        })
+    }
+}
+
+/// `program`'s native lookups of `packets` in `table` (single, and batches in one pass and in
+/// passes) find the slots `want`.
+fn assert_native_finds(
+    program: &KeyProgram,
+    table: &Table<2>,
+    packets: &[Vec<u8>],
+    want: &[Option<&Slot<2>>],
+) {
+    let refs: Vec<PacketRef> = packets.iter().map(|p| PacketRef::new(p, 60)).collect();
+    for one_pass_keys in [u64::MAX, 0] {
+        let matcher = DemuxMatcher::<2>::compile_one_pass_up_to(program, one_pass_keys).unwrap();
+        for (p, w) in packets.iter().zip(want) {
+            let got = matcher.lookup(table, p, 60);
+            assert_eq!(got.map(|s| s as *const _), w.map(|s| s as *const _));
+        }
+        for (chunk, w) in refs.chunks(BATCH).zip(want.chunks(BATCH)) {
+            let mut out = [None; BATCH];
+            assert_eq!(matcher.lookup_batch(table, chunk, &mut out), chunk.len());
+            assert_eq!(&out[..chunk.len()], w);
+        }
+    }
+}
+
 /// Leaves hold up to `LEAF_MAX` keys, so the tables of `differential` have at most one
 /// branch level: here a table two levels deep, probed natively (single and batch, in one
 /// pass and in passes) against the Rust walk, hits and misses.
@@ -141,15 +178,7 @@ fn deep_tables() {
         return;
     }
     let program = four_tuple([0, 0, 1, 1]);
-    let extractor = NativeExtractor::compile(&program).unwrap();
-    let order = program.packet_order();
-    let key_of = |p: &[u8]| {
-        let mut key = [0u64; crate::key_extractor::KEY_WORDS];
-        extractor.extract(p, 60, &mut key).then(|| {
-            order.apply(&mut key);
-            [key[0], key[1]]
-        })
-    };
+    let key_of = connection_key(&program);
     // Connection numbers spread over the 2^23 that `packet` tells apart.
     let conn = |i: u64| i.wrapping_mul(0x9e37_79b9) & ((1 << 23) - 1);
     let mut table = Table::<2>::new(KeyHash::random());
@@ -178,19 +207,7 @@ fn deep_tables() {
         .collect();
     let hits = want.iter().filter(|w| w.is_some()).count();
     assert!(hits > 1500 && hits < 3500, "{hits} hits");
-    let refs: Vec<PacketRef> = packets.iter().map(|p| PacketRef::new(p, 60)).collect();
-    for one_pass_keys in [u64::MAX, 0] {
-        let matcher = DemuxMatcher::<2>::compile_one_pass_up_to(&program, one_pass_keys).unwrap();
-        for (p, w) in packets.iter().zip(&want) {
-            let got = matcher.lookup(&table, p, 60);
-            assert_eq!(got.map(|s| s as *const _), w.map(|s| s as *const _));
-        }
-        for (chunk, w) in refs.chunks(BATCH).zip(want.chunks(BATCH)) {
-            let mut out = [None; BATCH];
-            assert_eq!(matcher.lookup_batch(&table, chunk, &mut out), chunk.len());
-            assert_eq!(&out[..chunk.len()], w);
-        }
-    }
+    assert_native_finds(&program, &table, &packets, &want);
 }
 
 /// Tables as deep as the trie goes ([`MAX_LEVEL`] branch levels, where a leaf only grows),
@@ -205,14 +222,8 @@ fn deepest_tables() {
         return;
     }
     let program = four_tuple([0, 0, 1, 1]);
-    let extractor = NativeExtractor::compile(&program).unwrap();
-    let order = program.packet_order();
-    let key_of = |p: &[u8]| {
-        let mut key = [0u64; crate::key_extractor::KEY_WORDS];
-        assert!(extractor.extract(p, 60, &mut key));
-        order.apply(&mut key);
-        [key[0], key[1]]
-    };
+    let key = connection_key(&program);
+    let key_of = |p: &[u8]| key(p).expect("an undamaged packet");
     // The address word in packet order holds the destination's bytes at bits 0-31 and the
     // source's at bits 32-63. Connection `c`: its low 11 bits in the bytes below the trie's
     // hash bits (destination bytes 0 and 1), bit 11 in bit 23 (a root bit), bit 12 in bit 56
@@ -240,7 +251,6 @@ fn deepest_tables() {
         table.insert(key_of(&packet(c)), Value { tag, data: c });
     }
     let packets: Vec<Vec<u8>> = (0..1 << 13).map(packet).collect();
-    let refs: Vec<PacketRef> = packets.iter().map(|p| PacketRef::new(p, 60)).collect();
     for round in 0..2 {
         table.check_layout().unwrap();
         let depth = table.depth();
@@ -248,19 +258,7 @@ fn deepest_tables() {
         let want: Vec<_> = packets.iter().map(|p| table.slot(&key_of(p))).collect();
         let hits = want.iter().filter(|w| w.is_some()).count();
         assert_eq!(hits, table.len());
-        for one_pass_keys in [u64::MAX, 0] {
-            let matcher =
-                DemuxMatcher::<2>::compile_one_pass_up_to(&program, one_pass_keys).unwrap();
-            for (p, w) in packets.iter().zip(&want) {
-                let got = matcher.lookup(&table, p, 60);
-                assert_eq!(got.map(|s| s as *const _), w.map(|s| s as *const _));
-            }
-            for (chunk, w) in refs.chunks(BATCH).zip(want.chunks(BATCH)) {
-                let mut out = [None; BATCH];
-                assert_eq!(matcher.lookup_batch(&table, chunk, &mut out), chunk.len());
-                assert_eq!(&out[..chunk.len()], w);
-            }
-        }
+        assert_native_finds(&program, &table, &packets, &want);
         if round == 0 {
             // Few keys left: the table is one leaf again.
             for c in (0..1 << 13).filter(|&c| installed(c) && !c.is_multiple_of(31)) {
