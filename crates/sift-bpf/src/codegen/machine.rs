@@ -2,6 +2,8 @@
 //! instructions and one exit) after scratch allocation:
 //!
 //! 0. **dead register writes** ([`super::deadregs`]): loads into `A` or `X` nobody reads;
+//!    then **forwarding** ([`super::forward`]): `st M[k]` reloaded by a nearby `ldx M[k]`
+//!    becomes `tax`;
 //! 1. **jump threading**: an edge to an empty piece that only jumps goes to that jump's target;
 //!    a `ja` to a lone `ret` becomes the `ret`; a conditional jump whose two targets are the
 //!    same piece becomes a `ja`;
@@ -39,7 +41,7 @@ pub(super) enum Exit {
 }
 
 impl Exit {
-    fn successors(self) -> impl Iterator<Item = usize> {
+    pub(super) fn successors(self) -> impl Iterator<Item = usize> {
         let (a, b) = match self {
             Exit::Return => (None, None),
             Exit::Jump(t) => (Some(t), None),
@@ -298,6 +300,7 @@ pub(super) fn optimize(items: &[Item]) -> Vec<Item> {
     }
     let successors_first = postorder(&pieces);
     super::deadregs::remove(&mut pieces, &successors_first);
+    super::forward::forward(&mut pieces, &successors_first);
     let rep = merge(&mut pieces);
     let entry = rep[0];
     let live = postorder_from(&pieces, entry);
