@@ -67,7 +67,9 @@ impl Facts {
         match insn.decode() {
             Some(Op::LdAbs(s)) => k + bytes(s) <= self.abs && k + bytes(s) < KERNEL_SPECIAL,
             Some(Op::LdInd(s)) => match (self.rel, self.xmax) {
-                (Some(rel), Some(xmax)) => k + bytes(s) <= rel && xmax + k + bytes(s) < KERNEL_SPECIAL,
+                (Some(rel), Some(xmax)) => {
+                    k + bytes(s) <= rel && xmax + k + bytes(s) < KERNEL_SPECIAL
+                }
                 _ => false,
             },
             Some(Op::LdxMsh) => k < self.abs && k < KERNEL_SPECIAL,
@@ -164,10 +166,7 @@ mod tests {
             piece(vec![Op::LdxImm.with_k(40)], Exit::Jump(3)),
             // 2: X = 4*([14]&0xf) (at most 60), then 30 bytes past X.
             piece(
-                vec![
-                    Op::LdxMsh.with_k(14),
-                    Op::LdInd(Size::Word).with_k(26),
-                ],
+                vec![Op::LdxMsh.with_k(14), Op::LdInd(Size::Word).with_k(26)],
                 Exit::Jump(3),
             ),
             // 3: both paths proved `[x + 0..30)`: the first two loads complete, the third may

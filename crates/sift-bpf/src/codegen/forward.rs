@@ -71,7 +71,11 @@ fn loop_live_in(insns: &[Insn], live_out: u32) -> u32 {
     // live[i]: words live before instruction i; live[n] is the piece's exit.
     let mut live = vec![0u32; n + 1];
     live[n] = live_out;
-    let at = |live: &[u32], t: isize| usize::try_from(t).ok().map_or(ALL_WORDS, |t| live[t.min(n)]);
+    let at = |live: &[u32], t: isize| {
+        usize::try_from(t)
+            .ok()
+            .map_or(ALL_WORDS, |t| live[t.min(n)])
+    };
     let mut changed = true;
     while changed {
         changed = false;
@@ -197,10 +201,7 @@ mod tests {
                     f: 2,
                 },
             ),
-            piece(
-                vec![Op::LdMem.with_k(1), Op::RetA.with_k(0)],
-                Exit::Return,
-            ),
+            piece(vec![Op::LdMem.with_k(1), Op::RetA.with_k(0)], Exit::Return),
             piece(vec![Op::RetK.with_k(0)], Exit::Return),
         ];
         forward(&mut pieces, &[1, 2, 0]);

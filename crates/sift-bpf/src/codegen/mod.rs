@@ -2,7 +2,8 @@
 //! filters.
 //!
 //! Four steps, one module each (and their helpers: [`regs`], [`classes`], [`patterns`],
-//! [`recompute`], [`coalesce`], [`deadregs`], [`bounds`], [`forward`], [`suffix`]):
+//! [`recompute`], [`coalesce`], [`deadregs`], [`bounds`], [`forward`], [`unthread`],
+//! [`suffix`]):
 //!
 //! 1. [`select`] walks the blocks in reverse postorder (a topological order, so every jump is
 //!    forward) and emits instructions with symbolic jump targets and virtual scratch slots. It
@@ -56,6 +57,7 @@ mod recompute;
 mod regs;
 mod select;
 mod suffix;
+mod unthread;
 
 use std::fmt;
 

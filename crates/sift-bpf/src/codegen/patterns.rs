@@ -207,7 +207,12 @@ block4:
     ret 0
 ";
         let mut pkts = vec![vec![0u8; 14], vec![0u8; 15]];
-        for (ihl, port, at) in [(5u8, 1000u16, 0u8), (5, 1000, 1), (6, 1000, 1), (5, 3000, 1)] {
+        for (ihl, port, at) in [
+            (5u8, 1000u16, 0u8),
+            (5, 1000, 1),
+            (6, 1000, 1),
+            (5, 3000, 1),
+        ] {
             let mut p = vec![0u8; 14 + 4 * ihl as usize + 8];
             p[14] = 0x40 | ihl;
             p[14 + ihl as usize] = at;
