@@ -5,19 +5,20 @@
 //! the parameter the argument's word ([`super::coalesce`]) the store goes and the load
 //! (`ld M[k]; ja`) is left with no reader. Liveness of the two registers is computed over the
 //! pieces (their graph is acyclic, so one pass successors first suffices). Only instructions
-//! that cannot reject the packet go: packet loads, `ldxb 4*([k]&0xf)` and division by `X`
-//! stay even when their result is dead. A piece holding a `protochain` loop (jumps inside its
+//! that cannot reject the packet go: packet loads and `ldxb 4*([k]&0xf)` stay even when their
+//! result is dead, unless [`super::bounds`] proves that an earlier load on every path read
+//! those bytes already; division by `X` always stays. A piece holding a `protochain` loop (jumps inside its
 //! instructions, with offsets that must not move) is left as it is and reads both registers.
 
 use super::machine::{Exit, Piece};
 use crate::insn::{AluOp, Insn, Op, Src};
 
-const A: u8 = 1;
-const X: u8 = 2;
+pub(super) const A: u8 = 1;
+pub(super) const X: u8 = 2;
 
 /// The registers an instruction reads and writes, and whether it can be dropped when what it
 /// writes is dead (no other effect, never rejects the packet).
-fn effect(insn: Insn) -> (u8, u8, bool) {
+pub(super) fn effect(insn: Insn) -> (u8, u8, bool) {
     match insn.decode() {
         Some(Op::LdAbs(_)) => (0, A, false),
         Some(Op::LdInd(_)) => (X, A, false),
@@ -38,15 +39,16 @@ fn effect(insn: Insn) -> (u8, u8, bool) {
 }
 
 /// Whether a piece's instructions contain jumps (a `protochain` loop).
-fn has_inner_jumps(p: &Piece) -> bool {
+pub(super) fn has_inner_jumps(p: &Piece) -> bool {
     p.insns
         .iter()
         .any(|i| matches!(i.decode(), Some(Op::Ja | Op::Jmp(..))))
 }
 
 /// Removes dead register writes from the pieces reachable in `postorder` (every piece after
-/// its successors).
+/// its successors). Packet loads go too when [`super::bounds`] proves they complete.
 pub(super) fn remove(pieces: &mut [Piece], postorder: &[usize]) {
+    let proved = super::bounds::proved_loads(pieces, postorder);
     // Registers live at each piece's entry; pieces not computed yet count as reading both.
     let mut live_in = vec![A | X; pieces.len()];
     for &p in postorder {
@@ -70,8 +72,9 @@ pub(super) fn remove(pieces: &mut [Piece], postorder: &[usize]) {
             continue;
         }
         let mut kept = Vec::with_capacity(pieces[p].insns.len());
-        for &insn in pieces[p].insns.iter().rev() {
+        for (i, &insn) in pieces[p].insns.iter().enumerate().rev() {
             let (reads, writes, droppable) = effect(insn);
+            let droppable = droppable || proved[p][i];
             if droppable && writes & live == 0 {
                 continue;
             }
@@ -116,10 +119,12 @@ mod tests {
                 vec![Op::LdInd(Size::Byte).with_k(2), Op::RetA.with_k(0)],
                 Exit::Return,
             ),
-            // The load into A of a `ret #0` piece is dead, the packet load is not.
+            // The load into A of a `ret #0` piece is dead, the packet load of byte 20 is not
+            // (it may fail); that of byte 12 is (piece 1 read it already).
             piece(
                 vec![
-                    Op::LdAbs(Size::Byte).with_k(0),
+                    Op::LdAbs(Size::Byte).with_k(20),
+                    Op::LdAbs(Size::Byte).with_k(12),
                     Op::LdImm.with_k(3),
                     Op::RetK.with_k(0),
                 ],
@@ -131,7 +136,7 @@ mod tests {
         assert_eq!(pieces[1].insns.len(), 1);
         assert_eq!(
             pieces[3].insns,
-            vec![Op::LdAbs(Size::Byte).with_k(0), Op::RetK.with_k(0)]
+            vec![Op::LdAbs(Size::Byte).with_k(20), Op::RetK.with_k(0)]
         );
     }
 }

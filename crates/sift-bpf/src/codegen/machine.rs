@@ -2,13 +2,17 @@
 //! instructions and one exit) after scratch allocation:
 //!
 //! 0. **dead register writes** ([`super::deadregs`]): loads into `A` or `X` nobody reads;
+//!    then **forwarding** ([`super::forward`]): `st M[k]` reloaded by a nearby `ldx M[k]`
+//!    becomes `tax`;
 //! 1. **jump threading**: an edge to an empty piece that only jumps goes to that jump's target;
 //!    a `ja` to a lone `ret` becomes the `ret`; a conditional jump whose two targets are the
 //!    same piece becomes a `ja`;
 //! 2. **tail merging**: pieces with the same instructions and the same exit (after their
 //!    successors were merged) become one, whatever registers they were reached with: the same
 //!    code does the same thing from the same state, so no path's effect changes (this is where
-//!    `port 21 or 80` shares the IPv6 and IPv4 tests of the second port);
+//!    `port 21 or 80` shares the IPv6 and IPv4 tests of the second port); a piece differing
+//!    from another only in a target that the other's wire-length test would reach on its paths
+//!    takes that test too ([`super::unthread`]);
 //! 3. **cross-jumping** ([`super::suffix`]): pieces that end with the same instructions and the
 //!    same exit share that suffix;
 //! 4. **layout**: a topological order (classic BPF only jumps forward) that puts the target of
@@ -39,7 +43,7 @@ pub(super) enum Exit {
 }
 
 impl Exit {
-    fn successors(self) -> impl Iterator<Item = usize> {
+    pub(super) fn successors(self) -> impl Iterator<Item = usize> {
         let (a, b) = match self {
             Exit::Return => (None, None),
             Exit::Jump(t) => (Some(t), None),
@@ -161,7 +165,13 @@ fn merge(pieces: &mut [Piece]) -> Vec<usize> {
     let n = pieces.len();
     let mut rep = vec![NONE; n];
     let mut seen: HashMap<(Vec<Insn>, Exit), usize> = HashMap::new();
-    for p in postorder(pieces) {
+    // Conditional pieces by instructions, jump and constant: candidates for un-threading.
+    let mut by_test: HashMap<(Vec<Insn>, u16, u32), Vec<usize>> = HashMap::new();
+    // Per representative of a conditional piece: the pieces merged into it, itself included.
+    let mut members: Vec<Vec<usize>> = vec![Vec::new(); n];
+    let successors_first = postorder(pieces);
+    let lengths = super::unthread::intervals(pieces, &successors_first);
+    for p in successors_first {
         let mut exit = pieces[p].exit.map(|s| rep.get(s).copied().unwrap_or(NONE));
         if let Exit::Cond { t, f, .. } = exit {
             if t == f {
@@ -175,11 +185,42 @@ fn merge(pieces: &mut [Piece]) -> Vec<usize> {
                 exit = Exit::Return;
             }
         }
+        if let Exit::Cond { code, k, .. } = exit {
+            let key = (pieces[p].insns.clone(), exit);
+            let twins = by_test.entry((key.0.clone(), code, k)).or_default();
+            if !seen.contains_key(&key) {
+                use super::unthread::may_take;
+                // This piece takes a twin's length test, or a twin (with every piece merged
+                // into it, on their own paths) takes this one's.
+                let ours = twins
+                    .iter()
+                    .map(|&q| pieces[q].exit)
+                    .find(|&twin| may_take(pieces, lengths[p], p, exit, twin));
+                if let Some(twin) = ours {
+                    exit = twin;
+                } else if let Some(&q) = twins.iter().find(|&&q| {
+                    members[q]
+                        .iter()
+                        .all(|&m| may_take(pieces, lengths[m], m, pieces[q].exit, exit))
+                }) {
+                    seen.remove(&(pieces[q].insns.clone(), pieces[q].exit));
+                    pieces[q].exit = exit;
+                    seen.insert(key, q);
+                }
+            }
+        }
         pieces[p].exit = exit;
         rep[p] = match exit {
             Exit::Jump(t) if pieces[p].insns.is_empty() => t,
             _ => *seen.entry((pieces[p].insns.clone(), exit)).or_insert(p),
         };
+        if let (Exit::Cond { code, k, .. }, true) = (exit, rep[p] < n) {
+            members[rep[p]].push(p);
+            if rep[p] == p {
+                let test = (pieces[p].insns.clone(), code, k);
+                by_test.entry(test).or_default().push(p);
+            }
+        }
     }
     rep
 }
@@ -298,6 +339,7 @@ pub(super) fn optimize(items: &[Item]) -> Vec<Item> {
     }
     let successors_first = postorder(&pieces);
     super::deadregs::remove(&mut pieces, &successors_first);
+    super::forward::forward(&mut pieces, &successors_first);
     let rep = merge(&mut pieces);
     let entry = rep[0];
     let live = postorder_from(&pieces, entry);

@@ -13,12 +13,15 @@ pub(super) struct HeaderLengths {
     pub(super) covered: Vec<bool>,
     /// Masks `and(load.b [k], 15)` (value: `k`) read by one instruction besides the `ldxb`s of
     /// their block: not computed where they are defined, but as `ldb [k]; and #0xf` at that
-    /// reader, which reads them in `A`. Computing them at the definition costs those two
-    /// instructions too, plus a store and a reload when the reader is further away
-    /// (`tcp[(tcp[12] & 0xf0) >> 2] = ... and ip[0] & 0xf > 5`, where value numbering shares
-    /// the mask between the header length and `ip[0] & 0xf`). The byte load they skip is
-    /// covered: the block's `ldxb` reads the same byte, so the packet is rejected on the same
-    /// paths, and the later `ldb [k]` cannot fail (the definition dominates its reader).
+    /// reader, which reads them in `A` or as a packet load's index (`ldb [k]; and #0xf; tax`
+    /// before the load, which overwrites `A` anyway). Computing them at the definition costs
+    /// those instructions too (less the `tax`), plus a store and a reload when the reader is
+    /// further away: `tcp[(tcp[12] & 0xf0) >> 2] = ... and ip[0] & 0xf > 5` and `udp ... and
+    /// ip[ip[0] & 0xf] = 0`, where value numbering shares the mask between the header length
+    /// and `ip[0] & 0xf`. Where the mask would still be in `A` at the reader, both ways cost
+    /// the same. The byte load they skip is covered: the block's `ldxb` reads the same byte, so
+    /// the packet is rejected on the same paths, and the later `ldb [k]` cannot fail (the
+    /// definition dominates its reader).
     pub(super) lazy: Vec<Option<u32>>,
 }
 
@@ -73,10 +76,12 @@ pub(super) fn header_lengths(
 }
 
 /// Per value: whether every reader other than a header-length root (`msh`) takes it in `A`,
-/// as the selector emits them: the left operand of an operation with a constant that fits
+/// as the selector emits them (the left operand of an operation with a constant that fits
 /// `#k`, either operand of a commutative one, a comparison with a constant, a `switch`, a
-/// returned value, an edge argument (copied through `A`). Computed for every value; only the
-/// masks of header-length patterns are asked about.
+/// returned value, an edge argument: copied through `A`, or through `A` into `X`), or is a
+/// packet load indexed by it, which overwrites `A` (so loading `X` through `A` costs
+/// nothing). Computed for every value; only the masks of header-length patterns are asked
+/// about.
 fn masks_read_in_a(f: &Function, order: &[Block], msh: &[Option<u32>]) -> Vec<bool> {
     let mut ok = vec![true; f.values.len()];
     let konst = |v: Value| f.const_value(v).is_some();
@@ -104,7 +109,7 @@ fn masks_read_in_a(f: &Function, order: &[Block], msh: &[Option<u32>]) -> Vec<bo
                         }
                     }
                 }
-                Inst::Neg(_) => {}
+                Inst::Neg(_) | Inst::Load { index: Some(_), .. } => {}
                 ref other => other.for_each_operand(|o| ok[o.index()] = false),
             }
         }
@@ -165,5 +170,61 @@ fn header_length(f: &Function, v: Value) -> Option<(Value, Value, u32)> {
             size: LoadSize::Byte,
         } => Some((mask, byte, offset)),
         _ => None,
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::super::tests::check;
+    use crate::disasm::disassemble;
+
+    #[test]
+    fn header_length_mask_read_as_an_index_is_recomputed_there() {
+        // `(udp dst portrange 988-2166) and not (ip[ip[0] & 0xf] = 0)` after value numbering:
+        // v3 is both the header length's mask and the index of `ip[ip[0] & 0xf]`. Computed in
+        // block0 it costs `ldb; and; st` and `ldx M[0]` in block2; recomputed in block2 it is
+        // `ldb [14]; and #0xf; tax` (libpcap's code), one instruction fewer.
+        let text = "\
+block0:
+    v0 = const 15
+    v1 = const 2
+    v2 = load.b [14]
+    v3 = and v2, v0
+    v4 = shl v3, v1
+    v5 = load.h [v4+16]
+    v6 = const 0x3dc
+    br ge v5, v6, block1, block4
+block1:
+    v7 = const 0x876
+    br gt v5, v7, block4, block2
+block2:
+    v8 = const 0
+    v9 = load.b [v3+14]
+    br eq v9, v8, block4, block3
+block3:
+    ret 1
+block4:
+    ret 0
+";
+        let mut pkts = vec![vec![0u8; 14], vec![0u8; 15]];
+        for (ihl, port, at) in [
+            (5u8, 1000u16, 0u8),
+            (5, 1000, 1),
+            (6, 1000, 1),
+            (5, 3000, 1),
+        ] {
+            let mut p = vec![0u8; 14 + 4 * ihl as usize + 8];
+            p[14] = 0x40 | ihl;
+            p[14 + ihl as usize] = at;
+            let l4 = 14 + 4 * ihl as usize;
+            p[l4 + 2..l4 + 4].copy_from_slice(&port.to_be_bytes());
+            pkts.push(p.clone());
+            pkts.push(p[..l4 + 3].to_vec());
+        }
+        let p = check(text, &pkts);
+        let listing = disassemble(&p.to_program());
+        assert!(!listing.contains("M["), "{listing}");
+        assert!(listing.contains("tax"), "{listing}");
+        assert_eq!(p.len(), 11, "{listing}");
     }
 }

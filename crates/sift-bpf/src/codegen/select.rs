@@ -18,9 +18,9 @@
 //! The IPv4 header length `shl(and(load.b [k], 15), 2)` becomes one `ldxb 4*([k]&0xf)`; the
 //! byte load and the mask it subsumes are not emitted when nothing else reads them (a load only
 //! when it sits in the same block, so that the packet is still rejected on the same paths). A
-//! mask with one other reader, which takes it in `A`, is computed at that reader instead
-//! ([`super::patterns`]): `ldb [k]; and #0xf` there is cheaper than computing, storing and
-//! reloading it.
+//! mask with one other reader, which takes it in `A` or as a load's index, is computed at that
+//! reader instead ([`super::patterns`]): `ldb [k]; and #0xf` (`; tax`) there is cheaper than
+//! computing, storing and reloading it.
 //!
 //! A `protochain` walk (libpcap dialect; the kernel's gets it unrolled before selection) is one
 //! [`Item::Walk`]: `A` and `X` are loaded with the protocol and offset, the loop leaves the
@@ -301,14 +301,17 @@ impl Selector<'_> {
         self.set_a(v);
     }
 
-    /// Puts `v` into `X`, without touching `A` unless `v` is a sum computed at its reader or a
-    /// deferred load not emitted yet (both go through `A`; every caller loads `A` after `X`, or
-    /// no longer needs it).
+    /// Puts `v` into `X`, without touching `A` unless `v` is a sum or a header-length mask
+    /// computed at its reader, or a deferred load not emitted yet (these go through `A`; every
+    /// caller loads `A` after `X`, or no longer needs it).
     fn load_x(&mut self, v: Value) {
         if self.in_x(v) {
             return;
         }
-        if (self.sum[v.index()].is_some() || self.pending[v.index()]) && !self.in_a(v) {
+        let through_a = self.sum[v.index()].is_some()
+            || self.lazy[v.index()].is_some()
+            || self.pending[v.index()];
+        if through_a && !self.in_a(v) {
             self.load_a(v);
         }
         if self.in_a(v) {
