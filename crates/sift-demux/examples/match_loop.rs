@@ -170,14 +170,15 @@ fn main() {
         start.elapsed().as_nanos() as f64 / matched as f64
     };
     if mode == "compare" {
-        // Rounds of 5 ms, each mode in turn; the minimum per mode. On a shared machine most
+        // Short rounds, each mode in turn; the minimum per mode. On a shared machine most
         // rounds of a mode are slowed by other processes; short rounds make it likely that
         // some run undisturbed.
+        const ROUND: f64 = 0.005;
         let modes = ["local", "batch", "hand"];
         let mut best = [f64::MAX; 3];
-        for _ in 0..(seconds / 0.015).ceil() as usize {
+        for _ in 0..(seconds / (ROUND * modes.len() as f64)).ceil() as usize {
             for (b, mode) in best.iter_mut().zip(modes) {
-                *b = b.min(time(mode, 0.005));
+                *b = b.min(time(mode, ROUND));
             }
         }
         println!(

@@ -256,9 +256,8 @@ impl Snapshot {
         all: bool,
         mut lookup: impl FnMut(usize, &'s ShapeView, &mut Regs) -> Option<Found<'s>>,
     ) {
-        m.start_list();
+        m.deliver_none();
         m.candidates.clear();
-        m.exclusive = 0;
         let mut best: Option<Entry> = None;
         for (i, shape) in self.shapes.iter().enumerate() {
             let Some(entries) = lookup(i, shape, &mut m.regs) else {
@@ -347,8 +346,7 @@ pub(crate) fn deliver_in_order(found: Option<Found<'_>>, m: &mut Matches) {
         Some(Found::One(e)) => return m.deliver_one(e.id.0, e.delivery == Delivery::Exclusive),
         Some(Found::Many(list)) => list,
     };
-    m.start_list();
-    m.exclusive = 0;
+    m.deliver_none();
     for e in list {
         m.delivered.push(e.id);
         if e.delivery == Delivery::Exclusive {
