@@ -378,10 +378,24 @@ impl Terminator {
             }
             Terminator::Unset | Terminator::Jump(_) | Terminator::Return(_) => {}
         }
-        for t in self.targets_mut() {
+        // The edges in the order of `targets_mut`, without building its list: passes map the
+        // operands of every block, and a list per block was an allocation per block.
+        let mut args = |t: &mut Target| {
             for a in &mut t.args {
                 *a = map(*a);
             }
+        };
+        match self {
+            Terminator::Branch { then_, else_, .. } => {
+                args(then_);
+                args(else_);
+            }
+            Terminator::Jump(t) => args(t),
+            Terminator::Switch { cases, default, .. } => {
+                cases.iter_mut().for_each(|(_, t)| args(t));
+                args(default);
+            }
+            Terminator::Unset | Terminator::Return(_) | Terminator::ReturnValue(_) => {}
         }
     }
 
