@@ -14,7 +14,7 @@
 use std::fmt;
 
 pub use crate::dominance::{dominators, DominatorTree};
-use crate::function::{Block, Function, Inst, Terminator, Value};
+use crate::function::{Block, Function, Inst, Target, Terminator, Value};
 
 /// One broken invariant.
 #[derive(Clone, Debug, PartialEq, Eq)]
@@ -49,9 +49,9 @@ fn has_cycle(f: &Function) -> bool {
     let n = f.blocks.len();
     let mut indegree = vec![0usize; n];
     for b in &f.blocks {
-        for t in b.term.targets() {
-            if t.block.index() < n {
-                indegree[t.block.index()] += 1;
+        for s in b.term.successors() {
+            if s.index() < n {
+                indegree[s.index()] += 1;
             }
         }
     }
@@ -59,8 +59,8 @@ fn has_cycle(f: &Function) -> bool {
     let mut seen = 0;
     while let Some(i) = ready.pop() {
         seen += 1;
-        for t in f.blocks[i].term.targets() {
-            let j = t.block.index();
+        for s in f.blocks[i].term.successors() {
+            let j = s.index();
             if j < n {
                 indegree[j] -= 1;
                 if indegree[j] == 0 {
@@ -82,8 +82,14 @@ pub fn verify(f: &Function) -> Result<(), VerifyError> {
         return Err(VerifyError { violations });
     }
     let nblocks = f.blocks.len();
-    // Definitions: where each value is defined (block, position; params at position 0).
-    let mut def: Vec<Option<(Block, usize)>> = vec![None; f.values.len()];
+    // Definitions: where each value is defined (block, position; params at position 0), as
+    // two words (`NOWHERE`: not defined): long chains have 10^6 values, and an `Option` of a
+    // block and a `usize` took three times the memory to fill and read at random.
+    const NOWHERE: (u32, u32) = (u32::MAX, u32::MAX);
+    let mut def: Vec<(u32, u32)> = vec![NOWHERE; f.values.len()];
+    let define = |def: &mut Vec<(u32, u32)>, v: Value, b: Block, pos: usize| {
+        std::mem::replace(&mut def[v.index()], (b.0, pos as u32)) != NOWHERE
+    };
     for (bi, data) in f.blocks.iter().enumerate() {
         let b = Block(bi as u32);
         for &p in &data.params {
@@ -97,7 +103,7 @@ pub fn verify(f: &Function) -> Result<(), VerifyError> {
                     format!("parameter {p} is not defined as a parameter of {b}"),
                 );
             }
-            if def[p.index()].replace((b, 0)).is_some() {
+            if define(&mut def, p, b, 0) {
                 fail(Some(b), format!("{p} is defined twice"));
             }
         }
@@ -112,7 +118,7 @@ pub fn verify(f: &Function) -> Result<(), VerifyError> {
                     format!("{v} is a parameter listed as an instruction"),
                 );
             }
-            if def[v.index()].replace((b, i + 1)).is_some() {
+            if define(&mut def, v, b, i + 1) {
                 fail(Some(b), format!("{v} is defined twice"));
             }
             if let Some(message) = check_call(f, &f.values[v.index()]) {
@@ -129,7 +135,7 @@ pub fn verify(f: &Function) -> Result<(), VerifyError> {
                         fail(Some(b), format!("switch lists key {} twice", w[0]));
                     }
                 }
-                for t in term.targets() {
+                let mut check_target = |t: &Target| {
                     if t.block.index() >= nblocks {
                         fail(Some(b), format!("jump to missing {}", t.block));
                     } else if t.args.len() != f.block(t.block).params.len() {
@@ -143,6 +149,19 @@ pub fn verify(f: &Function) -> Result<(), VerifyError> {
                             ),
                         );
                     }
+                };
+                // Edge by edge: `targets()` would build a list per block.
+                match term {
+                    Terminator::Branch { then_, else_, .. } => {
+                        check_target(then_);
+                        check_target(else_);
+                    }
+                    Terminator::Jump(t) => check_target(t),
+                    Terminator::Switch { cases, default, .. } => {
+                        cases.iter().for_each(|(_, t)| check_target(t));
+                        check_target(default);
+                    }
+                    Terminator::Unset | Terminator::Return(_) | Terminator::ReturnValue(_) => {}
                 }
             }
         }
@@ -159,10 +178,10 @@ pub fn verify(f: &Function) -> Result<(), VerifyError> {
     let dominates = |a: Block, b: Block| tree.dominates(a, b);
     // `what` is only formatted when a use is reported: verification runs on every compile.
     let mut check_use = |user: Block, pos: usize, v: Value, what: &dyn fmt::Display| {
-        let ok = match def.get(v.index()).copied().flatten() {
-            None => false,
-            Some((db, dpos)) if db == user => dpos < pos,
-            Some((db, _)) => reachable[user.index()] && dominates(db, user),
+        let ok = match def.get(v.index()).copied() {
+            None | Some(NOWHERE) => false,
+            Some((db, dpos)) if db == user.0 => (dpos as usize) < pos,
+            Some((db, _)) => reachable[user.index()] && dominates(Block(db), user),
         };
         if !ok {
             fail(
@@ -175,14 +194,12 @@ pub fn verify(f: &Function) -> Result<(), VerifyError> {
         let b = Block(bi as u32);
         for (i, &v) in data.insts.iter().enumerate() {
             if let Some(inst) = f.values.get(v.index()) {
-                for op in inst.operands() {
-                    check_use(b, i + 1, op, &v);
-                }
+                inst.for_each_operand(|op| check_use(b, i + 1, op, &v));
             }
         }
-        for op in data.term.operands() {
-            check_use(b, data.insts.len() + 1, op, &"the terminator");
-        }
+        let end = data.insts.len() + 1;
+        data.term
+            .for_each_operand(|op| check_use(b, end, op, &"the terminator"));
     }
     if violations.is_empty() {
         Ok(())
