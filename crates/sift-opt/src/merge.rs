@@ -39,6 +39,10 @@ pub fn run_with(f: &mut Function, analysis: &mut Analysis) -> usize {
     let mut merged = 0;
     let mut budget = 8 * f.blocks.len() + 4096;
     analysis.remove_unreachable(f);
+    // One scratch for every comparison: a long chain compares tens of thousands of pairs,
+    // most failing at once, and fresh tables (each seeded, then allocated on first insert)
+    // cost more than the comparisons.
+    let mut scratch = Scratch::default();
     while merged < MAX_MERGES {
         // Blocks a merge cut off stay in `f` (unreachable, outside the analysis) until the end.
         let cfg = analysis.cfg(f);
@@ -60,8 +64,7 @@ pub fn run_with(f: &mut Function, analysis: &mut Analysis) -> usize {
                         cfg,
                         def_block: &def_block,
                         roots: (a, b),
-                        rho: FastMap::default(),
-                        paired: FastSet::default(),
+                        scratch: &mut scratch,
                         budget: &mut budget,
                     };
                     if cmp.equivalent() {
@@ -184,23 +187,61 @@ struct Comparison<'a> {
     def_block: &'a [Block],
     roots: (Block, Block),
     /// Values of `b`'s subgraph and the values of `a`'s they correspond to.
+    scratch: &'a mut Scratch,
+    budget: &'a mut usize,
+}
+
+/// What a comparison builds, emptied at its start.
+#[derive(Default)]
+struct Scratch {
+    /// Values of `b`'s subgraph and the values of `a`'s they correspond to.
     rho: FastMap<Value, Value>,
     paired: FastSet<(Block, Block)>,
-    budget: &'a mut usize,
+    /// Pairs of blocks still to compare.
+    work: Vec<(Block, Block)>,
+}
+
+impl Scratch {
+    /// Empties the tables. Clearing costs time in a table's capacity, not its entries: one
+    /// long comparison must not make every later one pay for its size, so a table much
+    /// larger than what it holds is replaced (keeping its hasher: no new seed).
+    fn reset(&mut self) {
+        const SMALL: usize = 64;
+        if self.rho.capacity() > SMALL.max(4 * self.rho.len()) {
+            self.rho = FastMap::with_hasher(self.rho.hasher().clone());
+        } else {
+            self.rho.clear();
+        }
+        if self.paired.capacity() > SMALL.max(4 * self.paired.len()) {
+            self.paired = FastSet::with_hasher(self.paired.hasher().clone());
+        } else {
+            self.paired.clear();
+        }
+    }
 }
 
 impl Comparison<'_> {
     fn equivalent(&mut self) -> bool {
-        let mut work = vec![self.roots];
+        self.scratch.reset();
+        let mut work = std::mem::take(&mut self.scratch.work);
+        work.clear();
+        work.push(self.roots);
+        let same = self.compare_pairs(&mut work);
+        self.scratch.work = work;
+        same
+    }
+
+    /// Compares the pairs on `work` and those they lead to.
+    fn compare_pairs(&mut self, work: &mut Vec<(Block, Block)>) -> bool {
         while let Some((a, b)) = work.pop() {
-            if a == b || !self.paired.insert((a, b)) {
+            if a == b || !self.scratch.paired.insert((a, b)) {
                 continue;
             }
             if *self.budget == 0 {
                 return false;
             }
             *self.budget -= 1;
-            if !self.blocks(a, b, &mut work) {
+            if !self.blocks(a, b, work) {
                 return false;
             }
         }
@@ -209,7 +250,7 @@ impl Comparison<'_> {
 
     /// Whether operand `y` of `b`'s subgraph corresponds to operand `x` of `a`'s.
     fn same(&self, x: Value, y: Value) -> bool {
-        match self.rho.get(&y) {
+        match self.scratch.rho.get(&y) {
             Some(&m) => m == x,
             None => {
                 x == y && {
@@ -242,7 +283,7 @@ impl Comparison<'_> {
             return false;
         }
         for (&p, &q) in da.params.iter().zip(&db.params) {
-            if self.rho.insert(q, p).is_some() {
+            if self.scratch.rho.insert(q, p).is_some() {
                 return false;
             }
         }
@@ -319,7 +360,7 @@ impl Comparison<'_> {
                 }
                 _ => false,
             };
-            if !ok || self.rho.insert(y, x).is_some() {
+            if !ok || self.scratch.rho.insert(y, x).is_some() {
                 return false;
             }
         }
