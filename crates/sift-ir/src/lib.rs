@@ -36,6 +36,7 @@ mod dominance;
 mod function;
 pub mod interp;
 pub mod moves;
+mod order;
 mod parse;
 pub mod protochain;
 pub mod verify;
