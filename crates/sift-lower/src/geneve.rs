@@ -227,7 +227,7 @@ fn load(f: &mut Function, block: Block, index: Value, offset: u32, size: LoadSiz
 mod tests {
     use sift_ir::{Cache, Interpreter};
 
-    use crate::{lower, LowerError, Options};
+    use crate::{lower, LowerError, LowerErrorKind, Options};
 
     fn compile(expr: &str, linktype: u32) -> Result<sift_ir::Function, LowerError> {
         let ast = sift_syntax::parse(expr).expect("parses");
@@ -338,8 +338,8 @@ mod tests {
         assert!(compile(&n(5), 1).is_ok());
         let err = compile(&n(6), 1).unwrap_err();
         assert_eq!(
-            err.message,
-            "too many registers needed to evaluate expression"
+            err.kind,
+            LowerErrorKind::Rejected("too many registers needed to evaluate expression".into())
         );
     }
 

@@ -38,6 +38,7 @@ use sift_syntax::ast::{Expr, Primitive, PrimitiveKind, Span};
 
 use crate::cond::{patch, Cond};
 use crate::gen::{Env, Gen, LinkState};
+pub use crate::libpcap_opt::OptimizerError;
 pub use crate::linktype::supported_linktypes;
 use crate::linktype::Dlt;
 use crate::scratch::Registers;
@@ -80,12 +81,42 @@ impl Options {
 pub struct LowerError {
     /// The primitive that failed, or `None` for errors about the whole filter.
     pub span: Option<Span>,
-    pub message: String,
+    pub kind: LowerErrorKind,
+}
+
+/// The kinds of [`LowerError`].
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub enum LowerErrorKind {
+    /// The link type has no lowering (see [`supported_linktypes`]).
+    UnsupportedLinkType(u32),
+    /// A primitive libpcap rejects too (`ip proto 300`, `vlan 5000`, a direction on `proto`,
+    /// a protocol the link type cannot carry, ...). The text is libpcap's message for it, word
+    /// for word, since users compare the two tools' errors.
+    Rejected(String),
+    /// An `and`/`or` without operands (only a tree built by hand has one).
+    EmptyChain,
+    /// libpcap's optimizer refuses the filter (a folded division by zero, a shift too far).
+    Optimizer(OptimizerError),
+}
+
+impl LowerError {
+    fn whole(kind: LowerErrorKind) -> LowerError {
+        LowerError { span: None, kind }
+    }
 }
 
 impl fmt::Display for LowerError {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
-        f.write_str(&self.message)
+        match &self.kind {
+            LowerErrorKind::UnsupportedLinkType(linktype) => write!(
+                f,
+                "link type {linktype} is not supported (sift supports {})",
+                supported_linktypes()
+            ),
+            LowerErrorKind::Rejected(message) => f.write_str(message),
+            LowerErrorKind::EmptyChain => f.write_str("an `and`/`or` without operands"),
+            LowerErrorKind::Optimizer(e) => write!(f, "{e}"),
+        }
     }
 }
 
@@ -93,14 +124,9 @@ impl std::error::Error for LowerError {}
 
 /// Lowers a parsed expression (`None`: the empty expression, which accepts everything).
 pub fn lower(expr: Option<&Expr>, opts: &Options) -> Result<Function, LowerError> {
-    let dlt = Dlt::from_linktype(opts.linktype).ok_or_else(|| LowerError {
-        span: None,
-        message: format!(
-            "link type {} is not supported (sift supports {})",
-            opts.linktype,
-            supported_linktypes()
-        ),
-    })?;
+    let dlt = Dlt::from_linktype(opts.linktype).ok_or(LowerError::whole(
+        LowerErrorKind::UnsupportedLinkType(opts.linktype),
+    ))?;
     let mut g = Gen {
         f: Function::new(),
         link: LinkState::new(dlt),
@@ -134,7 +160,7 @@ impl Gen {
                 let first_use = self.offset_uses.len();
                 let c = self.primitive(p).map_err(|message| LowerError {
                     span: Some(self.error_span.take().unwrap_or(p.span)),
-                    message,
+                    kind: LowerErrorKind::Rejected(message),
                 })?;
                 for u in &mut self.offset_uses[first_use..] {
                     u.span = Some(p.span);
@@ -151,10 +177,7 @@ impl Gen {
         op: fn(&mut Gen, Cond, Cond) -> Cond,
     ) -> Result<Cond, LowerError> {
         let Some((first, rest)) = operands.split_first() else {
-            return Err(LowerError {
-                span: None,
-                message: "an `and`/`or` without operands".into(),
-            });
+            return Err(LowerError::whole(LowerErrorKind::EmptyChain));
         };
         let mut acc = self.expr(first)?;
         for e in rest {
@@ -229,10 +252,7 @@ impl Gen {
         if self.no_optimize {
             return Ok(f);
         }
-        libpcap_opt::apply(&mut f).map_err(|e| LowerError {
-            span: None,
-            message: e.to_string(),
-        })?;
+        libpcap_opt::apply(&mut f).map_err(|e| LowerError::whole(LowerErrorKind::Optimizer(e)))?;
         Ok(reachable_from(f, Function::ENTRY).0)
     }
 }
@@ -330,4 +350,38 @@ fn reachable_from(mut shifted: Function, entry: Block) -> (Function, Vec<Option<
     // `renumber` is indexed by the swapped numbering; undo the swap for the caller.
     renumber.swap(0, entry.index());
     (out, renumber)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn lower_text(text: &str, linktype: u32) -> Result<Function, LowerError> {
+        let expr = sift_syntax::parse(text).expect("parses");
+        lower(expr.as_ref(), &Options::new(linktype, 262_144))
+    }
+
+    /// Each kind of error, with the span of the primitive at fault when there is one.
+    #[test]
+    fn errors_say_what_failed_and_where() {
+        let e = lower_text("tcp", 12_345).unwrap_err();
+        assert_eq!(e.kind, LowerErrorKind::UnsupportedLinkType(12_345));
+        assert!(e
+            .to_string()
+            .starts_with("link type 12345 is not supported"));
+
+        let e = lower_text("tcp or vlan 5000", 1).unwrap_err();
+        assert_eq!(
+            e.kind,
+            LowerErrorKind::Rejected("VLAN tag 5000 greater than maximum 4095".into())
+        );
+        assert_eq!(e.span, Some(Span::new(7, 16)));
+
+        let e = lower_text("ip[0] / (1 - 1) = 1", 1).unwrap_err();
+        assert_eq!(
+            e.kind,
+            LowerErrorKind::Optimizer(OptimizerError::DivisionByZero)
+        );
+        assert_eq!((e.span, e.to_string().as_str()), (None, "division by zero"));
+    }
 }

@@ -73,11 +73,11 @@ impl Error {
             Error::Syntax(e) => e.render(expr),
             Error::Semantic(e) => match e.span {
                 Some(span) => sift_syntax::ParseError::new(
-                    sift_syntax::ParseErrorKind::Semantic(e.message.clone()),
+                    sift_syntax::ParseErrorKind::Semantic(e.to_string()),
                     span,
                 )
                 .render(expr),
-                None => e.message.clone(),
+                None => e.to_string(),
             },
             Error::InvalidIr(_) | Error::Codegen(_) | Error::Optimizer(_) => self.to_string(),
         }
