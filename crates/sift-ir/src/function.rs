@@ -321,6 +321,38 @@ impl Terminator {
         }
     }
 
+    /// Visits the edges in the order of [`Terminator::targets`], without building a list.
+    pub fn for_each_target(&self, mut visit: impl FnMut(&Target)) {
+        match self {
+            Terminator::Branch { then_, else_, .. } => {
+                visit(then_);
+                visit(else_);
+            }
+            Terminator::Jump(t) => visit(t),
+            Terminator::Switch { cases, default, .. } => {
+                cases.iter().for_each(|(_, t)| visit(t));
+                visit(default);
+            }
+            Terminator::Unset | Terminator::Return(_) | Terminator::ReturnValue(_) => {}
+        }
+    }
+
+    /// [`Terminator::for_each_target`] for changing the edges.
+    pub fn for_each_target_mut(&mut self, mut visit: impl FnMut(&mut Target)) {
+        match self {
+            Terminator::Branch { then_, else_, .. } => {
+                visit(then_);
+                visit(else_);
+            }
+            Terminator::Jump(t) => visit(t),
+            Terminator::Switch { cases, default, .. } => {
+                cases.iter_mut().for_each(|(_, t)| visit(t));
+                visit(default);
+            }
+            Terminator::Unset | Terminator::Return(_) | Terminator::ReturnValue(_) => {}
+        }
+    }
+
     /// How many edges leave the block (a `switch` counts its default).
     pub fn successor_count(&self) -> usize {
         match self {
@@ -378,25 +410,13 @@ impl Terminator {
             }
             Terminator::Unset | Terminator::Jump(_) | Terminator::Return(_) => {}
         }
-        // The edges in the order of `targets_mut`, without building its list: passes map the
-        // operands of every block, and a list per block was an allocation per block.
-        let mut args = |t: &mut Target| {
+        // Edge by edge: passes map the operands of every block, and building `targets_mut`'s
+        // list was an allocation per block.
+        self.for_each_target_mut(|t| {
             for a in &mut t.args {
                 *a = map(*a);
             }
-        };
-        match self {
-            Terminator::Branch { then_, else_, .. } => {
-                args(then_);
-                args(else_);
-            }
-            Terminator::Jump(t) => args(t),
-            Terminator::Switch { cases, default, .. } => {
-                cases.iter_mut().for_each(|(_, t)| args(t));
-                args(default);
-            }
-            Terminator::Unset | Terminator::Return(_) | Terminator::ReturnValue(_) => {}
-        }
+        });
     }
 
     /// Calls `visit` on each value the terminator reads, in the order of

@@ -135,7 +135,7 @@ pub fn verify(f: &Function) -> Result<(), VerifyError> {
                         fail(Some(b), format!("switch lists key {} twice", w[0]));
                     }
                 }
-                let mut check_target = |t: &Target| {
+                term.for_each_target(|t: &Target| {
                     if t.block.index() >= nblocks {
                         fail(Some(b), format!("jump to missing {}", t.block));
                     } else if t.args.len() != f.block(t.block).params.len() {
@@ -149,20 +149,7 @@ pub fn verify(f: &Function) -> Result<(), VerifyError> {
                             ),
                         );
                     }
-                };
-                // Edge by edge: `targets()` would build a list per block.
-                match term {
-                    Terminator::Branch { then_, else_, .. } => {
-                        check_target(then_);
-                        check_target(else_);
-                    }
-                    Terminator::Jump(t) => check_target(t),
-                    Terminator::Switch { cases, default, .. } => {
-                        cases.iter().for_each(|(_, t)| check_target(t));
-                        check_target(default);
-                    }
-                    Terminator::Unset | Terminator::Return(_) | Terminator::ReturnValue(_) => {}
-                }
+                });
             }
         }
     }
