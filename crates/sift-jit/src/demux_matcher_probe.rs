@@ -8,7 +8,8 @@
 //! it, so the loop's comparison is a branch of its own (which, presumably, predicts a match in
 //! a key's second slot rather than sharing the first slot's history). Measured against one
 //! loop for every slot (`match_loop N compare`, `BENCHMARKS.md`, demultiplexer, session 13):
-//! 2-5% faster from 1,000 to 10^5 keys, the same below.
+//! 1-8% faster from 1,000 to 10^6 keys, 0-3% below (about the noise between runs, but in the
+//! same direction in nearly every alternation of the two).
 //!
 //! Measured and not kept, all slower: the first two slots compared without branches, their
 //! outcomes combined with selects (local +0.3 to +1.2 ns, batch +0.7 to +1.4 ns from 10 to 10^5
