@@ -6,8 +6,9 @@
 //! match the table's) would fault and kill this test. Freed blocks are unmapped, so a read of
 //! a leaf an update replaced faults too. The matchers then look up packets of installed and
 //! absent connections, damaged and truncated ones, one by one and in batches, on tables of
-//! 0 to a few thousand keys (a single leaf, then trie levels), two- and six-word keys, and the
-//! answers are checked against the Rust walk of the same table.
+//! 0 to a few thousand keys (a single leaf, then trie levels), two- and six-word keys, and on a
+//! leaf whose probes all start at its last slot and wrap round, and the answers are checked
+//! against the Rust walk of the same table.
 //!
 //! Reads before a leaf would land in its reference counts rather than in a guard page, so
 //! this test does not catch those; the code computes no negative offsets (indices are masked
@@ -195,6 +196,59 @@ fn probe_guarded_tables<const W: usize>(program: KeyProgram, seed: u64) {
     assert!(checked >= 6000);
 }
 
+/// A table whose keys all start their probe at the leaf's last slot (seeds that make a
+/// connection key's hash its address word, addresses alike in the low byte): every probe reads
+/// the slot next to the guard page and wraps round to the leaf's first, hits and misses that
+/// walk the whole cluster, checked against the Rust walk.
+fn probe_guarded_cluster() {
+    let program = four_tuple([0, 0, 1, 1]);
+    let matchers = [
+        DemuxMatcher::<2>::compile(&program).unwrap(),
+        DemuxMatcher::<2>::compile_one_pass_up_to(&program, 0).unwrap(),
+    ];
+    let extractor = NativeExtractor::compile(&program).unwrap();
+    let order = program.packet_order();
+    let connection = |c: u64| {
+        let mut p = packet(&mut Rng::new(0), 0);
+        p.resize(60, 0);
+        p[12] = 0x08;
+        p[14] = 0x45;
+        p[23] = 6;
+        // Destination byte 0: bits 0-7 of the address word in packet order.
+        p[30] = 0xff;
+        p[31] = c as u8;
+        p
+    };
+    let key = |p: &[u8]| key_of::<2>(&extractor, &order, p).expect("an undamaged packet");
+    // Seeds `[0, w1 ^ 1]` hash a key whose second word is `w1` to `fold(w0, 1)`: `w0`.
+    let hash = KeyHash::new([0, key(&connection(0))[1] ^ 1]);
+    ARMED.store(true, Ordering::SeqCst);
+    let mut table = Table::<2>::new(hash);
+    // 40 keys: a leaf of 256 slots, every probe starting at slot 255.
+    for c in 0..40 {
+        let tag = NonZeroU64::new(c + 1).unwrap();
+        table.insert(key(&connection(c)), Value { tag, data: c });
+    }
+    ARMED.store(false, Ordering::SeqCst);
+    table.check_layout().unwrap();
+    assert_eq!(hash.hash(&key(&connection(7))) & 0xff, 0xff);
+    let packets: Vec<Vec<u8>> = (0..64).map(connection).collect();
+    let want: Vec<_> = packets.iter().map(|p| table.slot(&key(p))).collect();
+    assert_eq!(want.iter().filter(|w| w.is_some()).count(), 40);
+    let refs: Vec<PacketRef> = packets.iter().map(|p| PacketRef::new(p, 60)).collect();
+    for m in &matchers {
+        for (p, w) in packets.iter().zip(&want) {
+            let got = m.lookup(&table, p, 60);
+            assert_eq!(got.map(|s| s as *const _), w.map(|s| s as *const _));
+        }
+        for (chunk, w) in refs.chunks(BATCH).zip(want.chunks(BATCH)) {
+            let mut out = [None; BATCH];
+            m.lookup_batch(&table, chunk, &mut out);
+            assert_eq!(&out[..chunk.len()], w);
+        }
+    }
+}
+
 #[test]
 fn native_probes_stay_inside_guarded_tables() {
     if !sift_jit::supported() {
@@ -211,4 +265,5 @@ fn native_probes_stay_inside_guarded_tables() {
     probe_guarded_tables::<6>(four_tuple([0, 2, 5, 3]), 8);
     // Both addresses and both ports each read with one load, in packet order.
     probe_guarded_tables::<2>(four_tuple_at([0, 0, 1, 1], [0, 32, 0, 16]), 9);
+    probe_guarded_cluster();
 }

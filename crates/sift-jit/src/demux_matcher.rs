@@ -14,7 +14,8 @@
 //! one packet after the other in a loop of generated code; over a larger one in three passes
 //! over the whole batch (check, key, hash and walk every packet; read the first slot of every
 //! probe, a short loop whose loads are all in flight together; then probe), so that the cache
-//! misses of a large table's leaves overlap.
+//! misses of a large table's leaves overlap. The probe of a leaf is `demux_matcher_probe.rs`
+//! (the first slot compared apart from the loop over the others, and why).
 //!
 //! Safety: on top of the extractor's guarantees (packet reads bounds-checked), the code reads
 //! only the header it is given and what the header leads to: every node reference it follows
@@ -41,6 +42,10 @@ use crate::demux_table::{level_bits, level_shift, Header, Slot, Table, BRANCH, M
 use crate::key_extractor::{emit_key, KeyOrder, KeyProgram, KeyStep};
 use crate::native::{CodeMemory, Functions};
 use crate::{JitError, PacketRef};
+use probe::{emit_probe, slot_address, table_flags};
+
+#[path = "demux_matcher_probe.rs"]
+mod probe;
 
 /// Packets per call of the batch function.
 pub const BATCH: usize = 32;
@@ -204,11 +209,6 @@ impl<const W: usize> DemuxMatcher<W> {
     }
 }
 
-/// Table memory: never trapping (every address is in the table), never written during a call.
-fn table_flags() -> MemFlagsData {
-    MemFlagsData::trusted().with_readonly()
-}
-
 const SEED0: i32 = std::mem::offset_of!(Header, seeds) as i32;
 const SEED1: i32 = SEED0 + 8;
 const KEYS: i32 = std::mem::offset_of!(Header, keys) as i32;
@@ -265,83 +265,6 @@ fn emit_walk(
     }
     b.switch_to_block(leaf);
     ([address, mask], start)
-}
-
-/// Address of slot `index` of the leaf at `address`.
-fn slot_address<const W: usize>(
-    b: &mut FunctionBuilder<'_>,
-    address: ClifValue,
-    index: ClifValue,
-) -> ClifValue {
-    let offset = b
-        .ins()
-        .imul_imm_u(index, std::mem::size_of::<Slot<W>>() as i64);
-    b.ins().iadd(address, offset)
-}
-
-/// Linear probe of the leaf `(address, mask)` for `key` from slot `start`: jumps to `done`
-/// with the slot's address, or 0 when a vacant slot (or a whole round) ends the probe.
-///
-/// The key is compared first and the tag read only then, on the branch each outcome
-/// predicts well (nearly every probe ends at its first slot): a key that matches is found
-/// unless the slot is vacant (an all-zero key matches a vacant slot's zeros), and a key that
-/// does not ends the probe at a vacant slot or goes on to the next.
-fn emit_probe<const W: usize>(
-    b: &mut FunctionBuilder<'_>,
-    key: &[ClifValue],
-    [address, mask]: [ClifValue; 2],
-    start: ClifValue,
-    done: Block,
-) {
-    let probe = b.create_block();
-    let i = b.append_block_param(probe, types::I64);
-    let left = b.append_block_param(probe, types::I64);
-    let slots = b.ins().iadd_imm_u(mask, 1);
-    b.ins().jump(probe, &[start.into(), slots.into()]);
-    b.switch_to_block(probe);
-    let slot = slot_address::<W>(b, address, i);
-    let mut diff = None;
-    for (k, &word) in key.iter().enumerate() {
-        let stored = b
-            .ins()
-            .load(types::I64, table_flags(), slot, (8 * k) as i32);
-        let d = b.ins().bxor(stored, word);
-        diff = Some(match diff {
-            None => d,
-            Some(acc) => b.ins().bor(acc, d),
-        });
-    }
-    let (same, other) = (b.create_block(), b.create_block());
-    b.ins()
-        .brif(diff.expect("key words"), other, &[], same, &[]);
-    let tag_of = |b: &mut FunctionBuilder<'_>| {
-        b.ins()
-            .load(types::I64, table_flags(), slot, (8 * W) as i32)
-    };
-    let zero = |b: &mut FunctionBuilder<'_>| b.ins().iconst(types::I64, 0);
-
-    b.switch_to_block(same);
-    let tag = tag_of(b);
-    let none = zero(b);
-    let found = b.ins().select(tag, slot, none);
-    b.ins().jump(done, &[found.into()]);
-
-    b.switch_to_block(other);
-    let tag = tag_of(b);
-    let next = b.create_block();
-    let none = zero(b);
-    b.ins().brif(tag, next, &[], done, &[none.into()]);
-    b.switch_to_block(next);
-    let i_next = b.ins().iadd_imm_u(i, 1);
-    let i_next = b.ins().band(i_next, mask);
-    let left_next = b.ins().iadd_imm_s(left, -1);
-    b.ins().brif(
-        left_next,
-        probe,
-        &[i_next.into(), left_next.into()],
-        done,
-        &[none.into()],
-    );
 }
 
 /// Loads the header's hash seeds and root reference.

@@ -268,6 +268,52 @@ fn deepest_tables() {
     }
 }
 
+/// Keys that share their first slot (seeds that make a connection key's hash its address
+/// word, whose low byte is the same for every connection): one cluster running past the end of
+/// the leaf and on from its start, so that the probe's first step, its loop, the wrap and
+/// misses that walk the whole cluster are all compared with the Rust walk (single, batch in
+/// one pass and in passes), then again after removals inside the cluster.
+#[test]
+fn clustered_leaves() {
+    if !crate::supported() {
+        return;
+    }
+    let program = four_tuple([0, 0, 1, 1]);
+    let key = connection_key(&program);
+    let key_of = |p: &[u8]| key(p).expect("an undamaged packet");
+    // Destination byte 0 is bits 0-7 of the address word (see `deepest_tables`).
+    let packet = |c: u64| {
+        let mut p = packet(&mut Rng::new(0), 0);
+        p[30] = 250;
+        p[31] = c as u8;
+        p
+    };
+    let w1 = key_of(&packet(0))[1];
+    let hash = KeyHash::new([0, w1 ^ 1]);
+    let mut table = Table::<2>::new(hash);
+    // 40 keys: a leaf of 256 slots, every probe starting at slot 250.
+    for c in 0..40 {
+        assert_eq!(hash.hash(&key_of(&packet(c))) & 0xff, 250);
+        let tag = NonZeroU64::new(c + 1).unwrap();
+        table.insert(key_of(&packet(c)), Value { tag, data: c });
+    }
+    // 40 installed connections, the others absent.
+    let packets: Vec<Vec<u8>> = (0..64).map(packet).collect();
+    for round in 0..2 {
+        table.check_layout().unwrap();
+        let want: Vec<_> = packets.iter().map(|p| table.slot(&key_of(p))).collect();
+        let hits = want.iter().filter(|w| w.is_some()).count();
+        assert_eq!(hits, table.len());
+        assert_native_finds(&program, &table, &packets, &want);
+        if round == 0 {
+            for c in (0..40).step_by(3) {
+                assert!(table.remove(&key_of(&packet(c))).is_some());
+            }
+            assert_eq!(table.len(), 26);
+        }
+    }
+}
+
 #[test]
 fn keys_wider_than_the_table_are_refused() {
     if !crate::supported() {
