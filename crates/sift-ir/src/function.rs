@@ -430,30 +430,13 @@ impl Terminator {
             Terminator::Switch { value, .. } | Terminator::ReturnValue(value) => visit(*value),
             Terminator::Unset | Terminator::Jump(_) | Terminator::Return(_) => {}
         }
-        for i in 0..self.successor_count() {
-            let target = match self {
-                Terminator::Branch { then_, else_, .. } => [then_, else_][i],
-                Terminator::Jump(t) => t,
-                Terminator::Switch { cases, default, .. } => {
-                    cases.get(i).map_or(default, |(_, t)| t)
-                }
-                Terminator::Unset | Terminator::Return(_) | Terminator::ReturnValue(_) => break,
-            };
-            target.args.iter().copied().for_each(&mut visit);
-        }
+        self.for_each_target(|t| t.args.iter().copied().for_each(&mut visit));
     }
 
     /// The values the terminator reads (comparison operands and edge arguments).
     pub fn operands(&self) -> Vec<Value> {
         let mut out = Vec::new();
-        match self {
-            Terminator::Branch { lhs, rhs, .. } => out.extend([*lhs, *rhs]),
-            Terminator::Switch { value, .. } | Terminator::ReturnValue(value) => out.push(*value),
-            Terminator::Unset | Terminator::Jump(_) | Terminator::Return(_) => {}
-        }
-        for t in self.targets() {
-            out.extend(&t.args);
-        }
+        self.for_each_operand(|v| out.push(v));
         out
     }
 }
@@ -625,10 +608,13 @@ mod tests {
                 default: with_args(3, &[c]),
             },
         ];
-        for term in &terms {
+        // `operands` is built from `for_each_operand`, so the order is spelled out here.
+        let expected: [&[Value]; 6] = [&[], &[], &[b], &[a, b], &[c, a, b, c, c], &[a, b, c]];
+        for (term, want) in terms.iter().zip(expected) {
             let mut seen = Vec::new();
             term.for_each_operand(|v| seen.push(v));
-            assert_eq!(seen, term.operands(), "{term:?}");
+            assert_eq!(seen, want, "{term:?}");
+            assert_eq!(term.operands(), want, "{term:?}");
         }
     }
 }

@@ -186,7 +186,7 @@ struct Comparison<'a> {
     cfg: &'a Cfg,
     def_block: &'a [Block],
     roots: (Block, Block),
-    /// Values of `b`'s subgraph and the values of `a`'s they correspond to.
+    /// The tables and work list, shared by all comparisons of a pass.
     scratch: &'a mut Scratch,
     budget: &'a mut usize,
 }
