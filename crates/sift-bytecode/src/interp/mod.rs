@@ -21,11 +21,13 @@
 //! [`sift_coproc::Coprocessors`] with the [`Cache`]'s [`Memo`], which is told about each new
 //! packet at the start of a run, only in programs that call (the others pay nothing for it).
 
+mod fuse;
 mod lookup;
+mod op;
 mod predecode;
 
+use op::Op;
 pub(crate) use predecode::Code;
-use predecode::Op;
 
 use sift_coproc::Memo;
 use sift_ir::protochain;
