@@ -29,7 +29,11 @@ fn main() {
         }
     }
     let shuffled = args.iter().any(|a| a == "shuffled");
-    let packets = sift_testgen::generate_packets(1, 0xbe7c, 4000);
+    let count = args
+        .iter()
+        .find_map(|a| a.strip_prefix("packets=")?.parse().ok())
+        .unwrap_or(4000);
+    let packets = sift_testgen::generate_packets(1, 0xbe7c, count);
     const ROUNDS: usize = 30;
     let mut rng = sift_testgen::Rng::new(0x5eed);
     let mut order = Vec::with_capacity(ROUNDS * packets.len());
