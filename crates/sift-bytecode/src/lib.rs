@@ -27,14 +27,14 @@
 mod asm;
 mod codegen;
 mod disasm;
-mod encode;
+mod encoding;
 pub mod insn;
 mod interp;
 mod verify;
 
 pub use asm::{assemble, AsmError, AsmErrorKind};
 pub use codegen::{compile, CodegenError};
-pub use encode::{decode, encode, DecodeError, DecodeErrorKind, MAGIC, VERSION};
+pub use encoding::{decode, encode, DecodeError, DecodeErrorKind, MAGIC, VERSION};
 pub use insn::{AluOp, Cond, Insn, Key, Operand, Program, Reg, Table, Width};
 pub use interp::Cache;
 pub use verify::{verify, VerifiedProgram, VerifyError, Violation, ViolationKind};

@@ -64,7 +64,7 @@ impl VerifiedProgram {
 
     /// The binary encoding of the program.
     pub fn encode(&self) -> Vec<u8> {
-        crate::encode::encode(&self.program)
+        crate::encoding::encode(&self.program)
     }
 
     pub fn into_program(self) -> Program {
