@@ -17,6 +17,9 @@
 //! check, or covered by an earlier one: [`crate::bounds`]), the packet descriptors of a batch,
 //! and the hash tables of large `switch`es (indices masked by construction: [`crate::table`]).
 
+mod plan;
+mod values;
+
 use std::collections::HashMap;
 
 use cranelift_codegen::ir::condcodes::IntCC;
@@ -24,83 +27,23 @@ use cranelift_codegen::ir::{
     types, AbiParam, Block, InstBuilder, MemFlagsData as MemFlags, SigRef, Signature, Value,
 };
 use cranelift_frontend::{FunctionBuilder, Switch, Variable};
-use sift_bytecode::{AluOp, Cond, Insn, Key, Operand, Program, Reg, Width};
+use sift_bytecode::{AluOp, Cond, Insn, Key, Operand, Reg, Width};
 use sift_ir::Chain;
 
 use crate::arith;
-use crate::bounds::{Bounds, Guard};
+use crate::bounds::Guard;
 use crate::branchless;
 use crate::calls::Helper;
-use crate::coalesce::{pair_at, Pair};
-use crate::flow::{Flow, MULTI};
+use crate::coalesce::Pair;
 use crate::membership::{as_set, emit_member, keys_as_read};
 use crate::table::{emit_lookup, PerfectHash};
-use crate::Options;
 
-/// Size of [`crate::PacketRef`] and the offsets of its fields (checked by a test in lib.rs).
-pub(crate) const PACKET_REF_SIZE: i64 = 24;
-pub(crate) const PACKET_REF_LEN: i32 = 8;
-pub(crate) const PACKET_REF_WIRE_LEN: i32 = 16;
-
-/// Which function is being emitted.
-#[derive(Clone, Copy, Debug, PartialEq, Eq)]
-pub(crate) enum Shape {
-    /// `(packet: ptr, caplen: i64, wire_len: i32, ctx: ptr) -> i32`.
-    Single,
-    /// `(packets: *const PacketRef, count: i64, out: *mut u32, ctx: ptr)`.
-    Batch,
-}
-
-/// Everything the analyses decided, shared by both shapes.
-pub(crate) struct Plan<'p> {
-    pub program: &'p Program,
-    pub flow: Flow,
-    pub bounds: Bounds,
-    pub pairs: Vec<Option<Pair>>,
-    /// Emit the program without conditional branches ([`crate::branchless`]).
-    pub branchless: bool,
-    /// In branch-free code, the result needs no test of the entry bound: a packet shorter than
-    /// it, whose loads then read zeros, is rejected by the tests themselves (set by
-    /// [`crate::branchless::short_packets_fail`], which runs the program on zeros).
-    pub short_packets_fail: bool,
-    pub options: Options,
-}
-
-impl<'p> Plan<'p> {
-    /// The native byte order width of the definition instruction `i` reads in slot 0, if any.
-    pub(crate) fn native_operand(&self, i: usize) -> Option<Width> {
-        let d = self.flow.use_defs[i][0];
-        (d < MULTI)
-            .then(|| self.flow.native_order[d as usize])
-            .flatten()
-    }
-
-    pub(crate) fn new(program: &'p Program, options: &Options) -> Plan<'p> {
-        let flow = Flow::new(program);
-        let bounds = Bounds::new(program, &flow, options.aggregate_bounds);
-        let mut flow = flow;
-        if !options.native_byte_order {
-            flow.native_order.iter_mut().for_each(|w| *w = None);
-        }
-        let pairs = (0..program.code.len())
-            .map(|i| {
-                (options.coalesce && options.native_byte_order)
-                    .then(|| pair_at(program, &flow, &bounds, i))
-                    .flatten()
-            })
-            .collect();
-        let branchless = options.branchless && branchless::eligible(program, &flow.reachable);
-        Plan {
-            program,
-            flow,
-            bounds,
-            pairs,
-            branchless,
-            short_packets_fail: false,
-            options: options.clone(),
-        }
-    }
-}
+pub(crate) use plan::{
+    searches, Plan, Shape, PACKET_REF_LEN, PACKET_REF_SIZE, PACKET_REF_WIRE_LEN,
+};
+pub(crate) use values::{
+    compare, exit_with, load_packet_value, native_constant, packet_flags, width_mask, Rhs,
+};
 
 /// The per-packet inputs as SSA values, and where results go.
 struct Packet {
@@ -113,11 +56,6 @@ struct Packet {
     finish: Option<Block>,
 }
 
-/// Whether the program has `contains` calls (which keep results in the per-packet memo).
-pub(crate) fn searches(p: &Program) -> bool {
-    p.code.iter().any(|i| matches!(i, Insn::Contains { .. }))
-}
-
 /// Leaves for the reject block (created on first use) when `fails` is nonzero; continues in a
 /// fresh block otherwise.
 fn branch_to_reject(b: &mut FunctionBuilder<'_>, reject: &mut Option<Block>, fails: Value) {
@@ -125,52 +63,6 @@ fn branch_to_reject(b: &mut FunctionBuilder<'_>, reject: &mut Option<Block>, fai
     let cont = b.create_block();
     b.ins().brif(fails, reject, &[], cont, &[]);
     b.switch_to_block(cont);
-}
-
-/// Ends the current block with "the result is `value`": returns it (single shape), or passes it
-/// to the batch loop's `finish` block.
-pub(crate) fn exit_with(b: &mut FunctionBuilder<'_>, finish: Option<Block>, value: Value) {
-    match finish {
-        None => {
-            b.ins().return_(&[value]);
-        }
-        Some(finish) => {
-            b.ins().jump(finish, &[value.into()]);
-        }
-    }
-}
-
-/// Memory flags for the packet: never traps (checked), never written during a run.
-pub(crate) fn packet_flags() -> MemFlags {
-    MemFlags::new().with_notrap().with_readonly()
-}
-
-/// The integer that native-order loads of `c`'s big-endian bytes produce.
-pub(crate) fn native_constant(c: u32, width: Width) -> u32 {
-    match width {
-        Width::Byte => c,
-        Width::Half => u32::from(u16::from_ne_bytes((c as u16).to_be_bytes())),
-        Width::Word => u32::from_ne_bytes(c.to_be_bytes()),
-    }
-}
-
-pub(crate) fn width_mask(width: Width) -> u32 {
-    match width {
-        Width::Byte => 0xff,
-        Width::Half => 0xffff,
-        Width::Word => u32::MAX,
-    }
-}
-
-pub(crate) fn int_cc(cond: Cond) -> IntCC {
-    match cond {
-        Cond::Eq => IntCC::Equal,
-        Cond::Ne | Cond::Set => IntCC::NotEqual,
-        Cond::Gt => IntCC::UnsignedGreaterThan,
-        Cond::Ge => IntCC::UnsignedGreaterThanOrEqual,
-        Cond::Lt => IntCC::UnsignedLessThan,
-        Cond::Le => IntCC::UnsignedLessThanOrEqual,
-    }
 }
 
 struct Translator<'a, 'b, 'p> {
@@ -670,77 +562,4 @@ impl Translator<'_, '_, '_> {
         }
         switch.emit(self.b, number, default);
     }
-}
-
-/// Loads a `width` packet value at `address` as an `i32`: big-endian (as the bytecode defines
-/// it), or left in the host's order when `native` (its uses compare with swapped constants).
-pub(crate) fn load_packet_value(
-    b: &mut FunctionBuilder,
-    address: Value,
-    width: Width,
-    native: bool,
-) -> Value {
-    let flags = packet_flags();
-    match width {
-        Width::Byte => b.ins().uload8(types::I32, flags, address, 0),
-        Width::Half if native || cfg!(target_endian = "big") => {
-            b.ins().uload16(types::I32, flags, address, 0)
-        }
-        Width::Half => {
-            let v = b.ins().load(types::I16, flags, address, 0);
-            let v = b.ins().bswap(v);
-            b.ins().uextend(types::I32, v)
-        }
-        Width::Word => {
-            let v = b.ins().load(types::I32, flags, address, 0);
-            if native || cfg!(target_endian = "big") {
-                v
-            } else {
-                b.ins().bswap(v)
-            }
-        }
-    }
-}
-
-/// The right-hand side of a comparison: a constant, or a value already read.
-pub(crate) enum Rhs {
-    Imm(u32),
-    Value(Value),
-}
-
-/// `a cond rhs` as an `i8` value, or `Err(outcome)` when the outcome is known at compile time.
-/// `native` is the width of `a` when it was loaded in native byte order: the constant is
-/// swapped to match, and one wider than that width can never equal `a`.
-pub(crate) fn compare(
-    b: &mut FunctionBuilder,
-    cond: Cond,
-    a: Value,
-    rhs: Rhs,
-    native: Option<Width>,
-) -> Result<Value, bool> {
-    Ok(match rhs {
-        Rhs::Imm(mut k) => {
-            if let Some(w) = native {
-                // Only eq, ne and set read native-order values (see `flow`).
-                if cond != Cond::Set && k > width_mask(w) {
-                    return Err(cond != Cond::Eq);
-                }
-                k = native_constant(k & width_mask(w), w);
-            }
-            match cond {
-                Cond::Set => {
-                    let m = b.ins().band_imm_u(a, i64::from(k));
-                    b.ins().icmp_imm_u(IntCC::NotEqual, m, 0)
-                }
-                _ => b.ins().icmp_imm_u(int_cc(cond), a, i64::from(k)),
-            }
-        }
-        Rhs::Value(y) => match cond {
-            Cond::Set => {
-                let m = b.ins().band(a, y);
-                b.ins().icmp_imm_u(IntCC::NotEqual, m, 0)
-            }
-            _ => b.ins().icmp(int_cc(cond), a, y),
-        },
-    })
 }
