@@ -34,7 +34,7 @@ use crate::{Delivery, FilterId};
 /// A slot's value word (see the module docs): bit 63 set for a listed key (nothing else set
 /// then); otherwise bit 62 for copy delivery, bits 40-61 the priority (two's complement), bits
 /// 0-39 the id (never 0, so the word is not either). An exclusive filter's word is its id
-/// under a mask: a match delivers it with one operation, which measured 0.7-1 ns per match
+/// under a mask: a match delivers it with one operation, which measured 0.3-0.5 ns per match
 /// faster than shifting the id out and testing the delivery bit.
 const LISTED: u64 = 1 << 63;
 const COPY: u64 = 1 << 62;

@@ -20,8 +20,8 @@ pub(super) const SLOTS_PER_KEY: usize = 4;
 pub(super) const LEAF_MIN_SLOTS: usize = 4;
 
 /// One slot: a key and its value (0: vacant). Three words for the two-word keys of IPv4
-/// connections: a value of one word rather than two made matching faster (a smaller table
-/// for the same keys, and fewer slots across two cache lines).
+/// connections: a value of one word rather than two takes a quarter less memory and a quarter
+/// less to copy per update (matching measured the same).
 #[repr(C)]
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub struct Slot<const W: usize> {
