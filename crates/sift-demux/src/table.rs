@@ -1,10 +1,11 @@
-//! The lists of filters under crowded keys: key -> filters, persistent so readers keep a
+//! The lists of filters under listed keys: key -> filters, persistent so readers keep a
 //! consistent snapshot.
 //!
 //! A shape's dispatch table (`dispatch`, over `sift_jit::demux_table`) holds one filter per
-//! key, the first in matching order, which is all a key has in the common case (one
-//! connection, one filter). A key that several filters share keeps its whole rank-ordered list
-//! here as well, and the dispatch slot says so. This map is only read for such keys, so it
+//! key in a one-word slot value, which is all a key has in the common case (one connection,
+//! one filter). A key that several filters share (or whose filter's id or priority does not
+//! fit in the word) keeps its whole rank-ordered list here instead, and the dispatch slot says
+//! so. This map is only read for such keys, so it
 //! stays a Rust structure: a shallow 64-way trie over a seeded hash whose leaves are small
 //! open-addressing arrays of at most [`LEAF_MAX`] keys (an update copies one leaf and the trie
 //! nodes above it that a published snapshot still shares), with a plain array compared key by

@@ -20,7 +20,7 @@ use std::sync::atomic::{AtomicBool, AtomicUsize, Ordering};
 
 use sift_jit::demux_matcher::fixtures::{four_tuple, four_tuple_at};
 use sift_jit::demux_matcher::{DemuxMatcher, BATCH};
-use sift_jit::demux_table::{KeyHash, Table, Value};
+use sift_jit::demux_table::{KeyHash, Table};
 use sift_jit::key_extractor::{KeyProgram, NativeExtractor, PacketOrder, KEY_WORDS};
 use sift_jit::PacketRef;
 use sift_testgen::Rng;
@@ -160,7 +160,7 @@ fn probe_guarded_tables<const W: usize>(program: KeyProgram, seed: u64) {
             let c = rng.next_u64() % 4000;
             if let Some(k) = key_of::<W>(&extractor, &order, &packet(&mut Rng::new(1), c)) {
                 let tag = NonZeroU64::new(c + 1).unwrap();
-                table.insert(k, Value { tag, data: c });
+                table.insert(k, tag);
             }
             if rng.next_u64().is_multiple_of(5) {
                 let c = rng.next_u64() % 4000;
@@ -227,7 +227,7 @@ fn probe_guarded_cluster() {
     // 40 keys: a leaf of 256 slots, every probe starting at slot 255.
     for c in 0..40 {
         let tag = NonZeroU64::new(c + 1).unwrap();
-        table.insert(key(&connection(c)), Value { tag, data: c });
+        table.insert(key(&connection(c)), tag);
     }
     ARMED.store(false, Ordering::SeqCst);
     table.check_layout().unwrap();

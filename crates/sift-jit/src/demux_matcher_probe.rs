@@ -91,7 +91,8 @@ fn key_difference<const W: usize>(
 /// least 1): jumps to `done` with the answer, or to `next_slot` with the next slot's index and
 /// `left - 1`.
 ///
-/// The key is compared first and the tag read only then, on the branch each outcome predicts:
+/// The key is compared first and the value (0: vacant) read only then, on the branch each
+/// outcome predicts:
 /// a key that matches is found unless the slot is vacant (an all-zero key matches a vacant
 /// slot's zeros), and a key that does not ends the probe at a vacant slot or goes on.
 fn emit_probe_step<const W: usize>(
@@ -108,23 +109,23 @@ fn emit_probe_step<const W: usize>(
     let diff = key_difference::<W>(b, key, slot);
     let (same, other) = (b.create_block(), b.create_block());
     b.ins().brif(diff, other, &[], same, &[]);
-    let tag_of = |b: &mut FunctionBuilder<'_>| {
+    let value_of = |b: &mut FunctionBuilder<'_>| {
         b.ins()
             .load(types::I64, table_flags(), slot, (8 * W) as i32)
     };
     let zero = |b: &mut FunctionBuilder<'_>| b.ins().iconst(types::I64, 0);
 
     b.switch_to_block(same);
-    let tag = tag_of(b);
+    let value = value_of(b);
     let none = zero(b);
-    let found = b.ins().select(tag, slot, none);
+    let found = b.ins().select(value, slot, none);
     b.ins().jump(done, &[found.into()]);
 
     b.switch_to_block(other);
-    let tag = tag_of(b);
+    let value = value_of(b);
     let next = b.create_block();
     let none = zero(b);
-    b.ins().brif(tag, next, &[], done, &[none.into()]);
+    b.ins().brif(value, next, &[], done, &[none.into()]);
     b.switch_to_block(next);
     let i_next = b.ins().iadd_imm_u(i, 1);
     let i_next = b.ins().band(i_next, mask);

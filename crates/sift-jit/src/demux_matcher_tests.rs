@@ -4,7 +4,7 @@
 use std::num::NonZeroU64;
 
 use super::*;
-use crate::demux_table::{KeyHash, Value};
+use crate::demux_table::KeyHash;
 use crate::key_extractor::NativeExtractor;
 use fixtures::{four_tuple, four_tuple_at};
 use sift_testgen::Rng;
@@ -56,7 +56,7 @@ fn differential<const W: usize>(program: KeyProgram, seed: u64, one_pass_keys: u
             let key: [u64; W] = std::array::from_fn(|i| key[i]);
             if grow || rng.next_u64().is_multiple_of(4) {
                 let tag = NonZeroU64::new(c + 1).unwrap();
-                table.insert(key, Value { tag, data: c });
+                table.insert(key, tag);
             } else {
                 table.remove(&key);
             }
@@ -186,7 +186,7 @@ fn deep_tables() {
         let c = conn(i);
         let key = key_of(&packet(&mut Rng::new(3), c)).expect("an undamaged packet");
         let tag = NonZeroU64::new(c + 1).unwrap();
-        table.insert(key, Value { tag, data: c });
+        table.insert(key, tag);
     }
     table.check_layout().unwrap();
     assert!(table.depth() >= 2, "depth {}", table.depth());
@@ -248,7 +248,7 @@ fn deepest_tables() {
     let installed = |c: u64| !c.is_multiple_of(3);
     for c in (0..1 << 13).filter(|&c| installed(c)) {
         let tag = NonZeroU64::new(c + 1).unwrap();
-        table.insert(key_of(&packet(c)), Value { tag, data: c });
+        table.insert(key_of(&packet(c)), tag);
     }
     let packets: Vec<Vec<u8>> = (0..1 << 13).map(packet).collect();
     for round in 0..2 {
@@ -295,7 +295,7 @@ fn clustered_leaves() {
     for c in 0..40 {
         assert_eq!(hash.hash(&key_of(&packet(c))) & 0xff, 250);
         let tag = NonZeroU64::new(c + 1).unwrap();
-        table.insert(key_of(&packet(c)), Value { tag, data: c });
+        table.insert(key_of(&packet(c)), tag);
     }
     // 40 installed connections, the others absent.
     let packets: Vec<Vec<u8>> = (0..64).map(packet).collect();

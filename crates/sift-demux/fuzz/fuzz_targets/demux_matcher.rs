@@ -17,7 +17,7 @@ use std::sync::OnceLock;
 use libfuzzer_sys::fuzz_target;
 use sift_ir::BinOp;
 use sift_jit::demux_matcher::{DemuxMatcher, BATCH};
-use sift_jit::demux_table::{KeyHash, Table, Value, LEAF_MAX};
+use sift_jit::demux_table::{KeyHash, Table, LEAF_MAX};
 use sift_jit::key_extractor::{KeyProgram, KeyRel, KeyStep, NativeExtractor, KEY_WORDS};
 use sift_jit::PacketRef;
 
@@ -178,19 +178,13 @@ fuzz_target!(|data: &[u8]| {
         if let Some(key) = key_of(prefix(len)) {
             if len % 3 != 0 {
                 let tag = NonZeroU64::new(len as u64 + 1).unwrap();
-                table.insert(key, Value { tag, data: 0 });
+                table.insert(key, tag);
             }
         }
     }
     for i in 0..u64::from(seeds[0] as u16) % (2 * LEAF_MAX as u64 + 1) {
         let key = std::array::from_fn(|w| (i + 1).wrapping_mul(0x9e37_79b9_7f4a_7c15) >> w);
-        table.insert(
-            key,
-            Value {
-                tag: NonZeroU64::new(1000 + i).unwrap(),
-                data: 0,
-            },
-        );
+        table.insert(key, NonZeroU64::new(1000 + i).unwrap());
     }
     let mut refs = Vec::new();
     let mut want_all = Vec::new();
