@@ -349,9 +349,9 @@ struct Subtree<K, P> {
     payload: P,
 }
 
-/// Subtrees grouped by key and sorted by entry time within a key, without those nested in an
-/// earlier one of the same key: the ones left per key are disjoint. Each key's subtrees are
-/// found by hashing, then the one holding a block by a search over their entry times alone.
+/// Subtrees sorted by key and entry time, without those nested in an earlier one of the same
+/// key: the ones left per key are disjoint. Each key's subtrees are found by hashing, then the
+/// one holding a block by a search over their entry times alone.
 ///
 /// A long chain leaves tens of thousands of disjoint subtrees under one key, and the walks ask
 /// about blocks in an order that follows the dominator tree closely (threading visits the
@@ -365,67 +365,32 @@ struct OutermostSubtrees<K, P> {
     of_key: WordMap<K, (u32, u32, Cell<u32>)>,
 }
 
-impl<K: Eq + Copy + Hash, P: Copy> OutermostSubtrees<K, P> {
-    fn new(all: Vec<Subtree<K, P>>) -> Self {
-        // Each key's subtrees side by side, keys in order of first appearance (they are found
-        // by hashing, so their order is immaterial): a counting sort by key, then each key's
-        // few or already ordered subtrees sorted by entry time, instead of one comparison
-        // sort of them all by key and time.
-        let mut of_key: WordMap<K, (u32, u32, Cell<u32>)> = WordMap::default();
-        let mut group_of = Vec::with_capacity(all.len());
-        let mut group_len: Vec<u32> = Vec::new();
-        for s in &all {
-            let next = group_len.len() as u32;
-            let group = of_key.entry(s.key).or_insert((next, 0, Cell::new(0))).0;
-            if group == next {
-                group_len.push(0);
-            }
-            group_len[group as usize] += 1;
-            group_of.push(group);
-        }
-        let mut group_start = Vec::with_capacity(group_len.len() + 1);
-        let mut at = 0u32;
-        for &len in &group_len {
-            group_start.push(at);
-            at += len;
-        }
-        group_start.push(at);
-        let mut order = vec![0u32; all.len()];
-        let mut fill = group_start.clone();
-        for (i, &group) in group_of.iter().enumerate() {
-            order[fill[group as usize] as usize] = i as u32;
-            fill[group as usize] += 1;
-        }
+impl<K: Ord + Copy + Hash, P: Copy> OutermostSubtrees<K, P> {
+    fn new(mut all: Vec<Subtree<K, P>>) -> Self {
+        all.sort_unstable_by_key(|s| (s.key, s.enter));
         let mut this = OutermostSubtrees {
             enter: Vec::with_capacity(all.len()),
             exit: Vec::with_capacity(all.len()),
             payload: Vec::with_capacity(all.len()),
             of_key: WordMap::default(),
         };
-        // Where each group's outermost subtrees lie in the arrays.
-        let mut kept = Vec::with_capacity(group_len.len());
-        for w in group_start.windows(2) {
-            let members = &mut order[w[0] as usize..w[1] as usize];
-            // Usually in order already: the blocks come in reverse postorder, which follows
-            // the dominator tree's entry times closely on chains.
-            members.sort_unstable_by_key(|&i| all[i as usize].enter);
-            let first = this.enter.len() as u32;
-            for &i in members.iter() {
-                let s = &all[i as usize];
-                if this.enter.len() as u32 > first && s.enter < *this.exit.last().expect("kept") {
-                    continue; // nested
-                }
-                this.enter.push(s.enter);
-                this.exit.push(s.exit);
-                this.payload.push(s.payload);
+        let mut last_key = None;
+        for s in all {
+            let same_key = last_key == Some(s.key);
+            if same_key && s.enter < *this.exit.last().expect("same key") {
+                continue; // nested
             }
-            kept.push((first, this.enter.len() as u32));
+            let at = this.enter.len() as u32;
+            if same_key {
+                this.of_key.get_mut(&s.key).expect("key seen").1 = at + 1;
+            } else {
+                this.of_key.insert(s.key, (at, at + 1, Cell::new(at)));
+            }
+            last_key = Some(s.key);
+            this.enter.push(s.enter);
+            this.exit.push(s.exit);
+            this.payload.push(s.payload);
         }
-        for range in of_key.values_mut() {
-            let (lo, hi) = kept[range.0 as usize];
-            *range = (lo, hi, Cell::new(lo));
-        }
-        this.of_key = of_key;
         this
     }
 
