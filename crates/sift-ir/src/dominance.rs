@@ -137,50 +137,50 @@ impl Search {
         let mut succ: Vec<u32> = Vec::with_capacity(2 * n);
         succ_start.push(0u32);
         for data in &f.blocks {
-            succ.extend(
-                data.term
-                    .successors()
-                    .map(|s| s.0)
-                    .filter(|&s| (s as usize) < n),
-            );
+            data.term.for_each_target(|t| {
+                if t.block.index() < n {
+                    succ.push(t.block.0);
+                }
+            });
             succ_start.push(succ.len() as u32);
         }
         let mut number = vec![NONE; n];
-        // Every edge between reachable blocks, as (from, to) vertices.
+        // Whether each vertex's search has finished: an edge to a vertex still open goes back
+        // to an ancestor and closes a cycle, and is ignored; every other edge goes forward.
+        let mut finished: Vec<bool> = Vec::with_capacity(n);
+        // The forward edges, as (from, to) vertices.
         let mut edges: Vec<(u32, u32)> = Vec::with_capacity(succ.len());
         // Each open vertex and the position of its next successor in `succ`.
-        let mut stack: Vec<(u32, u32)> = vec![(0, 0)];
+        let mut stack: Vec<(u32, u32)> = vec![(0, succ_start[0])];
         number[0] = 0;
         search.vertex.push(0);
         search.parent.push(NONE);
+        finished.push(false);
         while let Some(top) = stack.last_mut() {
-            let (v, next) = (top.0, top.1);
-            let block = search.vertex[v as usize] as usize;
-            let at = succ_start[block] + next;
-            if at < succ_start[block + 1] {
+            let (v, at) = (top.0, top.1);
+            let end = succ_start[search.vertex[v as usize] as usize + 1];
+            if at < end {
                 top.1 += 1;
                 let s = succ[at as usize] as usize;
-                if number[s] == NONE {
+                let w = number[s];
+                if w == NONE {
                     let w = search.vertex.len() as u32;
                     number[s] = w;
                     search.vertex.push(s as u32);
                     search.parent.push(v);
-                    stack.push((w, 0));
+                    finished.push(false);
+                    stack.push((w, succ_start[s]));
+                    edges.push((v, w));
+                } else if finished[w as usize] {
+                    edges.push((v, w));
                 }
-                edges.push((v, number[s]));
             } else {
                 search.post.push(v);
+                finished[v as usize] = true;
                 stack.pop();
             }
         }
-        // An edge is forward when its source finishes after its target; the others close
-        // cycles and are ignored.
         let m = search.vertex.len();
-        let mut finish = vec![0u32; m];
-        for (i, &v) in search.post.iter().enumerate() {
-            finish[v as usize] = i as u32;
-        }
-        edges.retain(|&(from, to)| finish[from as usize] > finish[to as usize]);
         let mut start = vec![0u32; m + 1];
         for &(_, to) in &edges {
             start[to as usize + 1] += 1;

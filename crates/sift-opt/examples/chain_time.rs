@@ -8,6 +8,7 @@
 //! cargo run --release -p sift-opt --example chain_time -- port 10000 lower  # lowering only, once
 //! cargo run --release -p sift-opt --example chain_time -- port 10000 lower 20  # fastest of 20
 //! cargo run --release -p sift-opt --example chain_time -- port 10000 opt    # sift-opt only, once
+//! cargo run --release -p sift-opt --example chain_time -- port 10000 full   # Filter::compile, once
 //! cargo run --release -p sift-opt --example chain_time -- port 1000 pcap    # libpcap's pcap_compile
 //! ```
 //!
@@ -91,6 +92,12 @@ fn main() {
                 blocks = f.blocks.len();
             }
             println!("lowered in {best:.1} ms ({best_cpu:.1} ms on the CPU): {blocks} blocks");
+        }
+        [kind, n, stage] if stage == "full" => {
+            let expr = chain(kind, n.parse().unwrap());
+            let t = Instant::now();
+            drop(sift::Filter::compile(&expr, 1, 262144).unwrap());
+            println!("compiled in {:.1} ms", t.elapsed().as_secs_f64() * 1e3);
         }
         [kind, n, stage] if stage == "opt" => {
             let ast = sift_syntax::parse(&chain(kind, n.parse().unwrap())).unwrap();
