@@ -1,6 +1,6 @@
 //! Runs one filter's JIT over generated Ethernet packets in a loop (for `perf stat` and for
 //! placement effects): `jitloop EXPR [nocoalesce|nonative|noaggregate|branching|noexits|nolong|baseline]
-//! [shuffled]`.
+//! [shuffled] [packets=N]` (4,000 packets unless N is given).
 //!
 //! Six copies of the same code at different addresses are timed in turn, seven times each; each
 //! line is a copy's lowest time. (Single timings, as this printed before, swing with other work
