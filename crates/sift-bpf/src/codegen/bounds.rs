@@ -45,11 +45,7 @@ const NOTHING: Facts = Facts {
 };
 
 fn bytes(s: Size) -> u64 {
-    match s {
-        Size::Byte => 1,
-        Size::Half => 2,
-        Size::Word => 4,
-    }
+    u64::from(s.bytes())
 }
 
 impl Facts {

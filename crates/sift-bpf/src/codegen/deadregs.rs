@@ -56,14 +56,8 @@ pub(super) fn remove(pieces: &mut [Piece], postorder: &[usize]) {
         let mut live = match pieces[p].exit {
             Exit::Return => 0,
             Exit::Jump(t) => live_at(t),
-            Exit::Cond { code, t, f, .. } => {
-                let cond = Insn {
-                    code,
-                    jt: 0,
-                    jf: 0,
-                    k: 0,
-                };
-                let reads_x = matches!(cond.decode(), Some(Op::Jmp(_, Src::X)));
+            exit @ Exit::Cond { t, f, .. } => {
+                let reads_x = matches!(exit.test(), Some(Op::Jmp(_, Src::X)));
                 live_at(t) | live_at(f) | A | if reads_x { X } else { 0 }
             }
         };

@@ -52,6 +52,20 @@ impl Exit {
         a.into_iter().chain(b)
     }
 
+    /// The jump a conditional exit ends with, decoded (`None` for other exits).
+    pub(super) fn test(self) -> Option<Op> {
+        let Exit::Cond { code, k, .. } = self else {
+            return None;
+        };
+        Insn {
+            code,
+            jt: 0,
+            jf: 0,
+            k,
+        }
+        .decode()
+    }
+
     fn map(self, m: impl Fn(usize) -> usize) -> Exit {
         match self {
             Exit::Return => Exit::Return,

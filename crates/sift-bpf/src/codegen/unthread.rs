@@ -43,15 +43,9 @@ fn a_is_len(insns: &[Insn]) -> bool {
     false
 }
 
-/// The comparison of `A` with `#k` in a conditional exit's `code`.
-fn compares(code: u16) -> Option<JmpOp> {
-    let insn = Insn {
-        code,
-        jt: 0,
-        jf: 0,
-        k: 0,
-    };
-    match insn.decode() {
+/// The comparison of `A` with `#k` that `exit` ends with, if it ends with one.
+fn compares(exit: Exit) -> Option<JmpOp> {
+    match exit.test() {
         Some(Op::Jmp(op, Src::K)) => Some(op),
         _ => None,
     }
@@ -59,11 +53,11 @@ fn compares(code: u16) -> Option<JmpOp> {
 
 /// The wire lengths on each edge of `p` given `entry` at its entry: (taken, not taken).
 fn edge_intervals(p: &Piece, entry: Interval) -> (Interval, Interval) {
-    let Exit::Cond { code, k, .. } = p.exit else {
+    let Exit::Cond { k, .. } = p.exit else {
         return (entry, entry);
     };
     let (lo, hi) = entry;
-    let (t, f) = match (compares(code), a_is_len(&p.insns)) {
+    let (t, f) = match (compares(p.exit), a_is_len(&p.insns)) {
         (Some(JmpOp::Jgt), true) => ((lo.max(k.saturating_add(1)), hi), (lo, hi.min(k))),
         (Some(JmpOp::Jge), true) => ((lo.max(k), hi), (lo, hi.min(k.saturating_sub(1)))),
         (Some(JmpOp::Jeq), true) => ((lo.max(k), hi.min(k)), entry),
@@ -103,14 +97,14 @@ pub(super) fn intervals(pieces: &[Piece], postorder: &[usize]) -> Vec<Option<Int
 /// Where `q` goes when the wire length is in `within`, if `q` only loads it (`ld #pktlen`) and
 /// tests it against a constant, and the test is decided.
 fn decided(q: &Piece, within: Interval) -> Option<usize> {
-    let Exit::Cond { code, k, t, f } = q.exit else {
+    let Exit::Cond { k, t, f, .. } = q.exit else {
         return None;
     };
     if q.insns != [Op::LdLen.with_k(0)] {
         return None;
     }
     let (lo, hi) = within;
-    let taken = match compares(code)? {
+    let taken = match compares(q.exit)? {
         JmpOp::Jgt if lo > k => true,
         JmpOp::Jgt if hi <= k => false,
         JmpOp::Jge if lo >= k => true,
