@@ -7,8 +7,9 @@
 //! pieces (their graph is acyclic, so one pass successors first suffices). Only instructions
 //! that cannot reject the packet go: packet loads and `ldxb 4*([k]&0xf)` stay even when their
 //! result is dead, unless [`super::bounds`] proves that an earlier load on every path read
-//! those bytes already; division by `X` always stays. A piece holding a `protochain` loop (jumps inside its
-//! instructions, with offsets that must not move) is left as it is and reads both registers.
+//! those bytes already; division by `X` always stays. A piece holding a `protochain` loop
+//! (jumps inside its instructions, with offsets that must not move) is left as it is and reads
+//! both registers.
 
 use super::machine::{Exit, Piece};
 use crate::insn::{AluOp, Insn, Op, Src};

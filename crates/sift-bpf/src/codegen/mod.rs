@@ -21,10 +21,10 @@
 //!    order). More than 16 values live at once is an error.
 //! 3. [`machine`] splits the code into pieces, drops register writes nobody reads
 //!    ([`deadregs`]: the loads of elided copies, and packet loads [`bounds`] proves can not
-//!    fail), turns a store reloaded into `X` soon after
-//!    into a `tax` ([`forward`]), threads jumps, merges identical tails, shares
-//!    common suffixes of pieces ([`suffix`], cross-jumping) and lays the pieces out so that
-//!    unconditional jumps fall through.
+//!    fail), turns a store reloaded into `X` soon after into a `tax` ([`forward`]), threads
+//!    jumps, merges identical tails (sending a jump through a decided wire-length test where
+//!    that makes two tails one, [`unthread`]), shares common suffixes of pieces ([`suffix`],
+//!    cross-jumping) and lays the pieces out so that unconditional jumps fall through.
 //! 4. [`layout`] resolves labels into offsets, drops jumps to the next instruction, and sends a
 //!    conditional jump whose target is more than 255 instructions away through a shared `ja`
 //!    (or `ret`) island, or a trampoline right behind it.
