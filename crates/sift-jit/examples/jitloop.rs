@@ -3,10 +3,9 @@
 //! [shuffled] [packets=N]` (4,000 packets unless N is given).
 //!
 //! Six copies of the same code at different addresses are timed in turn, seven times each; each
-//! line is a copy's lowest time. (Single timings, as this printed before, swing with other work
-//! on the machine: one copy at 17 ns among copies at 1.8. Measured with the lowest of many
-//! passes, the copies of one process agree within 3%; moving the code to every cache line of
-//! a page, near and far from its caller, found the same in session 12.) With one fixed order
+//! line is a copy's lowest time, because single timings swing with other work on the machine
+//! (one copy at 17 ns among copies at 1.8); so measured, the copies of one process agree within
+//! 3%, wherever in memory the code lies (BENCHMARKS.md, JIT section). With one fixed order
 //! of packets, the branch predictor learns the sequence of outcomes; `shuffled` visits the
 //! packets in a new random order each round, which nothing can learn.
 fn main() {
