@@ -14,7 +14,7 @@
 //! Measured and not kept, all slower: the first two slots compared without branches, their
 //! outcomes combined with selects (local +0.3 to +1.2 ns, batch +0.7 to +1.4 ns from 10 to 10^5
 //! keys), also after a branch leaving all-zero keys to the loop so that a slot whose words
-//! match needs no tag check (local -0.7 to +0.9 ns, batch +0.1 to +1.3 ns). A select makes
+//! match needs no value check (local -0.7 to +0.9 ns, batch +0.1 to +1.3 ns). A select makes
 //! the answer wait for the loads and comparisons that a predicted branch lets the processor
 //! run past, and its instructions go into a batch loop Cranelift already spills in. Two-choice
 //! (cuckoo) slots would take the same selects over two slots in different cache lines.
