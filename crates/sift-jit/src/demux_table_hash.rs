@@ -31,6 +31,13 @@ impl KeyHash {
         KeyHash::new([seed(1), seed(2)])
     }
 
+    /// Seeds under which every two-word key whose second word is `second` hashes to its first
+    /// word (`fold(w0, 1)` is `w0`), so that tests can choose where keys land: in which trie
+    /// branch, in which slot of a leaf.
+    pub fn first_word_for(second: u64) -> KeyHash {
+        KeyHash::new([0, second ^ 1])
+    }
+
     pub fn seeds(&self) -> [u64; 2] {
         self.seeds
     }
