@@ -26,6 +26,8 @@ pub(super) struct Word<'a> {
     pub(super) column: usize,
 }
 
+/// The line being assembled (1-based), for errors; its methods parse operands and report
+/// what is wrong at the operand's column.
 pub(super) struct Line {
     pub(super) number: usize,
 }
