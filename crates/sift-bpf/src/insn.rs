@@ -77,7 +77,7 @@ impl Insn {
 }
 
 /// A classic BPF program: a sequence of instructions (not necessarily valid; see
-/// [`crate::validate`]).
+/// [`crate::validate()`]).
 #[derive(Clone, Debug, PartialEq, Eq, Hash, Default)]
 pub struct Program(pub Vec<Insn>);
 

@@ -18,13 +18,13 @@
 //! * [`disasm`]: `tcpdump -d` output, byte-identical to libpcap's `bpf_image`;
 //! * [`asm`]: the assembler, reading `tcpdump -d` listings back and `bpf_asm`-style text with
 //!   labels;
-//! * [`validate`]: libpcap's and the Linux kernel's rules ([`Dialect`]), every violation listed,
+//! * [`validate`](mod@validate): libpcap's and the Linux kernel's rules ([`Dialect`]), every violation listed,
 //!   producing the [`ValidProgram`] type that everything downstream requires;
 //! * [`protochain`]: libpcap's `protochain` loop, the one backward jump classic BPF programs
 //!   may contain (emitted for the libpcap dialect, recognised by the validator);
 //! * [`interp`]: the interpreter, identical to libpcap's `bpf_filter` (with a step budget where
 //!   `bpf_filter` would loop forever);
-//! * [`lift`]: cBPF to the SSA IR (machine state as SSA values, block parameters at merges);
+//! * [`lift`](mod@lift): cBPF to the SSA IR (machine state as SSA values, block parameters at merges);
 //! * [`codegen`]: the IR to cBPF (register and scratch allocation, layout, long jumps).
 //!
 //! Parse errors carry line and column; no input makes any of these panic.

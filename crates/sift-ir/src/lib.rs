@@ -11,7 +11,7 @@
 //! Back ends (optimizer, bytecode, classic BPF, eBPF) consume it. Two pieces live here because
 //! every stage relies on them:
 //!
-//! * [`verify`] checks every structural invariant (targets exist, the graph is acyclic, every
+//! * [`verify`](mod@verify) checks every structural invariant (targets exist, the graph is acyclic, every
 //!   value is defined before it is used and dominates its uses, argument counts match);
 //! * [`interp`] is the reference interpreter. Its semantics are the semantics of the IR, and so
 //!   of every engine: a packet load outside the captured bytes rejects the packet, as does a

@@ -3,7 +3,7 @@
 //! libpcap compiles `ip6 protochain 6` into a classic BPF loop (a backward jump) that follows
 //! IPv6 extension headers and AH headers until it finds the wanted protocol, `IPPROTO_NONE`, or a
 //! header it cannot walk. The IR is acyclic, so the loop is one instruction,
-//! [`Inst::Protochain`](crate::Inst::Protochain), whose meaning [`walk`] defines; back ends that
+//! [`Inst::Protochain`], whose meaning [`walk`] defines; back ends that
 //! cannot loop (the Linux kernel's classic BPF, eBPF) replace it with a bounded unrolling
 //! ([`unroll`]).
 //!

@@ -29,7 +29,7 @@
 //!    conditional jump whose target is more than 255 instructions away through a shared `ja`
 //!    (or `ret`) island, or a trampoline right behind it.
 //!
-//! The result is validated ([`crate::validate`], libpcap dialect) before it is returned, so a
+//! The result is validated ([`crate::validate()`], libpcap dialect) before it is returned, so a
 //! bug here is an error, never an invalid program.
 //!
 //! # `protochain`
@@ -41,6 +41,9 @@
 //! first unrolled to [`UNROLLED_HEADERS`] headers (`sift_ir::protochain::without_loops`, about
 //! 21 instructions per header): exact on every chain of at most that many headers; a packet
 //! whose chain goes on is rejected.
+
+// The module doc walks maintainers through the private steps, so it links to them.
+#![allow(rustdoc::private_intra_doc_links)]
 
 mod alloc;
 mod bounds;

@@ -14,7 +14,7 @@ pub use keywords::{keyword, named_number};
 use shapes::*;
 
 /// Keyword tokens (the scanner's fixed-string rules). Each carries nothing; the text as written is
-/// in [`Token::text`].
+/// in the source at [`Token::span`].
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub enum Kw {
     Dst,

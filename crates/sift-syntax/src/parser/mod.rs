@@ -6,7 +6,7 @@
 //! top-down parser are the tokens that can start several things at once: after `and`/`or` a
 //! number, `(` or `!` may begin either a *term* (`1 > 0`, `(tcp)`, `not tcp`) or an *id*
 //! inheriting the previous qualifiers (`port 1 or 2`, `host a or (b or c)`, `host a or not b`).
-//! Here the parser reads such a prefix without committing, as a [`Unit`], and decides once the
+//! Here the parser reads such a prefix without committing, as a `Unit`, and decides once the
 //! following token settles it, which is what the LALR automaton does too.
 
 use crate::ast::*;
