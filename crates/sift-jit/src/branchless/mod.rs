@@ -15,8 +15,9 @@
 //! each block gets a *reach* predicate (the OR over its incoming edges of the predecessor's reach
 //! AND the edge's condition), and each register at a join becomes a `select` over the incoming
 //! edges. The result is assembled backwards from the blocks' exits ([`crate::outcome`]): one
-//! `and` or `or` per test of a chain. Switch tables of a few keys become one equality per key,
-//! larger ones a branch-free lookup in a collision-free hash ([`crate::table`]).
+//! `select` (a conditional move) per test of a chain. Switch tables of a few keys become one
+//! equality per key, larger ones a branch-free lookup in a collision-free hash
+//! ([`crate::table`]).
 //!
 //! **Early exits.** Evaluating everything costs every instruction on every packet, while
 //! branching code stops at the first failed test. Where every path still going somewhere other
@@ -56,7 +57,7 @@ use cranelift_frontend::FunctionBuilder;
 use sift_bytecode::{Cache, Insn, Program, VerifiedProgram};
 
 use crate::membership::as_set;
-use crate::outcome::{Domain, Outcomes};
+use crate::outcome::Outcomes;
 use crate::translate::{exit_with, Plan};
 use safe_loads::{fixed_need, MAX_LONG, ZEROS, ZEROS_LEN};
 
@@ -273,7 +274,7 @@ fn evaluate(
         incoming: vec![Vec::new(); p.code.len() + 1],
         block: 0,
         guards: Vec::new(),
-        outcomes: Outcomes::new(Domain::of(p, &plan.flow.reachable), p.code.len()),
+        outcomes: Outcomes::new(p.code.len()),
         bases: HashMap::new(),
         tail,
         exits_left: if plan.options.early_exits {
