@@ -8,7 +8,7 @@
 
 #[path = "../../tests/common/passes.rs"]
 mod passes;
-#[path = "../../tests/common/random_ir.rs"]
+#[path = "../../tests/common/random_ir/mod.rs"]
 mod random_ir;
 
 use libfuzzer_sys::fuzz_target;
