@@ -28,12 +28,13 @@ mod offset_reads;
 mod payload;
 mod port;
 mod proto;
+mod reachable;
 mod scratch;
 mod sets;
 
 use std::fmt;
 
-use sift_ir::{Block, CmpOp, Function, Inst, Terminator};
+use sift_ir::{CmpOp, Function, Terminator};
 use sift_syntax::ast::{Expr, Primitive, PrimitiveKind, Span};
 
 use crate::cond::{patch, Cond};
@@ -41,6 +42,7 @@ use crate::gen::{Env, Gen, LinkState};
 pub use crate::libpcap_opt::OptimizerError;
 pub use crate::linktype::supported_linktypes;
 use crate::linktype::Dlt;
+use crate::reachable::reachable_from;
 use crate::scratch::Registers;
 
 /// What the filter is compiled for.
@@ -255,101 +257,6 @@ impl Gen {
         libpcap_opt::apply(&mut f).map_err(|e| LowerError::whole(LowerErrorKind::Optimizer(e)))?;
         Ok(reachable_from(f, Function::ENTRY).0)
     }
-}
-
-/// `f` holding only the blocks reachable from `entry`, in reverse postorder (so the entry
-/// becomes block 0 and every edge goes forward), and where each block of `f` went. The blocks
-/// move rather than being copied: long chains have 10^5 of them.
-fn reachable_from(mut shifted: Function, entry: Block) -> (Function, Vec<Option<Block>>) {
-    // Make `entry` block 0 by swapping, so reverse_postorder starts there.
-    shifted.blocks.swap(0, entry.index());
-    if entry != Function::ENTRY {
-        let swap = |b: Block| {
-            if b == entry {
-                Block(0)
-            } else if b == Block(0) {
-                entry
-            } else {
-                b
-            }
-        };
-        for data in &mut shifted.blocks {
-            for t in data.term.targets_mut() {
-                t.block = swap(t.block);
-            }
-        }
-        for inst in &mut shifted.values {
-            if let Inst::Param(b) = inst {
-                *b = swap(*b);
-            }
-        }
-    }
-    let order = shifted.reverse_postorder();
-    let n = shifted.blocks.len();
-    let mut renumber = vec![None; n];
-    for (new, old) in order.iter().enumerate() {
-        renumber[old.index()] = Some(Block(new as u32));
-    }
-    if 2 * order.len() >= n {
-        // Mostly reachable (as after lowering): permute in place, following cycles, with the
-        // unreachable blocks sent to the end and cut off. A second array of 10^5 blocks
-        // would be fresh memory to fault in and fill.
-        let mut place: Vec<u32> = Vec::with_capacity(n);
-        let mut next_unreachable = order.len() as u32;
-        for r in &renumber {
-            place.push(r.map_or_else(
-                || {
-                    next_unreachable += 1;
-                    next_unreachable - 1
-                },
-                |b| b.0,
-            ));
-        }
-        for i in 0..n {
-            while place[i] as usize != i {
-                let j = place[i] as usize;
-                shifted.blocks.swap(i, j);
-                place.swap(i, j);
-            }
-        }
-        shifted.blocks.truncate(order.len());
-        shifted.blocks.shrink_to_fit();
-    } else {
-        // Mostly unreachable (as after the optimizer): moving the few into a new array
-        // writes less than shuffling them all.
-        let mut kept = Vec::with_capacity(order.len());
-        for old in &order {
-            kept.push(std::mem::take(&mut shifted.blocks[old.index()]));
-        }
-        shifted.blocks = kept;
-    }
-    let mut out = shifted;
-    for data in &mut out.blocks {
-        match &mut data.term {
-            Terminator::Branch { then_, else_, .. } => {
-                for t in [then_, else_] {
-                    t.block = renumber[t.block.index()]
-                        .expect("successors of reachable blocks are reachable");
-                }
-            }
-            term => {
-                for t in term.targets_mut() {
-                    t.block = renumber[t.block.index()]
-                        .expect("successors of reachable blocks are reachable");
-                }
-            }
-        }
-    }
-    for inst in &mut out.values {
-        if let Inst::Param(b) = inst {
-            if let Some(n) = renumber.get(b.index()).copied().flatten() {
-                *b = n;
-            }
-        }
-    }
-    // `renumber` is indexed by the swapped numbering; undo the swap for the caller.
-    renumber.swap(0, entry.index());
-    (out, renumber)
 }
 
 #[cfg(test)]

@@ -16,7 +16,6 @@ use std::hash::Hasher;
 use sift_ir::{Block, Function, Inst, Target, Terminator, Value};
 
 use super::fast_hash::{WordHasher, WordMap};
-use super::threading::used_outside_own_block;
 
 /// Operands computed in the block are renamed by their position, above every real value.
 const LOCAL: u32 = 1 << 31;
@@ -32,10 +31,11 @@ const LOCAL: u32 = 1 << 31;
 /// hash of the code to the first block with it, and blocks whose different code shares a
 /// hash are linked from there (`next_same_hash`), compared in place.
 ///
-/// `rpo` is `f`'s reverse postorder.
-pub(super) fn merge_equal_blocks(f: &mut Function, rpo: &[Block]) -> bool {
-    // A block whose values are used elsewhere stays itself (its uses need it).
-    let used_elsewhere = used_outside_own_block(f);
+/// `rpo` is `f`'s reverse postorder; `used_elsewhere` is [`used_outside_own_block`] for
+/// `f`: a block whose values are used elsewhere stays itself (its uses need it).
+///
+/// [`used_outside_own_block`]: super::threading::used_outside_own_block
+pub(super) fn merge_equal_blocks(f: &mut Function, rpo: &[Block], used_elsewhere: &[bool]) -> bool {
     let mut first_of: WordMap<u64, Block> = WordMap::default();
     let mut next_same_hash: Vec<Option<Block>> = vec![None; f.blocks.len()];
     let mut representative: Vec<Option<Block>> = vec![None; f.blocks.len()];
@@ -200,6 +200,7 @@ fn same_term(f: &Function, a: Block, b: Block) -> bool {
 #[cfg(test)]
 mod tests {
     use super::*;
+    use crate::libpcap_opt::threading::used_outside_own_block;
     use sift_ir::parse_function;
 
     #[test]
@@ -226,7 +227,8 @@ block4:
         )
         .unwrap();
         let rpo = f.reverse_postorder();
-        assert!(merge_equal_blocks(&mut f, &rpo));
+        let used = used_outside_own_block(&f);
+        assert!(merge_equal_blocks(&mut f, &rpo, &used));
         let Terminator::Branch { then_, else_, .. } = &f.block(Block(0)).term else {
             panic!("{f}")
         };
@@ -262,7 +264,8 @@ block5:
         for (k, succ) in [(0x1ffe, 4), (0x1fff, 5)] {
             let mut f = parse_function(&text(k, succ)).unwrap();
             let rpo = f.reverse_postorder();
-            assert!(!merge_equal_blocks(&mut f, &rpo), "{f}");
+            let used = used_outside_own_block(&f);
+            assert!(!merge_equal_blocks(&mut f, &rpo, &used), "{f}");
         }
     }
 }

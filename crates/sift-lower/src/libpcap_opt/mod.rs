@@ -279,7 +279,17 @@ pub(crate) fn apply(f: &mut Function) -> Result<(), OptimizerError> {
     }
     let was_settled = settled.is_some();
     let rpo = settled.unwrap_or_else(|| f.reverse_postorder());
-    merge_equal_blocks(f, &rpo);
+    // No rule of the second loop makes a block use a value of another: folding drops an
+    // operand or puts in its place an operand of that operand's instruction, the peephole
+    // tests the operands of an instruction of the branch's block, dead code only removes
+    // uses. So when no block did at the end of the first loop, none does now.
+    let used = match cross_block_uses {
+        Some(used) if shortcuts && numbering_stays(&used) => used,
+        _ => used_outside_own_block(f),
+    };
+    #[cfg(test)]
+    assert!(used == used_outside_own_block(f), "cross-block uses kept");
+    merge_equal_blocks(f, &rpo, &used);
     if skip_undecided_root(f) || !was_settled {
         remove_dead_code(f, &f.reverse_postorder());
     }

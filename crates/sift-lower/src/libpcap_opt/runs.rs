@@ -71,6 +71,8 @@ pub(super) struct Runs<'a> {
     record_of: Vec<u32>,
     position: Vec<i64>,
     records: Vec<Record>,
+    /// Scratch space for [`Runs::rebuild`]'s walk (a sweep rebuilds 10^5 runs on long chains).
+    path: Vec<Block>,
 }
 
 impl<'a> Runs<'a> {
@@ -83,6 +85,7 @@ impl<'a> Runs<'a> {
             record_of: vec![NO_RECORD; n],
             position: vec![0; n],
             records: Vec::new(),
+            path: Vec::new(),
         }
     }
 
@@ -155,7 +158,9 @@ impl<'a> Runs<'a> {
     /// Walks the run from `x` until it ends or reaches the head of a live record, and records
     /// the blocks walked (in front of that record, or as a new one).
     fn rebuild(&mut self, f: &Function, x: Block) -> u32 {
-        let mut path = vec![x];
+        let mut path = std::mem::take(&mut self.path);
+        path.clear();
+        path.push(x);
         let mut u = x;
         // Every step goes forward in an acyclic graph; the bound guards a malformed one.
         let attach = loop {
@@ -198,6 +203,7 @@ impl<'a> Runs<'a> {
         for &p in path.iter().rev() {
             self.prepend(r, p);
         }
+        self.path = path;
         r
     }
 
