@@ -15,6 +15,12 @@ impl Function {
     /// search goes as deep as the chain and comes back up through every block, and by then
     /// the blocks themselves are out of the cache, the stack is not.
     pub fn reverse_postorder(&self) -> Vec<Block> {
+        self.reverse_postorder_from(Self::ENTRY)
+    }
+
+    /// [`Function::reverse_postorder`] as if `entry` were the entry: the blocks reachable from
+    /// it, in reverse postorder of the same walk (empty when `entry` is not a block).
+    pub fn reverse_postorder_from(&self, entry: Block) -> Vec<Block> {
         /// An open block: its successors when it has at most two (`count`), else they are
         /// read from the terminator edge by edge; `next` is the next edge to follow.
         struct Open {
@@ -42,11 +48,11 @@ impl Function {
         let n = self.blocks.len();
         let mut visited = vec![false; n];
         let mut post = Vec::with_capacity(n);
-        if n == 0 {
+        if entry.index() >= n {
             return post;
         }
-        let mut stack: Vec<Open> = vec![open(Self::ENTRY)];
-        visited[0] = true;
+        let mut stack: Vec<Open> = vec![open(entry)];
+        visited[entry.index()] = true;
         while let Some(top) = stack.last_mut() {
             if top.next < top.count {
                 let i = top.next as usize;

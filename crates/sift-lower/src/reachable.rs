@@ -7,7 +7,7 @@ use sift_ir::{Block, Function, Inst, Terminator};
 /// becomes block 0 and every edge goes forward), and where each block of `f` went. The blocks
 /// move rather than being copied: long chains have 10^5 of them.
 pub(crate) fn reachable_from(mut f: Function, entry: Block) -> (Function, Vec<Option<Block>>) {
-    let order = reverse_postorder_from(&f, entry);
+    let order = f.reverse_postorder_from(entry);
     let n = f.blocks.len();
     let mut renumber = vec![None; n];
     for (new, old) in order.iter().enumerate() {
@@ -72,69 +72,6 @@ pub(crate) fn reachable_from(mut f: Function, entry: Block) -> (Function, Vec<Op
     (f, renumber)
 }
 
-/// [`Function::reverse_postorder`] from `entry` instead of block 0: the same depth-first
-/// walk (successors in order), so that the entry need not be swapped into block 0 first,
-/// which rewrote every edge and every value of the function.
-fn reverse_postorder_from(f: &Function, entry: Block) -> Vec<Block> {
-    /// An open block and the index of its next successor.
-    struct Open {
-        block: Block,
-        next: u32,
-        count: u32,
-        /// The successors of a block with at most two (nearly all), read once on opening:
-        /// the walk comes back through each block after going as deep as the chain, when the
-        /// block itself is out of the cache.
-        succ: [Block; 2],
-    }
-    let open = |b: Block| {
-        let term = &f.blocks[b.index()].term;
-        let count = term.successor_count();
-        let mut succ = [Block(u32::MAX); 2];
-        if count <= 2 {
-            for (i, s) in succ.iter_mut().enumerate().take(count) {
-                *s = term.successor(i).expect("edge within the count");
-            }
-        }
-        Open {
-            block: b,
-            next: 0,
-            count: count as u32,
-            succ,
-        }
-    };
-    let n = f.blocks.len();
-    let mut post = Vec::with_capacity(n);
-    if entry.index() >= n {
-        return post;
-    }
-    let mut visited = vec![false; n];
-    visited[entry.index()] = true;
-    let mut stack = vec![open(entry)];
-    while let Some(top) = stack.last_mut() {
-        if top.next < top.count {
-            let i = top.next as usize;
-            top.next += 1;
-            let s = if top.count <= 2 {
-                top.succ[i]
-            } else {
-                f.blocks[top.block.index()]
-                    .term
-                    .successor(i)
-                    .expect("edge within the count")
-            };
-            if s.index() < n && !visited[s.index()] {
-                visited[s.index()] = true;
-                stack.push(open(s));
-            }
-        } else {
-            post.push(top.block);
-            stack.pop();
-        }
-    }
-    post.reverse();
-    post
-}
-
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -163,7 +100,7 @@ mod tests {
                 }
             }
             let expected: Vec<Block> = swapped.reverse_postorder().into_iter().map(swap).collect();
-            assert_eq!(reverse_postorder_from(&f, entry), expected, "from {entry}");
+            assert_eq!(f.reverse_postorder_from(entry), expected, "from {entry}");
         }
     }
 }
