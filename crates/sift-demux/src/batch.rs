@@ -105,7 +105,7 @@ fn run_batch_one_shape<'p>(
     {
         // The common case (native code, two-word keys) without `Found`s.
         let mut refs = [PacketRef::new(&[], 0); BATCH];
-        let mut slots = [None; BATCH];
+        let mut values = [None; BATCH];
         let mut first = 0;
         loop {
             let mut n = 0;
@@ -116,9 +116,9 @@ fn run_batch_one_shape<'p>(
             if n == 0 {
                 return;
             }
-            x.lookup_batch(&t.keys, &refs[..n], &mut slots);
-            for (i, slot) in slots[..n].iter().enumerate() {
-                t.deliver(*slot, m);
+            x.lookup_batch(&t.keys, &refs[..n], &mut values);
+            for (i, (value, r)) in values[..n].iter().zip(&refs).enumerate() {
+                t.deliver_value(*value, m, || x.lookup_ref(&t.keys, r));
                 deliver(first + i, m);
             }
             first += n;
