@@ -413,7 +413,6 @@ impl ShapeView {
     /// into `out[i]`; native code overlaps the probes' cache misses.
     pub(crate) fn lookup_batch<'s>(
         &'s self,
-        packets: &[(&[u8], u32)],
         refs: &[sift_jit::PacketRef<'_>],
         regs: &mut Regs,
         out: &mut [Option<Found<'s>>],
@@ -435,8 +434,8 @@ impl ShapeView {
                 }
             }
             _ => {
-                for (o, &(pkt, wire_len)) in out.iter_mut().zip(packets) {
-                    *o = self.lookup_interpreted(pkt, wire_len, regs);
+                for (o, r) in out.iter_mut().zip(refs) {
+                    *o = self.lookup_interpreted(r.data(), r.wire_len(), regs);
                 }
             }
         }

@@ -113,4 +113,5 @@ pub use fragments::{
 };
 pub use paths::NotDecomposed;
 pub use reader::{LocalReader, Reader};
+pub use sift_jit::PacketRef;
 pub use snapshot::Matches;

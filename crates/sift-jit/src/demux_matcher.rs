@@ -233,6 +233,26 @@ impl<const W: usize> DemuxMatcher<W> {
     }
 }
 
+/// The packet a descriptor stands for: what a caller that holds a batch as descriptors (the
+/// demultiplexer's batch, on its paths that do not go through native code) reads back.
+// Beside the native matchers that read descriptors, rather than with the type in the crate
+// root, to keep the demultiplexer's additions in its own modules.
+impl<'a> PacketRef<'a> {
+    /// The captured bytes.
+    #[inline]
+    pub fn data(&self) -> &'a [u8] {
+        // SAFETY: `PacketRef::new`, the only constructor, took `data` and `caplen` from a
+        // slice borrowed for `'a`.
+        unsafe { std::slice::from_raw_parts(self.data, self.caplen) }
+    }
+
+    /// The length on the wire.
+    #[inline]
+    pub fn wire_len(&self) -> u32 {
+        self.wire_len
+    }
+}
+
 const SEED0: i32 = std::mem::offset_of!(Header, seeds) as i32;
 const SEED1: i32 = SEED0 + 8;
 const KEYS: i32 = std::mem::offset_of!(Header, keys) as i32;
