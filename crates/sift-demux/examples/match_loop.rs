@@ -1,14 +1,15 @@
 //! A matching loop to profile (`perf record`): N connection filters, then
-//! `MODE` (reader, local, batch, hand: the bench's hand-written demultiplexer) over hits for
-//! `SECONDS`; `compare`: local, batch and hand in turn, rounds of 5 ms for `SECONDS`, the
-//! minimum of each (for a shared machine); or `update`: insert and remove 1,000
+//! `MODE` (reader, local, batch, refs: batch from descriptors built once, hand: the bench's
+//! hand-written demultiplexer) over hits for `SECONDS`; `compare`: local, batch, refs and hand
+//! in turn, rounds of 5 ms for `SECONDS`, the minimum of each (for a shared machine); or
+//! `update`: insert and remove 1,000
 //! more connections, one published update each, for `SECONDS`.
 //! `cargo run --release -p sift-demux --example match_loop -- 1000 local 3`
 
 use std::hint::black_box;
 use std::time::Instant;
 
-use sift_demux::{Delivery, Demux, Matches};
+use sift_demux::{Delivery, Demux, Matches, PacketRef};
 
 #[path = "../benches/common/hand_written.rs"]
 mod hand_written;
@@ -130,6 +131,11 @@ fn main() {
         println!("{n} filters, update: {us:.2} us per insert or remove");
         return;
     }
+    // The packets as a capture buffer's descriptors, for `refs`.
+    let refs: Vec<PacketRef> = packets
+        .iter()
+        .map(|p| PacketRef::new(p, p.len() as u32))
+        .collect();
     let reader = demux.reader();
     let mut local = reader.local();
     let mut m = Matches::new();
@@ -147,6 +153,9 @@ fn main() {
                 black_box(m.exclusive());
             },
         ),
+        "refs" => reader.match_batch_refs(&refs, &mut m, |_, m| {
+            black_box(m.exclusive());
+        }),
         "hand" => {
             for p in &packets {
                 black_box(hand.lookup(black_box(p)));
@@ -174,20 +183,23 @@ fn main() {
         // rounds of a mode are slowed by other processes; short rounds make it likely that
         // some run undisturbed.
         const ROUND: f64 = 0.005;
-        let modes = ["local", "batch", "hand"];
-        let mut best = [f64::MAX; 3];
+        let modes = ["local", "batch", "refs", "hand"];
+        let mut best = [f64::MAX; 4];
         for _ in 0..(seconds / (ROUND * modes.len() as f64)).ceil() as usize {
             for (b, mode) in best.iter_mut().zip(modes) {
                 *b = b.min(time(mode, ROUND));
             }
         }
+        let hand = best[3];
         println!(
-            "{n} filters: local {:.2} batch {:.2} hand {:.2} ns/packet; local/hand {:.2} batch/hand {:.2}",
+            "{n} filters: local {:.2} batch {:.2} hand {:.2} ns/packet; local/hand {:.2} batch/hand {:.2}; refs {:.2} refs/hand {:.2}",
             best[0],
             best[1],
+            hand,
+            best[0] / hand,
+            best[1] / hand,
             best[2],
-            best[0] / best[2],
-            best[1] / best[2]
+            best[2] / hand
         );
         return;
     }

@@ -14,6 +14,9 @@
 //! ([`Snapshot::resolve`] and [`deliver_in_order`] are shared) and handed to the caller.
 //! Interpreted shapes are looked up packet by packet within the chunk.
 //!
+//! A chunk is a piece of the caller's slice when the caller holds its packets as descriptors
+//! ([`crate::Reader::match_batch_refs`]), or built on the stack from its iterator (a copy of
+//! each packet's pointer and lengths, which measured a few tenths of a nanosecond per packet).
 //! A chunk's state is a fixed array on the stack, so a batch allocates nothing per packet; a
 //! snapshot with more than [`MAX_SHAPES`] shapes is matched packet by packet (its matching
 //! cost is in the shapes' checks, not in one probe). The whole batch uses one snapshot: an
@@ -31,65 +34,94 @@ use crate::snapshot::{deliver_in_order, Matches, ShapeView, Snapshot};
 /// shapes' checks, not in one probe, and it is matched packet by packet).
 const MAX_SHAPES: usize = 8;
 
+/// A batch's packets, taken in chunks of descriptors (the native matchers' input).
+pub(crate) trait Chunks<'p> {
+    /// The next up to [`BATCH`] packets, empty at the end; `room`, to build them in where the
+    /// source does not hold them as descriptors already.
+    fn next_chunk<'c>(&'c mut self, room: &'c mut [PacketRef<'p>; BATCH]) -> &'c [PacketRef<'p>];
+}
+
+/// Packets as `(bytes, wire length)` pairs: each chunk is built.
+pub(crate) struct Pairs<I>(pub(crate) I);
+
+impl<'p, I: Iterator<Item = (&'p [u8], u32)>> Chunks<'p> for Pairs<I> {
+    #[inline]
+    fn next_chunk<'c>(&'c mut self, room: &'c mut [PacketRef<'p>; BATCH]) -> &'c [PacketRef<'p>] {
+        let mut n = 0;
+        for (r, (pkt, wire_len)) in room.iter_mut().zip(&mut self.0) {
+            *r = PacketRef::new(pkt, wire_len);
+            n += 1;
+        }
+        &room[..n]
+    }
+}
+
+/// Packets as descriptors already: each chunk is a piece of the caller's slice.
+pub(crate) struct Refs<'s, 'p>(pub(crate) &'s [PacketRef<'p>]);
+
+impl<'p> Chunks<'p> for Refs<'_, 'p> {
+    #[inline]
+    fn next_chunk<'c>(&'c mut self, _: &'c mut [PacketRef<'p>; BATCH]) -> &'c [PacketRef<'p>] {
+        let (now, rest) = self.0.split_at(self.0.len().min(BATCH));
+        self.0 = rest;
+        now
+    }
+}
+
+/// Calls `f(first, chunk)` for each chunk of `packets` (`first`: the index of the chunk's
+/// first packet in the batch). A chunk shorter than [`BATCH`] is the last: the source is not
+/// asked again (an iterator need not be fused).
+#[inline(always)]
+fn for_each_chunk<'p>(mut packets: impl Chunks<'p>, mut f: impl FnMut(usize, &[PacketRef<'p>])) {
+    let mut room = [PacketRef::new(&[], 0); BATCH];
+    let mut first = 0;
+    loop {
+        let chunk = packets.next_chunk(&mut room);
+        let n = chunk.len();
+        if n == 0 {
+            return;
+        }
+        f(first, chunk);
+        first += n;
+        if n < BATCH {
+            return;
+        }
+    }
+}
+
 impl Snapshot {
     /// Matches `packets` with CSPF delivery, calling `deliver(i, m)` for the `i`-th, in order;
     /// the same deliveries as [`Snapshot::run`] packet by packet.
     pub(crate) fn run_batch<'p>(
         &self,
-        packets: impl IntoIterator<Item = (&'p [u8], u32)>,
+        packets: impl Chunks<'p>,
         m: &mut Matches,
         mut deliver: impl FnMut(usize, &Matches),
     ) {
-        let mut packets = packets.into_iter();
         let shapes = self.shapes.len();
         if shapes > MAX_SHAPES || shapes == 0 {
-            for (i, (pkt, wire_len)) in packets.enumerate() {
-                self.run(pkt, wire_len, m, false);
-                deliver(i, m);
-            }
-            return;
+            return for_each_chunk(packets, |first, chunk| {
+                for (j, r) in chunk.iter().enumerate() {
+                    self.run(r.data(), r.wire_len(), m, false);
+                    deliver(first + j, m);
+                }
+            });
         }
         if let Some(shape) = self.one_shape(false) {
             return run_batch_one_shape(shape, packets, m, deliver);
         }
-        let mut chunk: [(&[u8], u32); BATCH] = [(&[], 0); BATCH];
-        let mut refs = [PacketRef::new(&[], 0); BATCH];
         let mut found: [[Option<Found<'_>>; BATCH]; MAX_SHAPES] = [[None; BATCH]; MAX_SHAPES];
-        let mut first = 0;
-        loop {
-            let n = fill(&mut packets, &mut chunk, &mut refs);
-            if n == 0 {
-                return;
-            }
+        for_each_chunk(packets, |first, chunk| {
+            let n = chunk.len();
             for (shape, out) in self.shapes.iter().zip(&mut found) {
-                shape.lookup_batch(&chunk[..n], &refs[..n], &mut m.regs, &mut out[..n]);
+                shape.lookup_batch(chunk, &mut m.regs, &mut out[..n]);
             }
-            for (j, &(pkt, wire_len)) in chunk[..n].iter().enumerate() {
-                self.resolve(pkt, wire_len, m, false, |s, _, _| found[s][j]);
+            for (j, r) in chunk.iter().enumerate() {
+                self.resolve(r.data(), r.wire_len(), m, false, |s, _, _| found[s][j]);
                 deliver(first + j, m);
             }
-            first += n;
-            if n < BATCH {
-                return;
-            }
-        }
+        });
     }
-}
-
-/// Takes up to [`BATCH`] packets into `chunk` and `refs`; how many.
-#[inline]
-fn fill<'p>(
-    packets: &mut impl Iterator<Item = (&'p [u8], u32)>,
-    chunk: &mut [(&'p [u8], u32); BATCH],
-    refs: &mut [PacketRef<'p>; BATCH],
-) -> usize {
-    let mut n = 0;
-    for ((slot, r), (pkt, wire_len)) in chunk.iter_mut().zip(refs.iter_mut()).zip(packets) {
-        *slot = (pkt, wire_len);
-        *r = PacketRef::new(pkt, wire_len);
-        n += 1;
-    }
-    n
 }
 
 /// [`Snapshot::run_batch`] when every filter is in one shape (the common server case), with
@@ -97,53 +129,30 @@ fn fill<'p>(
 /// cached table pays.
 fn run_batch_one_shape<'p>(
     shape: &ShapeView,
-    mut packets: impl Iterator<Item = (&'p [u8], u32)>,
+    packets: impl Chunks<'p>,
     m: &mut Matches,
     mut deliver: impl FnMut(usize, &Matches),
 ) {
     if let (Some(Matcher::Narrow(x)), Dispatch::Narrow(t)) = (&shape.extractor.native, &shape.table)
     {
-        // The common case (native code, two-word keys) without `Found`s.
-        let mut refs = [PacketRef::new(&[], 0); BATCH];
-        let mut slots = [None; BATCH];
-        let mut first = 0;
-        loop {
-            let mut n = 0;
-            for (r, (pkt, wire_len)) in refs.iter_mut().zip(&mut packets) {
-                *r = PacketRef::new(pkt, wire_len);
-                n += 1;
-            }
-            if n == 0 {
-                return;
-            }
-            x.lookup_batch(&t.keys, &refs[..n], &mut slots);
-            for (i, slot) in slots[..n].iter().enumerate() {
-                t.deliver(*slot, m);
+        // The common case (native code, two-word keys) without `Found`s: the native code
+        // gives each packet's slot value, and most deliveries are decided by it alone.
+        let mut values = [None; BATCH];
+        return for_each_chunk(packets, |first, chunk| {
+            let n = x.lookup_batch(&t.keys, chunk, &mut values);
+            for (i, value) in values[..n].iter().enumerate() {
+                t.deliver_value(*value, m, || x.lookup_ref(&t.keys, &chunk[i]));
                 deliver(first + i, m);
             }
-            first += n;
-            if n < BATCH {
-                return;
-            }
-        }
+        });
     }
-    let mut chunk: [(&[u8], u32); BATCH] = [(&[], 0); BATCH];
-    let mut refs = [PacketRef::new(&[], 0); BATCH];
     let mut found = [None; BATCH];
-    let mut first = 0;
-    loop {
-        let n = fill(&mut packets, &mut chunk, &mut refs);
-        if n == 0 {
-            return;
-        }
-        shape.lookup_batch(&chunk[..n], &refs[..n], &mut m.regs, &mut found[..n]);
+    for_each_chunk(packets, |first, chunk| {
+        let n = chunk.len();
+        shape.lookup_batch(chunk, &mut m.regs, &mut found[..n]);
         for (i, f) in found[..n].iter().enumerate() {
             deliver_in_order(*f, m);
             deliver(first + i, m);
         }
-        first += n;
-        if n < BATCH {
-            return;
-        }
-    }
+    });
 }

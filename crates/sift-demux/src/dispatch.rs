@@ -146,9 +146,20 @@ impl<const W: usize> Keyed<W> {
     /// The filters a found slot stands for.
     #[inline]
     pub(crate) fn found<'a>(&'a self, slot: &Slot<W>) -> Option<Found<'a>> {
-        match decode(slot.value()?) {
+        self.found_value(slot.value(), || Some(slot))
+    }
+
+    /// The filters a slot's value stands for (`None`: no slot); `slot` finds the slot, needed
+    /// only for a listed key.
+    #[inline]
+    pub(crate) fn found_value<'a, 's>(
+        &'a self,
+        value: Option<Value>,
+        slot: impl FnOnce() -> Option<&'s Slot<W>>,
+    ) -> Option<Found<'a>> {
+        match decode(value?) {
             Some(only) => Some(Found::One(only)),
-            None => self.listed(&widen(slot.key())),
+            None => self.listed(&widen(slot()?.key())),
         }
     }
 
@@ -156,11 +167,26 @@ impl<const W: usize> Keyed<W> {
     /// gives it, with the one-filter case inline.
     #[inline(always)]
     pub(crate) fn deliver(&self, slot: Option<&Slot<W>>, m: &mut Matches) {
-        match slot.and_then(Slot::value).map(Value::get) {
-            None => m.deliver_none(),
-            Some(w) if w & (LISTED | COPY) == 0 => m.deliver_one(w & ID_MASK, true),
-            Some(w) if w & LISTED == 0 => m.deliver_one(w & ID_MASK, false),
-            Some(_) => self.deliver_listed(slot, m),
+        self.deliver_value(slot.and_then(Slot::value), m, || slot);
+    }
+
+    /// [`Keyed::deliver`] given the slot's value (`None`: no slot); `slot` finds the slot,
+    /// needed only for a listed key. No filter and one exclusive filter are the same two
+    /// stores (the word under the id mask; 0 for none), without a branch between them.
+    #[inline(always)]
+    pub(crate) fn deliver_value<'s>(
+        &self,
+        value: Option<Value>,
+        m: &mut Matches,
+        slot: impl FnOnce() -> Option<&'s Slot<W>>,
+    ) {
+        let w = value.map_or(0, Value::get);
+        if w & (LISTED | COPY) == 0 {
+            m.deliver_exclusive(w & ID_MASK);
+        } else if w & LISTED == 0 {
+            m.deliver_one(w & ID_MASK, false);
+        } else {
+            self.deliver_listed(slot(), m);
         }
     }
 
@@ -387,7 +413,6 @@ impl ShapeView {
     /// into `out[i]`; native code overlaps the probes' cache misses.
     pub(crate) fn lookup_batch<'s>(
         &'s self,
-        packets: &[(&[u8], u32)],
         refs: &[sift_jit::PacketRef<'_>],
         regs: &mut Regs,
         out: &mut [Option<Found<'s>>],
@@ -395,22 +420,22 @@ impl ShapeView {
         const BATCH: usize = sift_jit::demux_matcher::BATCH;
         match (&self.extractor.native, &self.table) {
             (Some(Matcher::Narrow(m)), Dispatch::Narrow(t)) => {
-                let mut slots = [None; BATCH];
-                let n = m.lookup_batch(&t.keys, refs, &mut slots);
-                for (o, s) in out.iter_mut().zip(&slots[..n]) {
-                    *o = s.and_then(|s| t.found(s));
+                let mut values = [None; BATCH];
+                let n = m.lookup_batch(&t.keys, refs, &mut values);
+                for ((o, v), r) in out.iter_mut().zip(&values[..n]).zip(refs) {
+                    *o = t.found_value(*v, || m.lookup_ref(&t.keys, r));
                 }
             }
             (Some(Matcher::Wide(m)), Dispatch::Wide(t)) => {
-                let mut slots = [None; BATCH];
-                let n = m.lookup_batch(&t.keys, refs, &mut slots);
-                for (o, s) in out.iter_mut().zip(&slots[..n]) {
-                    *o = s.and_then(|s| t.found(s));
+                let mut values = [None; BATCH];
+                let n = m.lookup_batch(&t.keys, refs, &mut values);
+                for ((o, v), r) in out.iter_mut().zip(&values[..n]).zip(refs) {
+                    *o = t.found_value(*v, || m.lookup_ref(&t.keys, r));
                 }
             }
             _ => {
-                for (o, &(pkt, wire_len)) in out.iter_mut().zip(packets) {
-                    *o = self.lookup_interpreted(pkt, wire_len, regs);
+                for (o, r) in out.iter_mut().zip(refs) {
+                    *o = self.lookup_interpreted(r.data(), r.wire_len(), regs);
                 }
             }
         }

@@ -41,7 +41,9 @@
 //! Batch matching ([`Reader::match_batch`], module `batch`) gives each packet the same
 //! delivery as a single match, but takes packets in chunks of 32 and reads all their probes'
 //! first table slots before resolving any, so that the cache misses of a large table overlap
-//! (over a small table, in cache, the chunk is matched in one loop of generated code).
+//! (over a small table, in cache, the chunk is matched in one loop of generated code). A
+//! caller that holds its packets as descriptors ([`PacketRef`]: a capture buffer's or a ring's
+//! array) passes them to [`Reader::match_batch_refs`], which reads them in place.
 //!
 //! Inserting a filter that differs from an earlier one only in constants (the next
 //! connection's addresses and ports) skips the front end (verifying and decomposing the
@@ -113,4 +115,5 @@ pub use fragments::{
 };
 pub use paths::NotDecomposed;
 pub use reader::{LocalReader, Reader};
+pub use sift_jit::PacketRef;
 pub use snapshot::Matches;

@@ -264,14 +264,12 @@ mod tests {
                     assert_eq!(ids(native), ids(interpreted), "{sig:?} on {:02x?}", p.data);
                 }
                 for chunk in packets.chunks(BATCH) {
-                    let list: Vec<(&[u8], u32)> =
-                        chunk.iter().map(|p| (&p.data[..], p.wire_len)).collect();
                     let refs: Vec<PacketRef> = chunk
                         .iter()
                         .map(|p| PacketRef::new(&p.data, p.wire_len))
                         .collect();
                     let mut out = [None; BATCH];
-                    view.lookup_batch(&list, &refs, &mut regs, &mut out);
+                    view.lookup_batch(&refs, &mut regs, &mut out);
                     for (p, got) in chunk.iter().zip(out) {
                         let want = view.lookup_interpreted(&p.data, p.wire_len, &mut regs);
                         assert_eq!(ids(got), ids(want), "batch: {sig:?}");

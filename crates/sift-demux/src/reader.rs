@@ -22,6 +22,9 @@ use std::sync::{Arc, Weak};
 use arc_swap::cache::Cache;
 use arc_swap::ArcSwap;
 
+use sift_jit::PacketRef;
+
+use crate::batch::{Pairs, Refs};
 use crate::snapshot::{Matches, Snapshot};
 
 type Shared = Arc<ArcSwap<Snapshot>>;
@@ -120,7 +123,20 @@ impl Reader {
     {
         // `deliver` may match on this thread: the batch holds its own reference to the
         // snapshot (one reference-count update per batch) rather than the thread's cache.
-        self.current().run_batch(packets, scratch, deliver);
+        self.current()
+            .run_batch(Pairs(packets.into_iter()), scratch, deliver);
+    }
+
+    /// [`Reader::match_batch`] of packets the caller holds as descriptors (a capture
+    /// buffer's or a NIC ring's array, built once): the native matchers read them where they
+    /// are instead of from a copy made per chunk.
+    pub fn match_batch_refs(
+        &self,
+        packets: &[PacketRef<'_>],
+        scratch: &mut Matches,
+        deliver: impl FnMut(usize, &Matches),
+    ) {
+        self.current().run_batch(Refs(packets), scratch, deliver);
     }
 
     /// The exclusive winner for one packet, for callers that only dispatch.
@@ -217,7 +233,19 @@ impl LocalReader {
     ) where
         I: IntoIterator<Item = (&'p [u8], u32)>,
     {
-        self.cache.load().run_batch(packets, scratch, deliver);
+        self.cache
+            .load()
+            .run_batch(Pairs(packets.into_iter()), scratch, deliver);
+    }
+
+    /// As [`Reader::match_batch_refs`].
+    pub fn match_batch_refs(
+        &mut self,
+        packets: &[PacketRef<'_>],
+        scratch: &mut Matches,
+        deliver: impl FnMut(usize, &Matches),
+    ) {
+        self.cache.load().run_batch(Refs(packets), scratch, deliver);
     }
 
     /// As [`Reader::match_all`].

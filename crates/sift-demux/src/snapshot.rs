@@ -81,13 +81,18 @@ impl Snapshot {
     }
 }
 
+/// [`Matches::single`] when the delivery is the list [`Matches::delivered`] (never an id: ids
+/// are counted up from 1 and stay below 2^63, the C API's bound).
+const LIST: FilterId = FilterId(u64::MAX);
+
 /// The result of matching one packet, and the scratch space matching needs (keep one per thread
 /// and reuse it: matching then allocates nothing).
 #[derive(Debug)]
 pub struct Matches {
-    /// The one filter that receives the packet, when it is one filter whose lookup needed no
-    /// list (`FilterId(0)` otherwise, and then `delivered` holds the delivery): the common
-    /// case, two plain stores per match instead of resetting and growing a list.
+    /// The one filter that receives the packet; `FilterId(0)` when none does; [`LIST`] when
+    /// `delivered` holds the delivery. The common cases, no filter and one filter whose lookup
+    /// needed no list, are two plain stores per match instead of resetting and growing a list
+    /// (and one filter and none are the same stores: an exclusive filter's slot word, or 0).
     single: FilterId,
     delivered: Vec<FilterId>,
     /// The exclusive winner's id, 0 for none (ids are never 0): one word, so that a caller
@@ -131,10 +136,10 @@ impl Matches {
     /// ranked before the exclusive winner, then the winner. After
     /// [`crate::Reader::match_all`]: every accepting filter.
     pub fn delivered(&self) -> &[FilterId] {
-        if self.single.0 != 0 {
-            std::slice::from_ref(&self.single)
-        } else {
-            &self.delivered
+        match self.single {
+            FilterId(0) => &[],
+            LIST => &self.delivered,
+            _ => std::slice::from_ref(&self.single),
         }
     }
 
@@ -154,8 +159,7 @@ impl Matches {
     /// No filter receives the packet.
     #[inline(always)]
     pub(crate) fn deliver_none(&mut self) {
-        self.start_list();
-        self.exclusive = 0;
+        self.deliver_exclusive(0);
     }
 
     /// Only filter `id` receives the packet.
@@ -165,11 +169,19 @@ impl Matches {
         self.exclusive = if exclusive { id } else { 0 };
     }
 
-    /// Empties the delivery, to be built in `delivered`.
+    /// Only exclusive filter `id` receives the packet, or none for 0.
+    #[inline(always)]
+    pub(crate) fn deliver_exclusive(&mut self, id: u64) {
+        self.single = FilterId(id);
+        self.exclusive = id;
+    }
+
+    /// Empties the delivery, to be built in `delivered` (no exclusive winner yet).
     #[inline(always)]
     fn start_list(&mut self) {
-        self.single = FilterId(0);
+        self.single = LIST;
         self.delivered.clear();
+        self.exclusive = 0;
     }
 
     /// Sets a delivery decided elsewhere (fragment dispatch: the first fragment's recipients).
@@ -256,7 +268,7 @@ impl Snapshot {
         all: bool,
         mut lookup: impl FnMut(usize, &'s ShapeView, &mut Regs) -> Option<Found<'s>>,
     ) {
-        m.deliver_none();
+        m.start_list();
         m.candidates.clear();
         let mut best: Option<Entry> = None;
         for (i, shape) in self.shapes.iter().enumerate() {
@@ -346,7 +358,7 @@ pub(crate) fn deliver_in_order(found: Option<Found<'_>>, m: &mut Matches) {
         Some(Found::One(e)) => return m.deliver_one(e.id.0, e.delivery == Delivery::Exclusive),
         Some(Found::Many(list)) => list,
     };
-    m.deliver_none();
+    m.start_list();
     for e in list {
         m.delivered.push(e.id);
         if e.delivery == Delivery::Exclusive {

@@ -6,7 +6,7 @@
 mod common;
 
 use common::*;
-use sift_demux::{Delivery, Demux, FilterId, Matches, Placement};
+use sift_demux::{Delivery, Demux, FilterId, Matches, PacketRef, Placement};
 use sift_ir::{Cache, Function, Inst};
 use sift_testgen::{generate_packets, random_expressions, truncate_packet, Packet, Rng};
 
@@ -166,6 +166,24 @@ fn compare(s: &Setup, count: usize, oracle_too: bool) -> usize {
         assert_eq!(i, local.len(), "in order, each once");
         local.push((m.delivered().to_vec(), m.exclusive()));
     });
+    // The same packets as descriptors.
+    let refs: Vec<PacketRef> = packets
+        .iter()
+        .map(|p| PacketRef::new(&p.data, p.wire_len))
+        .collect();
+    let mut from_refs: Vec<Delivered> = Vec::new();
+    reader.match_batch_refs(&refs, &mut scratch, |i, m| {
+        assert_eq!(i, from_refs.len(), "in order, each once");
+        from_refs.push((m.delivered().to_vec(), m.exclusive()));
+    });
+    let mut local_refs: Vec<Delivered> = Vec::new();
+    reader
+        .local()
+        .match_batch_refs(&refs, &mut scratch, |_, m| {
+            local_refs.push((m.delivered().to_vec(), m.exclusive()));
+        });
+    assert_eq!(from_refs, shared);
+    assert_eq!(local_refs, shared);
     assert_eq!((shared.len(), local.len()), (count, count));
     let mut single = Matches::new();
     let mut cache = Cache::new();

@@ -10,7 +10,8 @@
 //! layout of [`crate::demux_table`]: the table is not part of the code but handed over at each
 //! call (its [`Header`]: root and hash seeds), so keys inserted or removed after the code was
 //! generated are seen at once and never cost code generation. A second function matches a
-//! batch of up to [`BATCH`] packets: over a table of at most [`ONE_PASS_KEYS`] keys (in cache)
+//! batch of up to [`BATCH`] packets, writing each one's slot value rather than its address:
+//! over a table of at most [`ONE_PASS_KEYS`] keys (in cache)
 //! one packet after the other in a loop of generated code; over a larger one in three passes
 //! over the whole batch (check, key, hash and walk every packet; read the first slot of every
 //! probe, a short loop whose loads are all in flight together; then probe), so that the cache
@@ -38,11 +39,11 @@ use cranelift_codegen::ir::{
 };
 use cranelift_frontend::FunctionBuilder;
 
-use crate::demux_table::{level_bits, level_shift, Header, Slot, Table, BRANCH, MAX_LEVEL};
+use crate::demux_table::{level_bits, level_shift, Header, Slot, Table, Value, BRANCH, MAX_LEVEL};
 use crate::key_extractor::{emit_key, KeyOrder, KeyProgram, KeyStep};
 use crate::native::{CodeMemory, Functions};
 use crate::{JitError, PacketRef};
-use probe::{emit_probe, slot_address, table_flags};
+use probe::{emit_probe, slot_address, table_flags, Answer};
 
 #[path = "demux_matcher_probe.rs"]
 mod probe;
@@ -52,7 +53,7 @@ pub const BATCH: usize = 32;
 
 /// `(packet, caplen, wire_len, header) -> slot address or 0`.
 type MatchFn = unsafe extern "C" fn(*const u8, u64, u32, *const Header) -> u64;
-/// `(packets, count, header, out) -> (a value to ignore)`.
+/// `(packets, count, header, out) -> (a value to ignore)`; `out[i]`: the value word or 0.
 type BatchFn = unsafe extern "C" fn(*const PacketRef<'static>, u64, *const Header, *mut u64) -> u64;
 
 /// A shape's key program and table probe compiled for tables of `W`-word keys. Immutable and
@@ -182,20 +183,43 @@ impl<const W: usize> DemuxMatcher<W> {
         }
     }
 
-    /// [`DemuxMatcher::lookup`] for each of `packets` (at most [`BATCH`]; the rest are left
-    /// out) into `out[i]`, with the probes' cache misses overlapped. Returns how many packets
-    /// it matched (the shorter of the two lengths, at most [`BATCH`]).
-    pub fn lookup_batch<'t>(
+    /// [`DemuxMatcher::lookup`] of a packet given by its descriptor.
+    #[inline]
+    pub fn lookup_ref<'t>(
         &self,
         table: &'t Table<W>,
+        packet: &PacketRef<'_>,
+    ) -> Option<&'t Slot<W>> {
+        // SAFETY: as in `lookup`; a `PacketRef` is the pointer and length of a live borrowed
+        // slice.
+        unsafe {
+            let slot = (self.single)(
+                packet.data,
+                packet.caplen as u64,
+                packet.wire_len,
+                table.header(),
+            );
+            (slot as *const Slot<W>).as_ref()
+        }
+    }
+
+    /// The value of the slot [`DemuxMatcher::lookup`] finds for each of `packets` (at most
+    /// [`BATCH`]; the rest are left out) into `out[i]`, with the probes' cache misses
+    /// overlapped. Values rather than slots, so that the caller's use of each answer is not
+    /// another load from the table (where a slot's key is needed, [`DemuxMatcher::lookup_ref`]
+    /// finds the slot). Returns how many packets it matched (the shorter of the two lengths,
+    /// at most [`BATCH`]).
+    pub fn lookup_batch(
+        &self,
+        table: &Table<W>,
         packets: &[PacketRef<'_>],
-        out: &mut [Option<&'t Slot<W>>],
+        out: &mut [Option<Value>],
     ) -> usize {
         let n = packets.len().min(out.len()).min(BATCH);
         // SAFETY: the code reads `packets[..n]` (each a valid `PacketRef`: pointer and length
         // of a live borrowed slice) and, through each, only that packet's captured bytes, plus
-        // the table (as in `lookup`); it writes `out[..n]`, each a slot address of the table
-        // borrowed for `'t` or 0, which is the layout of `Option<&Slot>` (null: `None`).
+        // the table (as in `lookup`); it writes `out[..n]`, each a slot's value word or 0,
+        // which is the layout of `Option<Value>` (`Value` is a `NonZeroU64`: 0 is `None`).
         let ignored = unsafe {
             (self.batch)(
                 packets.as_ptr().cast(),
@@ -206,6 +230,26 @@ impl<const W: usize> DemuxMatcher<W> {
         };
         std::hint::black_box(ignored);
         n
+    }
+}
+
+/// The packet a descriptor stands for: what a caller that holds a batch as descriptors (the
+/// demultiplexer's batch, on its paths that do not go through native code) reads back.
+// Beside the native matchers that read descriptors, rather than with the type in the crate
+// root, to keep the demultiplexer's additions in its own modules.
+impl<'a> PacketRef<'a> {
+    /// The captured bytes.
+    #[inline]
+    pub fn data(&self) -> &'a [u8] {
+        // SAFETY: `PacketRef::new`, the only constructor, took `data` and `caplen` from a
+        // slice borrowed for `'a`.
+        unsafe { std::slice::from_raw_parts(self.data, self.caplen) }
+    }
+
+    /// The length on the wire.
+    #[inline]
+    pub fn wire_len(&self) -> u32 {
+        self.wire_len
     }
 }
 
@@ -293,7 +337,7 @@ fn emit_single<const W: usize>(b: &mut FunctionBuilder<'_>, program: &KeyProgram
     let (seeds, root) = emit_header(b, header);
     let h = emit_hash(b, &words[..W], seeds);
     let (leaf, start) = emit_walk(b, h, root, miss);
-    emit_probe::<W>(b, &words[..W], leaf, start, done);
+    emit_probe::<W>(b, &words[..W], leaf, start, done, Answer::Slot);
     b.switch_to_block(miss);
     let zero = b.ins().iconst(types::I64, 0);
     b.ins().jump(done, &[zero.into()]);
@@ -344,9 +388,7 @@ fn emit_batch<const W: usize>(
     let (refs, count, header, out) = (params[0], params[1], params[2], params[3]);
     let batch = b.ins().iconst(types::I64, BATCH as i64);
     let count = b.ins().umin(count, batch);
-    let (seeds, root) = emit_header(b, header);
     let keys = b.ins().load(types::I64, table_flags(), header, KEYS);
-    let zero = b.ins().iconst(types::I64, 0);
     let stack = MemFlagsData::trusted();
     let out_flags = MemFlagsData::trusted();
     let store_out = |b: &mut FunctionBuilder<'_>, i: ClifValue, v: ClifValue| {
@@ -360,37 +402,42 @@ fn emit_batch<const W: usize>(
         .icmp_imm_u(IntCC::UnsignedLessThanOrEqual, keys, one_pass_keys as i64);
     b.ins().brif(small, one_pass, &[], passes, &[]);
 
-    // One pass: the single function's body per packet.
+    // One pass: the single function's body per packet. The header's seeds and root are read
+    // per packet, as in the single function, rather than once before the loop: four values
+    // live through the loop left too few registers, and the allocator spilled them and others
+    // (reloading each per packet anyway; at 1,000 keys the batch measured 5.4 -> 4.5 ns).
     b.switch_to_block(one_pass);
-    counted_loop(b, count, zero, |b, i, acc| {
+    counted_loop(b, count, |b, i| {
         let packet = packet_at(b, refs, i);
         let (done, miss) = (b.create_block(), b.create_block());
         let result = b.append_block_param(done, types::I64);
         let words = emit_key(b, program, packet, miss, KeyOrder::Packet);
+        let (seeds, root) = emit_header(b, header);
         let h = emit_hash(b, &words[..W], seeds);
         let (leaf, start) = emit_walk(b, h, root, miss);
-        emit_probe::<W>(b, &words[..W], leaf, start, done);
+        emit_probe::<W>(b, &words[..W], leaf, start, done, Answer::Value);
         b.switch_to_block(miss);
+        let zero = b.ins().iconst(types::I64, 0);
         b.ins().jump(done, &[zero.into()]);
         b.switch_to_block(done);
         store_out(b, i, result);
-        acc
     });
     b.ins().jump(finish, &[]);
 
     // Pass 1: check, key, hash and walk every packet down to its leaf (the walk's nodes are
-    // few and mostly in cache; its leaves are not).
+    // few and mostly in cache; its leaves are not). The header is read per packet too.
     b.switch_to_block(passes);
     let base = b.ins().stack_addr(types::I64, state, 0);
     let state_at = |b: &mut FunctionBuilder<'_>, i: ClifValue| {
         let at = b.ins().imul_imm_u(i, stride);
         b.ins().iadd(base, at)
     };
-    counted_loop(b, count, zero, |b, i, acc| {
+    counted_loop(b, count, |b, i| {
         let st = state_at(b, i);
         let packet = packet_at(b, refs, i);
         let (next, no_probe) = (b.create_block(), b.create_block());
         let words = emit_key(b, program, packet, no_probe, KeyOrder::Packet);
+        let (seeds, root) = emit_header(b, header);
         let h = emit_hash(b, &words[..W], seeds);
         let ([address, mask], _) = emit_walk(b, h, root, no_probe);
         b.ins().store(stack, address, st, STATE_ADDRESS);
@@ -401,10 +448,10 @@ fn emit_batch<const W: usize>(
         }
         b.ins().jump(next, &[]);
         b.switch_to_block(no_probe);
+        let zero = b.ins().iconst(types::I64, 0);
         b.ins().store(stack, zero, st, STATE_ADDRESS);
         b.ins().jump(next, &[]);
         b.switch_to_block(next);
-        acc
     });
     let touch = b.create_block();
     b.ins().jump(touch, &[]);
@@ -418,7 +465,7 @@ fn emit_batch<const W: usize>(
         let probes = b.ins().icmp_imm_u(IntCC::NotEqual, address, 0);
         (address, mask, probes)
     };
-    counted_loop(b, count, zero, |b, i, acc| {
+    counted_loop(b, count, |b, i| {
         let st = state_at(b, i);
         let (address, mask, probes) = leaf_of(b, st);
         let (read, join) = (b.create_block(), b.create_block());
@@ -431,15 +478,15 @@ fn emit_batch<const W: usize>(
         store_out(b, i, word);
         b.ins().jump(join, &[]);
         b.switch_to_block(join);
-        acc
     });
 
     // Probe, now in cache, and write each packet's slot (or 0).
-    counted_loop(b, count, zero, |b, i, acc| {
+    counted_loop(b, count, |b, i| {
         let st = state_at(b, i);
         let (address, mask, probes) = leaf_of(b, st);
         let (has_leaf, done) = (b.create_block(), b.create_block());
         let result = b.append_block_param(done, types::I64);
+        let zero = b.ins().iconst(types::I64, 0);
         b.ins().brif(probes, has_leaf, &[], done, &[zero.into()]);
         b.switch_to_block(has_leaf);
         let h = b.ins().load(types::I64, stack, st, STATE_HASH);
@@ -450,14 +497,14 @@ fn emit_batch<const W: usize>(
                     .load(types::I64, stack, st, STATE_KEY + 8 * k as i32)
             })
             .collect();
-        emit_probe::<W>(b, &key, [address, mask], start, done);
+        emit_probe::<W>(b, &key, [address, mask], start, done, Answer::Value);
         b.switch_to_block(done);
         store_out(b, i, result);
-        acc
     });
     b.ins().jump(finish, &[]);
 
     b.switch_to_block(finish);
+    let zero = b.ins().iconst(types::I64, 0);
     b.ins().return_(&[zero]);
     b.seal_all_blocks();
 }
@@ -495,31 +542,26 @@ fn packet_at(b: &mut FunctionBuilder<'_>, refs: ClifValue, i: ClifValue) -> [Cli
     ]
 }
 
-/// Emits `for i in 0..count { acc = body(i, acc) }` (`acc` an `i64` starting at `initial`)
-/// from the current block; continues after the loop, returning the final `acc`. `body` may
-/// leave the builder in another block than it found it in.
+/// Emits `for i in 0..count { body(i) }` from the current block; continues after the loop.
+/// `body` may leave the builder in another block than it found it in.
 fn counted_loop(
     b: &mut FunctionBuilder<'_>,
     count: ClifValue,
-    initial: ClifValue,
-    body: impl FnOnce(&mut FunctionBuilder<'_>, ClifValue, ClifValue) -> ClifValue,
-) -> ClifValue {
+    body: impl FnOnce(&mut FunctionBuilder<'_>, ClifValue),
+) {
     let head = b.create_block();
     let i = b.append_block_param(head, types::I64);
-    let acc = b.append_block_param(head, types::I64);
     let zero = b.ins().iconst(types::I64, 0);
-    b.ins().jump(head, &[zero.into(), initial.into()]);
+    b.ins().jump(head, &[zero.into()]);
     b.switch_to_block(head);
     let (body_block, exit) = (b.create_block(), b.create_block());
-    let final_acc = b.append_block_param(exit, types::I64);
     let more = b.ins().icmp(IntCC::UnsignedLessThan, i, count);
-    b.ins().brif(more, body_block, &[], exit, &[acc.into()]);
+    b.ins().brif(more, body_block, &[], exit, &[]);
     b.switch_to_block(body_block);
-    let acc_next = body(b, i, acc);
+    body(b, i);
     let i_next = b.ins().iadd_imm_u(i, 1);
-    b.ins().jump(head, &[i_next.into(), acc_next.into()]);
+    b.ins().jump(head, &[i_next.into()]);
     b.switch_to_block(exit);
-    final_acc
 }
 
 /// The test fixtures of the demultiplexer's native code (`demux_fixtures.rs`), here rather than

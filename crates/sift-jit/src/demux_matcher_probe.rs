@@ -42,15 +42,27 @@ pub(super) fn slot_address<const W: usize>(
     b.ins().iadd(address, offset)
 }
 
+/// What a probe answers when it finds the key.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub(super) enum Answer {
+    /// The slot's address (the single lookup: the caller may need the slot's key).
+    Slot,
+    /// The slot's value word (the batch: the caller reads no slot, so a delivery needs no
+    /// load of the table after the call).
+    Value,
+}
+
 /// Linear probe of the leaf `(address, mask)` for `key` from slot `start`: jumps to `done`
-/// with the slot's address, or 0 when a vacant slot (or a whole round) ends the probe. Every
-/// index is masked by `mask`, and the probe visits at most as many slots as the leaf has.
+/// with the slot's address or value (`answer`), or 0 when a vacant slot (or a whole round)
+/// ends the probe. Every index is masked by `mask`, and the probe visits at most as many
+/// slots as the leaf has.
 pub(super) fn emit_probe<const W: usize>(
     b: &mut FunctionBuilder<'_>,
     key: &[ClifValue],
     [address, mask]: [ClifValue; 2],
     start: ClifValue,
     done: Block,
+    answer: Answer,
 ) {
     let slots = b.ins().iadd_imm_u(mask, 1);
     let (first, probe) = (b.create_block(), b.create_block());
@@ -62,7 +74,16 @@ pub(super) fn emit_probe<const W: usize>(
     // The same step twice: the first slot, then the loop over the others.
     for block in [first, probe] {
         let [i, left] = [b.block_params(block)[0], b.block_params(block)[1]];
-        emit_probe_step::<W>(b, key, [address, mask], block, [i, left], probe, done);
+        emit_probe_step::<W>(
+            b,
+            key,
+            [address, mask],
+            block,
+            [i, left],
+            probe,
+            done,
+            answer,
+        );
     }
 }
 
@@ -95,6 +116,7 @@ fn key_difference<const W: usize>(
 /// outcome predicts:
 /// a key that matches is found unless the slot is vacant (an all-zero key matches a vacant
 /// slot's zeros), and a key that does not ends the probe at a vacant slot or goes on.
+#[allow(clippy::too_many_arguments)]
 fn emit_probe_step<const W: usize>(
     b: &mut FunctionBuilder<'_>,
     key: &[ClifValue],
@@ -103,6 +125,7 @@ fn emit_probe_step<const W: usize>(
     [i, left]: [ClifValue; 2],
     next_slot: Block,
     done: Block,
+    answer: Answer,
 ) {
     b.switch_to_block(probe);
     let slot = slot_address::<W>(b, address, i);
@@ -117,8 +140,14 @@ fn emit_probe_step<const W: usize>(
 
     b.switch_to_block(same);
     let value = value_of(b);
-    let none = zero(b);
-    let found = b.ins().select(value, slot, none);
+    let found = match answer {
+        Answer::Slot => {
+            let none = zero(b);
+            b.ins().select(value, slot, none)
+        }
+        // A vacant slot's value is 0, the answer for "absent".
+        Answer::Value => value,
+    };
     b.ins().jump(done, &[found.into()]);
 
     b.switch_to_block(other);
