@@ -275,15 +275,18 @@ pub unsafe extern "C" fn sift_demux_match_batch(
             best.fill(0);
             return;
         };
-        for i in 0..count {
+        // One batch, so that the table lookups of a chunk of packets overlap; a packet the
+        // batch never reached (only after a panic, which is a bug) stays 0.
+        best.fill(0);
+        let packets = (0..count).map(|i| {
             // SAFETY: `pkts[i]` is NULL or `caplens[i]` readable bytes (caller's promise).
-            let data = unsafe { packet(pkts[i], caplens[i]) };
-            best[i] = catch_unwind(AssertUnwindSafe(|| {
-                local.match_packet(data, wirelens[i], &mut m);
-                m.exclusive().map_or(0, |FilterId(id)| id as i64)
-            }))
-            .unwrap_or(0);
-        }
+            (unsafe { packet(pkts[i], caplens[i]) }, wirelens[i])
+        });
+        let _ = catch_unwind(AssertUnwindSafe(|| {
+            local.match_batch(packets, &mut m, |i, m| {
+                best[i] = m.exclusive().map_or(0, |FilterId(id)| id as i64);
+            });
+        }));
     });
 }
 
