@@ -190,17 +190,7 @@ impl<const W: usize> DemuxMatcher<W> {
         table: &'t Table<W>,
         packet: &PacketRef<'_>,
     ) -> Option<&'t Slot<W>> {
-        // SAFETY: as in `lookup`; a `PacketRef` is the pointer and length of a live borrowed
-        // slice.
-        unsafe {
-            let slot = (self.single)(
-                packet.data,
-                packet.caplen as u64,
-                packet.wire_len,
-                table.header(),
-            );
-            (slot as *const Slot<W>).as_ref()
-        }
+        self.lookup(table, packet.data(), packet.wire_len())
     }
 
     /// The value of the slot [`DemuxMatcher::lookup`] finds for each of `packets` (at most
