@@ -103,42 +103,36 @@ impl Outcomes {
                 Term::Cases { cases, default } => {
                     let mut o = after(*default);
                     for &(cond, target) in cases.iter().rev() {
-                        o = self.choose(b, cond, after(target), o);
+                        o = choose(b, cond, after(target), o);
                     }
                     o
                 }
             };
             for &g in guards.iter().rev() {
-                o = self.guard(b, g, o);
+                o = guard(b, g, o);
             }
             outcome[block] = o;
         }
         let mut o = outcome[start];
         if let Some(fits) = entry {
-            o = self.guard(b, fits, o);
+            o = guard(b, fits, o);
         }
         materialize(b, o)
     }
+}
 
-    /// `cond ? then_ : else_`.
-    fn choose(
-        &self,
-        b: &mut FunctionBuilder<'_>,
-        cond: Value,
-        then_: Outcome,
-        else_: Outcome,
-    ) -> Outcome {
-        if then_ == else_ {
-            return then_;
-        }
-        let (t, e) = (materialize(b, then_), materialize(b, else_));
-        Outcome::Value(b.ins().select(cond, t, e))
+/// `cond ? then_ : else_`.
+fn choose(b: &mut FunctionBuilder<'_>, cond: Value, then_: Outcome, else_: Outcome) -> Outcome {
+    if then_ == else_ {
+        return then_;
     }
+    let (t, e) = (materialize(b, then_), materialize(b, else_));
+    Outcome::Value(b.ins().select(cond, t, e))
+}
 
-    /// `fits ? o : 0`.
-    fn guard(&self, b: &mut FunctionBuilder<'_>, fits: Value, o: Outcome) -> Outcome {
-        self.choose(b, fits, o, Outcome::Const(0))
-    }
+/// `fits ? o : 0`.
+fn guard(b: &mut FunctionBuilder<'_>, fits: Value, o: Outcome) -> Outcome {
+    choose(b, fits, o, Outcome::Const(0))
 }
 
 fn materialize(b: &mut FunctionBuilder<'_>, o: Outcome) -> Value {
