@@ -88,6 +88,7 @@ pub mod key_extractor;
 mod membership;
 mod native;
 mod outcome;
+mod ranges;
 mod table;
 mod translate;
 

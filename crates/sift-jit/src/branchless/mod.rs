@@ -58,6 +58,7 @@ use sift_bytecode::{Cache, Insn, Program, VerifiedProgram};
 
 use crate::membership::as_set;
 use crate::outcome::Outcomes;
+use crate::ranges::as_runs;
 use crate::translate::{exit_with, Plan};
 use safe_loads::{fixed_need, MAX_LONG, ZEROS, ZEROS_LEN};
 
@@ -97,8 +98,10 @@ pub(crate) fn eligible(p: &Program, reachable: &[bool]) -> bool {
                     branches += SET_TEST;
                     continue;
                 }
+                let runs = as_runs(&t.entries).map_or(usize::MAX, |runs| runs.len());
                 branches += match t.entries.len() {
                     n if n <= SMALL_SWITCH => n,
+                    _ if runs <= SMALL_SWITCH => runs,
                     _ => {
                         let mut targets: Vec<u32> = t.entries.iter().map(|e| e.1).collect();
                         targets.sort_unstable();

@@ -1,7 +1,9 @@
 //! Switch lowering for the if-converted code: a small set (keys with one target) becomes one
 //! vector membership test ([`crate::membership`]), a `switch` of a few keys one equality per
-//! key, a larger one a branch-free lookup in a collision-free hash ([`crate::table`]); each
-//! distinct target gets one edge condition, the default the rest.
+//! key, one whose keys form a few runs of consecutive keys one range test per run
+//! ([`crate::ranges`]), a larger one a branch-free lookup in a collision-free hash
+//! ([`crate::table`]); each run or distinct target gets one edge condition, the default the
+//! rest.
 
 use cranelift_codegen::ir::condcodes::IntCC;
 use cranelift_codegen::ir::{InstBuilder, Value};
@@ -10,11 +12,13 @@ use sift_bytecode::Reg;
 use super::{Emitter, Pred, State, SMALL_SWITCH};
 use crate::membership::{as_set, emit_member, keys_as_read};
 use crate::outcome::Term;
+use crate::ranges::{as_runs, emit_in_run};
 use crate::table::{emit_lookup, PerfectHash};
 
 impl Emitter<'_, '_, '_> {
-    /// A `switch`: one equality per key for a few keys, else a hashed lookup; either way each
-    /// distinct target gets one condition, and the default the rest.
+    /// A `switch`: one equality per key for a few keys, one range test per run for a few runs,
+    /// else a hashed lookup; each key, run or distinct target gets one condition, and the
+    /// default the rest.
     #[allow(clippy::too_many_arguments)]
     pub(super) fn switch(
         &mut self,
@@ -43,12 +47,22 @@ impl Emitter<'_, '_, '_> {
             return;
         }
         let keys: Vec<u32> = entries.iter().map(|e| e.0).collect();
-        let hash = (entries.len() > SMALL_SWITCH)
+        let runs = as_runs(entries).filter(|runs| runs.len() <= SMALL_SWITCH);
+        let hash = (runs.is_none() && entries.len() > SMALL_SWITCH)
             .then(|| PerfectHash::build(&keys))
             .flatten();
         let mut cases: Vec<(Value, u32)> = Vec::new();
         let mut any: Option<Value> = None;
-        if let Some(hash) = hash {
+        if let Some(runs) = runs {
+            for run in runs {
+                let inside = emit_in_run(self.b, key, run);
+                cases.push((inside, run.target));
+                any = Some(match any {
+                    None => inside,
+                    Some(m) => self.b.ins().bor(m, inside),
+                });
+            }
+        } else if let Some(hash) = hash {
             let targets: Vec<u32> = entries.iter().map(|e| e.1).collect();
             let lookup = emit_lookup(self.b, key, &hash, &targets, self.tables);
             for (n, &target) in lookup.distinct.iter().enumerate() {

@@ -36,6 +36,7 @@ use crate::branchless;
 use crate::calls::Helper;
 use crate::coalesce::Pair;
 use crate::membership::{as_set, emit_member, keys_as_read};
+use crate::ranges::{as_runs, emit_search};
 use crate::table::{emit_lookup, PerfectHash};
 
 pub(crate) use plan::{
@@ -522,6 +523,11 @@ impl Translator<'_, '_, '_> {
             let member = emit_member(self.b, key, &keys);
             let target = self.block(target);
             self.b.ins().brif(member, target, &[], default, &[]);
+            return;
+        }
+        if let Some(runs) = as_runs(entries) {
+            let targets: Vec<Block> = runs.iter().map(|r| self.block(r.target)).collect();
+            emit_search(self.b, key, &runs, &targets, default);
             return;
         }
         let dense = match (entries.first(), entries.last()) {
