@@ -29,7 +29,8 @@
 //! * **lookup tables** (module `table`): compare chains, binary search and jump tables by size and
 //!   density, and a collision-free hash for large sparse sets; a small set (up to 16 keys with
 //!   one target, module `membership`) is one branch-free vector compare of the key against
-//!   every key at once;
+//!   every key at once; keys that come in runs of consecutive values with one target (a port
+//!   list written out, module `ranges`) are tested one range per run;
 //! * **if-conversion** (module `branchless`): a small program without calls is evaluated on
 //!   all its paths at once, with `select`s instead of conditional branches, so a mix of packets
 //!   the branch predictor cannot foresee costs no mispredictions (loads on paths not taken read
