@@ -39,6 +39,7 @@ pub mod moves;
 mod order;
 mod parse;
 pub mod protochain;
+pub mod runs;
 pub mod verify;
 
 pub use coproc::{KeyWidth, Pattern, PatternError, PatternSet, ValueSet};

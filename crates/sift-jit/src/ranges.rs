@@ -13,33 +13,14 @@ use cranelift_codegen::ir::condcodes::IntCC;
 use cranelift_codegen::ir::{Block, InstBuilder, Value};
 use cranelift_frontend::FunctionBuilder;
 
-/// Keys `lo..=hi`, all sent to `target`.
-#[derive(Clone, Copy, Debug, PartialEq, Eq)]
-pub(crate) struct Run {
-    pub lo: u32,
-    pub hi: u32,
-    pub target: u32,
-}
+/// A run of keys whose target is an index into the bytecode's code.
+pub(crate) type Run = sift_ir::runs::Run<u32>;
 
-/// The table's `(key, target)` entries as maximal runs of consecutive keys with one target, in
-/// key order, when that is at most half as many runs as keys (else `None`: the keys are
-/// scattered or their targets alternate, and the table's other lowerings do better).
+/// The table's `(key, target)` entries as runs ([`sift_ir::runs`]), when that is at most half
+/// as many runs as keys (else `None`: the keys are scattered or their targets alternate, and
+/// the table's other lowerings do better).
 pub(crate) fn as_runs(entries: &[(u32, u32)]) -> Option<Vec<Run>> {
-    let mut sorted = entries.to_vec();
-    sorted.sort_unstable();
-    let mut runs: Vec<Run> = Vec::new();
-    for (key, target) in sorted {
-        match runs.last_mut() {
-            Some(run) if run.target == target && run.hi.checked_add(1) == Some(key) => {
-                run.hi = key;
-            }
-            _ => runs.push(Run {
-                lo: key,
-                hi: key,
-                target,
-            }),
-        }
-    }
+    let runs = sift_ir::runs::runs(entries.iter().copied());
     (runs.len() * 2 <= entries.len()).then_some(runs)
 }
 
@@ -103,36 +84,14 @@ mod tests {
     use crate::JitFilter;
 
     #[test]
-    fn runs_join_consecutive_keys_with_one_target() {
-        let entries = [
-            (5, 1),
-            (1, 1),
-            (2, 1),
-            (6, 1),
-            (3, 2),
-            (4, 2),
-            (9, 1),
-            (10, 1),
-        ];
-        let run = |lo, hi, target| Run { lo, hi, target };
+    fn runs_pay_when_at_most_half_as_many_as_keys() {
         assert_eq!(
-            as_runs(&entries),
-            Some(vec![
-                run(1, 2, 1),
-                run(3, 4, 2),
-                run(5, 6, 1),
-                run(9, 10, 1)
-            ])
+            as_runs(&[(1, 1), (2, 1), (3, 2), (4, 2)]).map(|r| r.len()),
+            Some(2)
         );
         // Alternating targets and scattered keys do not pay.
         assert_eq!(as_runs(&[(1, 1), (2, 2), (3, 1), (4, 2)]), None);
         assert_eq!(as_runs(&[(1, 1), (3, 1), (5, 1)]), None);
-        // A run ending at the largest key does not wrap around to 0.
-        let top = [(u32::MAX - 1, 1), (u32::MAX, 1), (0, 1), (1, 1)];
-        assert_eq!(
-            as_runs(&top),
-            Some(vec![run(0, 1, 1), run(u32::MAX - 1, u32::MAX, 1)])
-        );
     }
 
     /// A program that switches on the word at offset 0 over `entries` (`key -> target`, the
