@@ -13,7 +13,8 @@
 //!    a mask it shares with one other reader is computed at that reader), computes a sum
 //!    `b + k` with one reader at that reader and copies a parameter read first as a load's
 //!    index into `X` on every edge ([`recompute`]), and lowers a `Switch` to a `jeq` chain (the
-//!    smallest form: a binary search tree only adds `jgt`s).
+//!    smallest form: a binary search tree only adds `jgt`s), with a `jge`/`jgt` pair for each
+//!    run of three or more consecutive keys with one target ([`sift_ir::runs`]).
 //! 2. [`alloc`] drops stores nobody reloads, gives block parameters their arguments' words
 //!    where no reload can tell ([`coalesce`], which elides those copies), and maps the virtual
 //!    slots to `M[0..16]` by interval colouring over the linear order (sound because the order is

@@ -33,8 +33,10 @@
 //! Block parameters are virtual slots written by copies on the incoming edges ([`edges`]), which
 //! the allocator elides where a parameter shares its argument's word. Comparisons become `jeq`/`jgt`/`jge`/
 //! `jset` with the constant folded into `#k` and the targets swapped for `ne`/`lt`/`le`; a
-//! `Switch` becomes a chain of `jeq` whose last test falls to the default.
+//! `Switch` becomes a chain of tests whose last falls to the default: a `jeq` per key, except
+//! that a run of three or more consecutive keys with one target is one `jge`/`jgt` pair.
 
+use sift_ir::runs::Run;
 use sift_ir::{BinOp, Block, Chain, CmpOp, Function, Inst, LoadSize, Target, Terminator, Value};
 
 use super::classes::value_classes;
@@ -540,28 +542,64 @@ impl Selector<'_> {
                     return self.jump(default);
                 }
                 self.load_a(*value);
-                let jeq = Op::Jmp(JmpOp::Jeq, Src::K).code();
-                for (i, (key, target)) in cases.iter().enumerate() {
-                    let t = self.edge_label(target);
-                    let last = i + 1 == cases.len();
-                    let f = if last {
+                let runs = sift_ir::runs::runs(cases.iter().map(|(key, target)| (*key, target)));
+                for (i, run) in runs.iter().enumerate() {
+                    let last = i + 1 == runs.len();
+                    let next = if last {
                         self.edge_label(default)
                     } else {
                         self.fresh_label()
                     };
-                    self.items.push(Item::Cond {
-                        code: jeq,
-                        k: *key,
-                        t,
-                        f,
-                    });
+                    self.switch_run(run, next);
                     if !last {
-                        self.items.push(Item::Label(f));
+                        self.items.push(Item::Label(next));
                     }
                 }
             }
             // The verifier refuses unset terminators; reject rather than panic.
             Terminator::Unset => self.emit(Op::RetK, 0),
+        }
+    }
+}
+
+impl Selector<'_> {
+    /// Jumps to `run`'s target when `A` holds one of its keys, else to `next`: a `jeq` per key
+    /// for one or two keys, else `jge #lo` and `jgt #hi` (a port list written out is one run).
+    fn switch_run(&mut self, run: &Run<&Target>, next: Label) {
+        let t = self.edge_label(run.target);
+        let jump = |op: JmpOp| Op::Jmp(op, Src::K).code();
+        if run.key_count() > 2 {
+            let at_least_lo = self.fresh_label();
+            self.items.push(Item::Cond {
+                code: jump(JmpOp::Jge),
+                k: run.lo,
+                t: at_least_lo,
+                f: next,
+            });
+            self.items.push(Item::Label(at_least_lo));
+            self.items.push(Item::Cond {
+                code: jump(JmpOp::Jgt),
+                k: run.hi,
+                t: next,
+                f: t,
+            });
+            return;
+        }
+        for key in run.lo..=run.hi {
+            let f = if key == run.hi {
+                next
+            } else {
+                self.fresh_label()
+            };
+            self.items.push(Item::Cond {
+                code: jump(JmpOp::Jeq),
+                k: key,
+                t,
+                f,
+            });
+            if key != run.hi {
+                self.items.push(Item::Label(f));
+            }
         }
     }
 }
