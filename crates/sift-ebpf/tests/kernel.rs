@@ -225,6 +225,62 @@ fn large_host_sets() {
     }
 }
 
+/// An Ethernet packet of `proto` (6 TCP, 17 UDP) over IPv4 or IPv6 with the given ports.
+fn ports_packet(ip6: bool, proto: u8, sport: u16, dport: u16) -> Vec<u8> {
+    let (ethertype, header, proto_at) = if ip6 {
+        ([0x86, 0xdd], 40, 20)
+    } else {
+        ([0x08, 0x00], 20, 23)
+    };
+    let mut p = vec![0u8; 14 + header + 20];
+    p[12..14].copy_from_slice(&ethertype);
+    p[14] = if ip6 { 0x60 } else { 0x45 };
+    p[proto_at] = proto;
+    let l4 = 14 + header;
+    p[l4..l4 + 2].copy_from_slice(&sport.to_be_bytes());
+    p[l4 + 2..l4 + 4].copy_from_slice(&dport.to_be_bytes());
+    p
+}
+
+/// Port lists written out are lookup tables whose keys come in runs, searched run by run with
+/// range tests: packets on every run's ends and their neighbours agree with libpcap.
+#[test]
+fn port_lists() {
+    if !kernel_available() {
+        return;
+    }
+    let oracle = sift_oracle::Oracle::new(ETHERNET, SNAPLEN).unwrap();
+    let lists: [Vec<u16>; 3] = [
+        (1000..1040).collect(),
+        (0..4)
+            .chain([25, 53])
+            .chain(110..113)
+            .chain(65533..=65535)
+            .collect(),
+        (0..12u16).flat_map(|r| r * 100..r * 100 + 3).collect(),
+    ];
+    for ports in &lists {
+        let expr = ports
+            .iter()
+            .map(|p| format!("port {p}"))
+            .collect::<Vec<_>>()
+            .join(" or ");
+        let mut packets = Vec::new();
+        for &port in ports {
+            for probe in [port.wrapping_sub(1), port, port.wrapping_add(1)] {
+                for (ip6, proto) in [(false, 6), (false, 17), (true, 6), (true, 17)] {
+                    packets.push(ports_packet(ip6, proto, probe, 7));
+                    packets.push(ports_packet(ip6, proto, 7, probe));
+                }
+            }
+        }
+        let mut tally = Tally::default();
+        compare_with(&oracle, &expr, true, true, &packets, &mut tally);
+        check(&format!("{} ports", ports.len()), &tally);
+        assert!(tally.matches > 0);
+    }
+}
+
 /// Arithmetic corner cases: division by zero rejects, shifts by 32 or more give 0, constants
 /// with the top bit set compare as unsigned, `len` is the packet's length.
 #[test]

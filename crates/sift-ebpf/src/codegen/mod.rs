@@ -584,9 +584,8 @@ impl<'a> Emitter<'a> {
                     let l = self.edge_label(t, &mut stubs, &mut seen);
                     table.push((*k, l));
                 }
-                table.sort_by_key(|&(k, _)| k);
                 let default = self.edge_label(default, &mut stubs, &mut seen);
-                switch::emit(self, key, &table, default);
+                switch::emit(self, key, &sift_ir::runs::runs(table), default);
             }
             Terminator::Unset => {} // rejected by the IR verifier
         }

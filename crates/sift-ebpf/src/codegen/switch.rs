@@ -1,28 +1,39 @@
 //! `Switch` terminators as generated code: eBPF has no indirect jumps, so a lookup table becomes
-//! a binary search over the sorted keys, with short runs tested one by one. A table of `n` keys
-//! costs about `log2(n) + 4` comparisons on any path, and `2n` instructions.
+//! a binary search over its runs of consecutive keys with one target ([`sift_ir::runs`]), with
+//! a few runs tested one by one: a single key with one `jeq`, a longer run with `jlt #lo` and
+//! `jle #hi`. A table of `n` runs costs about `log2(n) + 8` comparisons on any path and at
+//! most `3n` instructions; a port list written out is one run.
+
+use sift_ir::runs::Run;
 
 use super::Emitter;
 use crate::assembler::Label;
 use crate::insn::{JmpOp, Reg};
 
-/// Runs of at most this many keys are tested linearly.
+/// At most this many runs are tested linearly.
 const LINEAR: usize = 4;
 
-/// Jumps to the label of `key`'s entry in `table` (sorted by key, keys distinct), else to
-/// `default`. `key` must not be the scratch register `jmp_const` uses for large constants.
-pub(super) fn emit(e: &mut Emitter<'_>, key: Reg, table: &[(u32, Label)], default: Label) {
-    if table.len() <= LINEAR {
-        for &(k, l) in table {
-            e.jmp_const(JmpOp::Eq, key, k, l);
+/// Jumps to the label of the run holding `key` in `runs` (in key order), else to `default`.
+/// `key` must not be the scratch register `jmp_const` uses for large constants.
+pub(super) fn emit(e: &mut Emitter<'_>, key: Reg, runs: &[Run<Label>], default: Label) {
+    if runs.len() <= LINEAR {
+        for run in runs {
+            if run.lo == run.hi {
+                e.jmp_const(JmpOp::Eq, key, run.lo, run.target);
+            } else {
+                let next = e.new_label();
+                e.jmp_const(JmpOp::Lt, key, run.lo, next);
+                e.jmp_const(JmpOp::Le, key, run.hi, run.target);
+                e.place(next);
+            }
         }
         e.ja(default);
         return;
     }
-    let mid = table.len() / 2;
+    let mid = runs.len() / 2;
     let upper = e.new_label();
-    e.jmp_const(JmpOp::Gt, key, table[mid - 1].0, upper);
-    emit(e, key, &table[..mid], default);
+    e.jmp_const(JmpOp::Gt, key, runs[mid - 1].hi, upper);
+    emit(e, key, &runs[..mid], default);
     e.place(upper);
-    emit(e, key, &table[mid..], default);
+    emit(e, key, &runs[mid..], default);
 }
