@@ -163,6 +163,21 @@ impl<const W: usize> Keyed<W> {
         }
     }
 
+    /// [`ShapeView::lookup_batch`] with `matcher`, the native code of this table's shape.
+    #[inline]
+    fn lookup_batch<'s>(
+        &'s self,
+        matcher: &DemuxMatcher<W>,
+        refs: &[sift_jit::PacketRef<'_>],
+        out: &mut [Option<Found<'s>>],
+    ) {
+        let mut values = [None; sift_jit::demux_matcher::BATCH];
+        let n = matcher.lookup_batch(&self.keys, refs, &mut values);
+        for ((o, v), r) in out.iter_mut().zip(&values[..n]).zip(refs) {
+            *o = self.found_value(*v, || matcher.lookup_ref(&self.keys, r));
+        }
+    }
+
     /// CSPF delivery of the filters in `slot` (none for `None`), as [`deliver_in_order`]
     /// gives it, with the one-filter case inline.
     #[inline(always)]
@@ -417,22 +432,9 @@ impl ShapeView {
         regs: &mut Regs,
         out: &mut [Option<Found<'s>>],
     ) {
-        const BATCH: usize = sift_jit::demux_matcher::BATCH;
         match (&self.extractor.native, &self.table) {
-            (Some(Matcher::Narrow(m)), Dispatch::Narrow(t)) => {
-                let mut values = [None; BATCH];
-                let n = m.lookup_batch(&t.keys, refs, &mut values);
-                for ((o, v), r) in out.iter_mut().zip(&values[..n]).zip(refs) {
-                    *o = t.found_value(*v, || m.lookup_ref(&t.keys, r));
-                }
-            }
-            (Some(Matcher::Wide(m)), Dispatch::Wide(t)) => {
-                let mut values = [None; BATCH];
-                let n = m.lookup_batch(&t.keys, refs, &mut values);
-                for ((o, v), r) in out.iter_mut().zip(&values[..n]).zip(refs) {
-                    *o = t.found_value(*v, || m.lookup_ref(&t.keys, r));
-                }
-            }
+            (Some(Matcher::Narrow(m)), Dispatch::Narrow(t)) => t.lookup_batch(m, refs, out),
+            (Some(Matcher::Wide(m)), Dispatch::Wide(t)) => t.lookup_batch(m, refs, out),
             _ => {
                 for (o, r) in out.iter_mut().zip(refs) {
                     *o = self.lookup_interpreted(r.data(), r.wire_len(), regs);

@@ -24,7 +24,7 @@
 use sift_ir::{Block, Function, Inst, Target, Terminator, Value};
 
 use crate::cfg::{Analysis, Cfg};
-use crate::hash::{FastMap, FastSet};
+use crate::hash::FastMap;
 
 /// Merges per run (each recomputes the dominator tree).
 pub const MAX_MERGES: usize = 32;
@@ -196,27 +196,30 @@ struct Comparison<'a> {
 struct Scratch {
     /// Values of `b`'s subgraph and the values of `a`'s they correspond to.
     rho: FastMap<Value, Value>,
-    paired: FastSet<(Block, Block)>,
+    /// Pairs of blocks whose comparison has begun: a set, kept as a map to `()` so that one
+    /// [`empty`] serves both tables.
+    paired: FastMap<(Block, Block), ()>,
     /// Pairs of blocks still to compare.
     work: Vec<(Block, Block)>,
 }
 
 impl Scratch {
-    /// Empties the tables. Clearing costs time in a table's capacity, not its entries: one
-    /// long comparison must not make every later one pay for its size, so a table much
-    /// larger than what it holds is replaced (keeping its hasher: no new seed).
+    /// Empties the tables.
     fn reset(&mut self) {
-        const SMALL: usize = 64;
-        if self.rho.capacity() > SMALL.max(4 * self.rho.len()) {
-            self.rho = FastMap::with_hasher(self.rho.hasher().clone());
-        } else {
-            self.rho.clear();
-        }
-        if self.paired.capacity() > SMALL.max(4 * self.paired.len()) {
-            self.paired = FastSet::with_hasher(self.paired.hasher().clone());
-        } else {
-            self.paired.clear();
-        }
+        empty(&mut self.rho);
+        empty(&mut self.paired);
+    }
+}
+
+/// Empties `table`. Clearing costs time in a table's capacity, not its entries: one long
+/// comparison must not make every later one pay for its size, so a table much larger than
+/// what it holds is replaced (keeping its hasher: no new seed).
+fn empty<K, V>(table: &mut FastMap<K, V>) {
+    const SMALL: usize = 64;
+    if table.capacity() > SMALL.max(4 * table.len()) {
+        *table = FastMap::with_hasher(table.hasher().clone());
+    } else {
+        table.clear();
     }
 }
 
@@ -234,7 +237,7 @@ impl Comparison<'_> {
     /// Compares the pairs on `work` and those they lead to.
     fn compare_pairs(&mut self, work: &mut Vec<(Block, Block)>) -> bool {
         while let Some((a, b)) = work.pop() {
-            if a == b || !self.scratch.paired.insert((a, b)) {
+            if a == b || self.scratch.paired.insert((a, b), ()).is_some() {
                 continue;
             }
             if *self.budget == 0 {

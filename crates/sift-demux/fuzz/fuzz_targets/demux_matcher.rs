@@ -11,42 +11,18 @@
 //! holds the keys of some prefixes and up to `2 * LEAF_MAX` filler keys (enough to split its
 //! root, so that the native walk follows branches).
 
-use std::num::NonZeroU64;
-use std::sync::OnceLock;
+#[path = "../../../sift-jit/tests/common/guarded_page.rs"]
+mod guarded_page;
 
+use std::num::NonZeroU64;
+
+use guarded_page::GuardedPage;
 use libfuzzer_sys::fuzz_target;
 use sift_ir::BinOp;
 use sift_jit::demux_matcher::{DemuxMatcher, BATCH};
 use sift_jit::demux_table::{KeyHash, Table, LEAF_MAX};
 use sift_jit::key_extractor::{KeyProgram, KeyRel, KeyStep, NativeExtractor, KEY_WORDS};
 use sift_jit::PacketRef;
-
-const PAGE: usize = 1 << 16; // at least the page size on every supported host
-
-/// Start of a readable region of `PAGE` bytes followed by an inaccessible page (never unmapped).
-fn guarded() -> usize {
-    static REGION: OnceLock<usize> = OnceLock::new();
-    *REGION.get_or_init(|| {
-        // SAFETY: a fresh anonymous mapping; its second half is made inaccessible.
-        unsafe {
-            let base = libc::mmap(
-                std::ptr::null_mut(),
-                2 * PAGE,
-                libc::PROT_READ | libc::PROT_WRITE,
-                libc::MAP_PRIVATE | libc::MAP_ANONYMOUS,
-                -1,
-                0,
-            );
-            assert_ne!(base, libc::MAP_FAILED);
-            let base = base.cast::<u8>();
-            assert_eq!(
-                libc::mprotect(base.add(PAGE).cast(), PAGE, libc::PROT_NONE),
-                0
-            );
-            base as usize
-        }
-    })
-}
 
 struct Bytes<'a>(&'a [u8]);
 
@@ -156,15 +132,7 @@ fuzz_target!(|data: &[u8]| {
     let in_passes = DemuxMatcher::<KEY_WORDS>::compile_one_pass_up_to(&program, 0).unwrap();
     let order = program.packet_order();
     let wire_len = packet.len() as u32 + 3;
-    let region = guarded();
-    // Prefix `len`, ending at the guard page.
-    let prefix = |len: usize| {
-        let start = region + PAGE - len;
-        // SAFETY: `start..start + len` lies in the readable half of the mapping.
-        let bytes = unsafe { std::slice::from_raw_parts_mut(start as *mut u8, len) };
-        bytes.copy_from_slice(&packet[..len]);
-        &*bytes
-    };
+    let mut guard = GuardedPage::new();
     // The matcher's key: the extractor's in packet order.
     let key_of = |p: &[u8]| {
         let mut key = [0u64; KEY_WORDS];
@@ -175,7 +143,7 @@ fuzz_target!(|data: &[u8]| {
     };
     let mut table = Table::<KEY_WORDS>::new(KeyHash::new(seeds));
     for len in 0..=packet.len() {
-        if let Some(key) = key_of(prefix(len)) {
+        if let Some(key) = key_of(guard.place(&packet[..len])) {
             if len % 3 != 0 {
                 let tag = NonZeroU64::new(len as u64 + 1).unwrap();
                 table.insert(key, tag);
@@ -186,10 +154,9 @@ fuzz_target!(|data: &[u8]| {
         let key = std::array::from_fn(|w| (i + 1).wrapping_mul(0x9e37_79b9_7f4a_7c15) >> w);
         table.insert(key, NonZeroU64::new(1000 + i).unwrap());
     }
-    let mut refs = Vec::new();
     let mut want_all = Vec::new();
     for len in 0..=packet.len() {
-        let p = prefix(len);
+        let p = guard.place(&packet[..len]);
         let want = key_of(p).and_then(|k| table.slot(&k));
         let got = matcher.lookup(&table, p, wire_len).map(|s| s as *const _);
         assert_eq!(
@@ -197,12 +164,12 @@ fuzz_target!(|data: &[u8]| {
             want.map(|s| s as *const _),
             "prefix {len} of {packet:02x?}, {program:?}"
         );
-        // Batches read the packets where they are: only the full packet, at the guard page.
         if len == packet.len() {
-            refs.push(PacketRef::new(p, wire_len));
             want_all.push(want.and_then(|s| s.value()));
         }
     }
+    // Batches read the packets where they are: only the full packet, at the guard page.
+    let refs = [PacketRef::new(guard.place(&packet), wire_len)];
     for m in [&matcher, &in_passes] {
         let mut out = [None; BATCH];
         let n = m.lookup_batch(&table, &refs, &mut out);

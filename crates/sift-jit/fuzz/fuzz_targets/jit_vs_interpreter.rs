@@ -8,49 +8,13 @@
 //! Each program is compiled three ways: the default (branch-free small programs with early
 //! exits), branch-free without early exits, and branching.
 
+#[path = "../../tests/common/guarded_page.rs"]
+mod guarded_page;
+
+use guarded_page::GuardedPage;
 use libfuzzer_sys::fuzz_target;
 use sift_bytecode::{decode, verify, Cache};
 use sift_jit::{JitFilter, Options, PacketRef};
-use std::sync::OnceLock;
-
-const PAGE: usize = 1 << 16; // at least the page size on every supported host
-
-/// Start of a readable region of `PAGE` bytes followed by an inaccessible page (never unmapped).
-fn guarded() -> usize {
-    static REGION: OnceLock<usize> = OnceLock::new();
-    *REGION.get_or_init(|| {
-        // SAFETY: a fresh anonymous mapping; the second half is made inaccessible.
-        unsafe {
-            let base = libc::mmap(
-                std::ptr::null_mut(),
-                2 * PAGE,
-                libc::PROT_READ | libc::PROT_WRITE,
-                libc::MAP_PRIVATE | libc::MAP_ANONYMOUS,
-                -1,
-                0,
-            );
-            assert_ne!(base, libc::MAP_FAILED);
-            let base = base.cast::<u8>();
-            assert_eq!(
-                libc::mprotect(base.add(PAGE).cast(), PAGE, libc::PROT_NONE),
-                0
-            );
-            base as usize
-        }
-    })
-}
-
-/// `bytes`, copied to end exactly at the guard page (libFuzzer runs one input at a time).
-fn place(bytes: &[u8]) -> &'static [u8] {
-    let n = bytes.len().min(PAGE);
-    // SAFETY: [PAGE - n, PAGE) lies in the readable half of the mapping, which lives forever;
-    // inputs run one at a time, so no earlier slice is still in use when it is overwritten.
-    unsafe {
-        let start = (guarded() as *mut u8).add(PAGE - n);
-        std::ptr::copy_nonoverlapping(bytes.as_ptr(), start, n);
-        std::slice::from_raw_parts(start, n)
-    }
-}
 
 fuzz_target!(|data: &[u8]| {
     let Some((&split, rest)) = data.split_first() else {
@@ -78,11 +42,12 @@ fuzz_target!(|data: &[u8]| {
         },
     ];
     let mut cache = Cache::new();
+    let mut guard = GuardedPage::new();
     let wire = packet.len() as u32;
     for options in &modes {
         let jit = JitFilter::compile_with(&v, options).expect("every verified program compiles");
         for n in 0..=packet.len() {
-            let prefix = place(&packet[..n]);
+            let prefix = guard.place(&packet[..n]);
             let want = v.run(&mut cache, prefix, wire);
             assert_eq!(jit.run(prefix, wire), want, "caplen {n} {options:?}\n{v}");
             let mut out = [u32::MAX];

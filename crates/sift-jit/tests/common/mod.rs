@@ -1,8 +1,12 @@
 //! Shared by the integration tests: compiling expressions the way the facade will, and
-//! comparing the JIT with the interpreter on a packet.
+//! comparing the JIT with the interpreter on a packet placed against a guard page
+//! (`guarded_page`).
 
-#![allow(dead_code, unsafe_code)]
+#![allow(dead_code)]
 
+mod guarded_page;
+
+pub use guarded_page::GuardedPage;
 use sift_bytecode::{Cache, VerifiedProgram};
 use sift_jit::{JitFilter, Options};
 
@@ -81,53 +85,4 @@ pub fn compare(
         }
     }
     Ok(lengths.len())
-}
-
-/// Two pages; the second is inaccessible. Unmapped on drop.
-pub struct GuardedPage {
-    base: *mut u8,
-    pub page: usize,
-}
-
-impl GuardedPage {
-    pub fn new() -> GuardedPage {
-        // SAFETY: sysconf has no preconditions.
-        let page = unsafe { libc::sysconf(libc::_SC_PAGESIZE) } as usize;
-        // SAFETY: an anonymous private mapping of two pages; the result is checked.
-        let base = unsafe {
-            libc::mmap(
-                std::ptr::null_mut(),
-                2 * page,
-                libc::PROT_READ | libc::PROT_WRITE,
-                libc::MAP_PRIVATE | libc::MAP_ANONYMOUS,
-                -1,
-                0,
-            )
-        };
-        assert_ne!(base, libc::MAP_FAILED);
-        let base = base.cast::<u8>();
-        // SAFETY: the second page lies inside the mapping just made.
-        let rc = unsafe { libc::mprotect(base.add(page).cast(), page, libc::PROT_NONE) };
-        assert_eq!(rc, 0);
-        GuardedPage { base, page }
-    }
-
-    /// Copies `bytes` so they end exactly at the guard page; returns the copy.
-    pub fn place(&mut self, bytes: &[u8]) -> &[u8] {
-        assert!(bytes.len() <= self.page);
-        // SAFETY: the destination range [page - len, page) lies in the readable first page,
-        // which this struct owns exclusively; the returned slice borrows `self`.
-        unsafe {
-            let start = self.base.add(self.page - bytes.len());
-            std::ptr::copy_nonoverlapping(bytes.as_ptr(), start, bytes.len());
-            std::slice::from_raw_parts(start, bytes.len())
-        }
-    }
-}
-
-impl Drop for GuardedPage {
-    fn drop(&mut self) {
-        // SAFETY: unmaps exactly the mapping made in `new`; no slice into it outlives `self`.
-        unsafe { libc::munmap(self.base.cast(), 2 * self.page) };
-    }
 }

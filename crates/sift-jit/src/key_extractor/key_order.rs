@@ -89,7 +89,7 @@ impl KeyProgram {
 pub(super) fn load_of(program: &KeyProgram, v: u32) -> Option<(Option<u32>, u32, u8)> {
     let mut n = 0u32;
     for step in &program.steps {
-        if !super::defines_value(step) {
+        if !super::program::defines_value(step) {
             continue;
         }
         if n == v {
