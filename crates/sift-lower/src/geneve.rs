@@ -12,7 +12,9 @@
 //! protocol type, or the inner Ethernet type when the protocol is Transparent Ethernet Bridging.
 
 use sift_ir::LoadSize::{Byte, Half, Word};
-use sift_ir::{BinOp, Block, CmpOp, Function, Inst, LoadSize, Target, Terminator, Value};
+use sift_ir::{
+    thin_vec, BinOp, Block, CmpOp, Function, Inst, LoadSize, Target, Terminator, ThinVec, Value,
+};
 use sift_syntax::ast::Dir;
 
 use crate::cond::{Cond, Edge, Exit, UNPATCHED};
@@ -103,7 +105,7 @@ impl Gen {
             from,
             Terminator::Jump(Target {
                 block: to,
-                args: vec![arg],
+                args: thin_vec![arg],
             }),
         );
     }
@@ -153,11 +155,11 @@ impl Gen {
                 rhs: teb,
                 then_: Target {
                     block: ethernet,
-                    args: vec![],
+                    args: ThinVec::new(),
                 },
                 else_: Target {
                     block: done,
-                    args: vec![protocol_field, payload],
+                    args: thin_vec![protocol_field, payload],
                 },
             },
         );
@@ -165,7 +167,7 @@ impl Gen {
             ethernet,
             Terminator::Jump(Target {
                 block: done,
-                args: vec![eth_type, eth_payload],
+                args: thin_vec![eth_type, eth_payload],
             }),
         );
         f.set_term(done, Terminator::Jump(UNPATCHED.into()));

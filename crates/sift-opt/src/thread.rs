@@ -131,7 +131,7 @@ fn merge_blocks(f: &mut Function, analysis: &mut Analysis) -> usize {
             if s == b || s == Function::ENTRY || incoming[s.index()] != 1 {
                 break;
             }
-            let args: Vec<Value> = t.args.clone();
+            let args = t.args.clone();
             let params = std::mem::take(&mut f.block_mut(s).params);
             for (p, a) in params.into_iter().zip(args) {
                 repl.replace(p, a);
