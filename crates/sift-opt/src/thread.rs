@@ -11,7 +11,7 @@
 //!
 //! Unreachable blocks are removed at the end.
 
-use sift_ir::{CmpOp, Function, Inst, Terminator, Value};
+use sift_ir::{CmpOp, Function, Inst, Terminator};
 
 use crate::cfg::Analysis;
 use crate::rewrite::Replacements;
