@@ -17,7 +17,7 @@ use sift_ir::{
 };
 use sift_syntax::ast::Dir;
 
-use crate::cond::{Cond, Edge, Exit, UNPATCHED};
+use crate::cond::{Cond, Edge, Exits, UNPATCHED};
 use crate::gen::{AbsOffset, Gen, GenResult, OffRel};
 use crate::linktype::Dlt;
 use crate::port::PortProto;
@@ -71,10 +71,7 @@ impl Gen {
         self.no_optimize = true;
         Ok(Cond {
             entry: either.entry,
-            when_true: vec![Exit {
-                block: done,
-                edge: Edge::Jump,
-            }],
+            when_true: Exits::one(done, Edge::Jump),
             when_false: either.when_false,
         })
     }
