@@ -3,6 +3,8 @@
 use std::fmt;
 use std::sync::Arc;
 
+pub use thin_vec::{thin_vec, ThinVec};
+
 use crate::coproc::{PatternSet, ValueSet};
 use crate::protochain::Chain;
 
@@ -268,14 +270,14 @@ impl Inst {
 #[derive(Clone, Debug, PartialEq, Eq, Hash)]
 pub struct Target {
     pub block: Block,
-    pub args: Vec<Value>,
+    pub args: ThinVec<Value>,
 }
 
 impl From<Block> for Target {
     fn from(block: Block) -> Target {
         Target {
             block,
-            args: Vec::new(),
+            args: ThinVec::new(),
         }
     }
 }
@@ -444,8 +446,8 @@ impl Terminator {
 /// A basic block: parameters, instructions in order, and a terminator.
 #[derive(Clone, Debug, PartialEq, Eq, Default)]
 pub struct BlockData {
-    pub params: Vec<Value>,
-    pub insts: Vec<Value>,
+    pub params: ThinVec<Value>,
+    pub insts: ThinVec<Value>,
     pub term: Terminator,
 }
 
@@ -588,7 +590,7 @@ mod tests {
         }
         let with_args = |block, args: &[Value]| Target {
             block: Block(block),
-            args: args.to_vec(),
+            args: ThinVec::from(args),
         };
         let terms = [
             Terminator::Unset,

@@ -45,7 +45,8 @@ pub mod verify;
 pub use coproc::{KeyWidth, Pattern, PatternError, PatternSet, ValueSet};
 pub use display::write_tables;
 pub use function::{
-    BinOp, Block, BlockData, CmpOp, Function, Inst, LoadSize, Target, Terminator, Value,
+    thin_vec, BinOp, Block, BlockData, CmpOp, Function, Inst, LoadSize, Target, Terminator,
+    ThinVec, Value,
 };
 pub use interp::{Cache, Interpreter};
 pub use parse::{parse_function, ParseError};

@@ -16,7 +16,9 @@
 
 use std::borrow::Cow;
 
-use crate::function::{BinOp, Block, CmpOp, Function, Inst, LoadSize, Target, Terminator, Value};
+use crate::function::{
+    thin_vec, BinOp, Block, CmpOp, Function, Inst, LoadSize, Target, Terminator, ThinVec, Value,
+};
 use crate::interp::load;
 
 /// `IPPROTO_NONE`: no next header; the walk stops.
@@ -149,7 +151,7 @@ pub fn unroll(f: &mut Function, headers: usize) {
             let again = f.create_block();
             let pa = f.add_param(again);
             let px = f.add_param(again);
-            f.set_term(from, jump(again, vec![a, x]));
+            f.set_term(from, jump(again, thin_vec![a, x]));
             let last = round == headers;
             let walk = Walk {
                 chain,
@@ -176,7 +178,7 @@ fn find(f: &Function) -> Option<(Block, usize)> {
     })
 }
 
-fn jump(to: Block, args: Vec<Value>) -> Terminator {
+fn jump(to: Block, args: ThinVec<Value>) -> Terminator {
     Terminator::Jump(Target { block: to, args })
 }
 
@@ -228,7 +230,7 @@ impl Walk {
             let then_ = if i < stops {
                 Target {
                     block: done,
-                    args: vec![pa],
+                    args: thin_vec![pa],
                 }
             } else if k == IPPROTO_AH {
                 ah.into()
@@ -238,7 +240,7 @@ impl Walk {
             let else_ = if i + 1 == tests.len() {
                 Target {
                     block: done,
-                    args: vec![pa],
+                    args: thin_vec![pa],
                 }
             } else {
                 f.create_block().into()
@@ -283,7 +285,7 @@ impl Walk {
             let t = binary(f, advance, BinOp::Add, len, 1);
             let t = binary(f, advance, BinOp::Mul, t, 8);
             let nx = f.push(advance, Inst::Binary(BinOp::Add, t, px));
-            f.set_term(advance, jump(join, vec![next, nx]));
+            f.set_term(advance, jump(join, thin_vec![next, nx]));
         }
         // ah: next = P[X]; X = (P[X + 1] + 2) * 4.
         let next = byte(f, ah, px, base);
@@ -291,7 +293,7 @@ impl Walk {
         let len = byte(f, ah, x1, base);
         let t = binary(f, ah, BinOp::Add, len, 2);
         let nx = binary(f, ah, BinOp::Mul, t, 4);
-        f.set_term(ah, jump(join, vec![next, nx]));
+        f.set_term(ah, jump(join, thin_vec![next, nx]));
         Some((join, ja, jx))
     }
 }

@@ -4,7 +4,11 @@
 //! ```text
 //! cargo run --release -p sift-lower --example lower_snapshot            # hashes
 //! cargo run --release -p sift-lower --example lower_snapshot -- OUT     # also the texts, to OUT
+//! cargo run --release -p sift-lower --example lower_snapshot -- -O [OUT] # without libpcap's optimizer
 //! ```
+//!
+//! `-O` (as in tcpdump) checks the code generator alone: the IR as generated, before libpcap's
+//! optimizer rewrites it.
 //!
 //! The corpus: every expression of `/work/shared/exprs` (or `$SIFT_EXPRS`) for Ethernet and for
 //! the link type its table names, 3,000 generated expressions per link type, and `or` / `and`
@@ -50,8 +54,11 @@ fn chain(kind: &str, n: usize) -> String {
     (0..n).map(term).collect::<Vec<_>>().join(joiner)
 }
 
-fn lowered(expr: &str, linktype: u32) -> String {
-    let opts = sift_lower::Options::new(linktype, 262144);
+fn lowered(expr: &str, linktype: u32, optimize: bool) -> String {
+    let opts = sift_lower::Options {
+        optimize,
+        ..sift_lower::Options::new(linktype, 262144)
+    };
     match sift_syntax::parse(expr) {
         Err(e) => format!("parse error: {e:?}\n"),
         Ok(ast) => match sift_lower::lower(ast.as_ref(), &opts) {
@@ -62,7 +69,12 @@ fn lowered(expr: &str, linktype: u32) -> String {
 }
 
 fn main() {
-    let out_path = std::env::args().nth(1);
+    let mut args: Vec<String> = std::env::args().skip(1).collect();
+    let optimize = args.first().map(String::as_str) != Some("-O");
+    if !optimize {
+        args.remove(0);
+    }
+    let out_path = args.first();
     let mut out = out_path.map(|p| std::io::BufWriter::new(std::fs::File::create(p).unwrap()));
     let dir = std::env::var("SIFT_EXPRS").unwrap_or_else(|_| "/work/shared/exprs".into());
     let mut groups: Vec<(String, Vec<(String, u32)>)> = Vec::new();
@@ -103,7 +115,7 @@ fn main() {
     for (name, exprs) in groups {
         let mut h = DefaultHasher::new();
         for (expr, lt) in &exprs {
-            let text = lowered(expr, *lt);
+            let text = lowered(expr, *lt, optimize);
             text.hash(&mut h);
             if let Some(out) = &mut out {
                 writeln!(out, "=== {lt} {expr}\n{text}").unwrap();

@@ -5,7 +5,7 @@
 use sift_ir::{BinOp, Block, CmpOp, Function, Inst, LoadSize, Terminator, Value};
 use sift_syntax::ast::Span;
 
-use crate::cond::{Cond, Edge, Exit, UNPATCHED};
+use crate::cond::{Cond, UNPATCHED};
 use crate::linktype::Dlt;
 use crate::scratch::{Register, RegisterWrite, Registers};
 
@@ -150,17 +150,7 @@ fn branch_cond(f: &mut Function, block: Block, op: CmpOp, lhs: Value, rhs: Value
             else_: UNPATCHED.into(),
         },
     );
-    Cond {
-        entry: block,
-        when_true: vec![Exit {
-            block,
-            edge: Edge::Then,
-        }],
-        when_false: vec![Exit {
-            block,
-            edge: Edge::Else,
-        }],
-    }
+    Cond::branch(block)
 }
 
 impl Gen {

@@ -12,10 +12,12 @@
 //! protocol type, or the inner Ethernet type when the protocol is Transparent Ethernet Bridging.
 
 use sift_ir::LoadSize::{Byte, Half, Word};
-use sift_ir::{BinOp, Block, CmpOp, Function, Inst, LoadSize, Target, Terminator, Value};
+use sift_ir::{
+    thin_vec, BinOp, Block, CmpOp, Function, Inst, LoadSize, Target, Terminator, ThinVec, Value,
+};
 use sift_syntax::ast::Dir;
 
-use crate::cond::{Cond, Edge, Exit, UNPATCHED};
+use crate::cond::{Cond, Edge, Exits, UNPATCHED};
 use crate::gen::{AbsOffset, Gen, GenResult, OffRel};
 use crate::linktype::Dlt;
 use crate::port::PortProto;
@@ -69,10 +71,7 @@ impl Gen {
         self.no_optimize = true;
         Ok(Cond {
             entry: either.entry,
-            when_true: vec![Exit {
-                block: done,
-                edge: Edge::Jump,
-            }],
+            when_true: Exits::one(done, Edge::Jump),
             when_false: either.when_false,
         })
     }
@@ -103,7 +102,7 @@ impl Gen {
             from,
             Terminator::Jump(Target {
                 block: to,
-                args: vec![arg],
+                args: thin_vec![arg],
             }),
         );
     }
@@ -153,11 +152,11 @@ impl Gen {
                 rhs: teb,
                 then_: Target {
                     block: ethernet,
-                    args: vec![],
+                    args: ThinVec::new(),
                 },
                 else_: Target {
                     block: done,
-                    args: vec![protocol_field, payload],
+                    args: thin_vec![protocol_field, payload],
                 },
             },
         );
@@ -165,7 +164,7 @@ impl Gen {
             ethernet,
             Terminator::Jump(Target {
                 block: done,
-                args: vec![eth_type, eth_payload],
+                args: thin_vec![eth_type, eth_payload],
             }),
         );
         f.set_term(done, Terminator::Jump(UNPATCHED.into()));

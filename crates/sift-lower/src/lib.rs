@@ -247,8 +247,8 @@ impl Gen {
         self.f.set_term(accept, Terminator::Return(snaplen));
         let reject = self.f.create_block();
         self.f.set_term(reject, Terminator::Return(0));
-        patch(&mut self.f, &body.when_true, accept);
-        patch(&mut self.f, &body.when_false, reject);
+        patch(&mut self.f, body.when_true, accept);
+        patch(&mut self.f, body.when_false, reject);
         let (mut f, renumber) = reachable_from(std::mem::take(&mut self.f), body.entry);
         offset_reads::resolve(&mut f, &renumber, &self.register_writes, &self.offset_uses);
         if self.no_optimize {

@@ -5,7 +5,7 @@ use sift_ir::LoadSize::{Byte, Half};
 use sift_ir::{Chain, CmpOp, Inst, Terminator};
 use sift_syntax::ast::{Dir, Proto};
 
-use crate::cond::{Cond, Edge, Exit, UNPATCHED};
+use crate::cond::{Cond, UNPATCHED};
 use crate::gen::{Gen, GenResult, OffRel};
 use crate::linktype::*;
 use crate::scratch::{RegisterWrite, Stored};
@@ -241,17 +241,7 @@ impl Gen {
                 else_: UNPATCHED.into(),
             },
         );
-        let b = Cond {
-            entry,
-            when_true: vec![Exit {
-                block: entry,
-                edge: Edge::Then,
-            }],
-            when_false: vec![Exit {
-                block: entry,
-                edge: Edge::Else,
-            }],
-        };
+        let b = Cond::branch(entry);
         Ok(self.and(b0, b))
     }
 }

@@ -7,6 +7,7 @@
 //! cargo run --release -p sift-opt --example chain_time -- -F FILE      # an expression in a file
 //! cargo run --release -p sift-opt --example chain_time -- port 10000 lower  # lowering only, once
 //! cargo run --release -p sift-opt --example chain_time -- port 10000 lower 20  # fastest of 20
+//! cargo run --release -p sift-opt --example chain_time -- port 10000 gen 20   # code generation only (tcpdump -O)
 //! cargo run --release -p sift-opt --example chain_time -- port 10000 opt    # sift-opt only, once
 //! cargo run --release -p sift-opt --example chain_time -- port 10000 full   # Filter::compile, once
 //! cargo run --release -p sift-opt --example chain_time -- port 1000 pcap    # libpcap's pcap_compile
@@ -78,15 +79,20 @@ fn main() {
             let expr = std::fs::read_to_string(file).unwrap();
             time(file, expr.trim());
         }
-        [kind, n, stage, rest @ ..] if stage == "lower" && rest.len() <= 1 => {
+        [kind, n, stage, rest @ ..] if (stage == "lower" || stage == "gen") && rest.len() <= 1 => {
             let ast = sift_syntax::parse(&chain(kind, n.parse().unwrap())).unwrap();
+            // `gen`: without libpcap's optimizer, as `tcpdump -O`.
+            let opts = sift::Options {
+                optimize: stage == "lower",
+                ..sift::Options::new(1, 262144)
+            };
             // Repeated, for profiles; the fastest run is reported.
             let repeats: usize = rest.first().map_or(1, |r| r.parse().unwrap());
             let (mut best, mut best_cpu) = (f64::INFINITY, f64::INFINITY);
             let mut blocks = 0;
             for _ in 0..repeats {
                 let (t, cpu) = (Instant::now(), cpu_ms());
-                let f = sift_lower::lower(ast.as_ref(), &sift::Options::new(1, 262144)).unwrap();
+                let f = sift_lower::lower(ast.as_ref(), &opts).unwrap();
                 best = best.min(t.elapsed().as_secs_f64() * 1e3);
                 best_cpu = best_cpu.min(cpu_ms() - cpu);
                 blocks = f.blocks.len();

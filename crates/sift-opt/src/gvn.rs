@@ -15,7 +15,7 @@
 //!   which this one would be out of bounds, so the second load can neither differ nor reject.
 //!   The replaced instruction is removed.
 
-use sift_ir::{BinOp, Block, Chain, Function, Inst, LoadSize, Value};
+use sift_ir::{BinOp, Block, Chain, Function, Inst, LoadSize, ThinVec, Value};
 
 use crate::cfg::{Analysis, Cfg, Visit};
 use crate::hash::FastMap;
@@ -95,7 +95,7 @@ fn propagate_params(f: &mut Function, rpo: &[Block], repl: &mut Replacements) {
     // Incoming edges of each block, as (predecessor, index among its targets).
     let mut incoming: Vec<Vec<(Block, usize)>> = vec![Vec::new(); f.blocks.len()];
     // The arguments of each incoming edge, copied once (a switch's target list is long).
-    let mut incoming_args: Vec<Vec<Vec<Value>>> = vec![Vec::new(); f.blocks.len()];
+    let mut incoming_args: Vec<Vec<ThinVec<Value>>> = vec![Vec::new(); f.blocks.len()];
     for &b in rpo {
         for (i, t) in crate::cfg::targets(&f.block(b).term).enumerate() {
             if !f.block(t.block).params.is_empty() {
@@ -153,10 +153,10 @@ fn propagate_params(f: &mut Function, rpo: &[Block], repl: &mut Replacements) {
 /// Moves every constant to the start of the entry block, one value per distinct constant.
 fn hoist_constants(f: &mut Function, repl: &mut Replacements) {
     let mut first: FastMap<u32, Value> = FastMap::default();
-    let mut hoisted = Vec::new();
+    let mut hoisted = ThinVec::new();
     for bi in 0..f.blocks.len() {
         let insts = std::mem::take(&mut f.blocks[bi].insts);
-        let mut rest = Vec::with_capacity(insts.len());
+        let mut rest = ThinVec::with_capacity(insts.len());
         for v in insts {
             if let Inst::Const(k) = f.values[v.index()] {
                 match first.get(&k) {
@@ -189,7 +189,7 @@ fn number_values(f: &mut Function, cfg: &Cfg, repl: &mut Replacements) {
     for visit in cfg.dom_walk() {
         let Visit::Enter(b) = *visit else { continue };
         let insts = std::mem::take(&mut f.block_mut(b).insts);
-        let mut kept = Vec::with_capacity(insts.len());
+        let mut kept = ThinVec::with_capacity(insts.len());
         for v in insts {
             f.values[v.index()].map_operands(|x| repl.resolve(x));
             match key_of(&f.values[v.index()]) {

@@ -25,7 +25,7 @@
 //!   decided by the operands' ranges (or equal operands) becomes a jump; a `switch` drops keys its
 //!   value's range excludes, and on a constant becomes a jump; `ret v` of a constant is `ret k`.
 
-use sift_ir::{BinOp, Block, CmpOp, Function, Inst, Terminator, Value};
+use sift_ir::{BinOp, Block, CmpOp, Function, Inst, Terminator, ThinVec, Value};
 
 use crate::cfg::Analysis;
 use crate::facts::{decide_range, mirror_op};
@@ -61,7 +61,7 @@ struct Simplifier<'f> {
     /// Scratch: an empty list the next block's instructions are written into; its old list
     /// becomes the next scratch (an allocation and a free per block otherwise, the largest
     /// cost of the pass on long chains).
-    spare: Vec<Value>,
+    spare: ThinVec<Value>,
 }
 
 /// Runs the pass; returns the number of rewrites.
@@ -84,7 +84,7 @@ pub fn run_with(f: &mut Function, analysis: &mut Analysis) -> usize {
         changes: 0,
         edges_changed: false,
         successors: Vec::new(),
-        spare: Vec::new(),
+        spare: ThinVec::new(),
     };
     for &b in &cfg.rpo {
         s.block(b);
@@ -154,7 +154,7 @@ impl Simplifier<'_> {
                     Outcome::Keep
                 };
             }
-            kept.append(&mut self.fresh);
+            kept.extend(self.fresh.drain(..));
             match outcome {
                 Outcome::Keep | Outcome::Changed(_) => {
                     let r = range::of_inst(self.f.inst(v), |o| self.range(o));
@@ -202,8 +202,8 @@ impl Simplifier<'_> {
             self.edges_changed = true;
         }
         self.successors = before;
-        let mut fresh = std::mem::take(&mut self.fresh);
-        self.f.block_mut(b).insts.append(&mut fresh);
+        let fresh = std::mem::take(&mut self.fresh);
+        self.f.block_mut(b).insts.extend(fresh);
         self.f.set_term(b, term);
     }
 

@@ -34,8 +34,9 @@ pub fn run_with(f: &mut Function, analysis: &mut Analysis) -> usize {
         data.term.for_each_operand(|o| note(o, b.index()));
     }
     let entry = std::mem::take(&mut f.block_mut(Function::ENTRY).insts);
-    let mut stay = Vec::with_capacity(entry.len());
-    let mut moved: Vec<Vec<sift_ir::Value>> = vec![Vec::new(); f.blocks.len()];
+    let mut stay = sift_ir::ThinVec::with_capacity(entry.len());
+    let mut moved: Vec<sift_ir::ThinVec<sift_ir::Value>> =
+        vec![sift_ir::ThinVec::new(); f.blocks.len()];
     let mut count = 0;
     for v in entry {
         let u = user[v.index()];

@@ -11,7 +11,7 @@
 //!
 //! Unreachable blocks are removed at the end.
 
-use sift_ir::{CmpOp, Function, Inst, Terminator, Value};
+use sift_ir::{CmpOp, Function, Inst, Terminator};
 
 use crate::cfg::Analysis;
 use crate::rewrite::Replacements;
@@ -131,7 +131,7 @@ fn merge_blocks(f: &mut Function, analysis: &mut Analysis) -> usize {
             if s == b || s == Function::ENTRY || incoming[s.index()] != 1 {
                 break;
             }
-            let args: Vec<Value> = t.args.clone();
+            let args = t.args.clone();
             let params = std::mem::take(&mut f.block_mut(s).params);
             for (p, a) in params.into_iter().zip(args) {
                 repl.replace(p, a);

@@ -280,7 +280,7 @@ impl Gen<'_> {
                 arm,
                 Terminator::Jump(Target {
                     block: next,
-                    args: vec![arg],
+                    args: sift_ir::thin_vec![arg],
                 }),
             );
         }

@@ -268,7 +268,7 @@ impl Builder {
                     let v = self.f.iconst(block, k);
                     let target = sift_ir::Target {
                         block: join,
-                        args: vec![v],
+                        args: sift_ir::thin_vec![v],
                     };
                     self.f.set_term(block, Terminator::Jump(target));
                 }

@@ -55,9 +55,11 @@ pub(super) enum El {
 
 /// Longest match of the concatenation `pat` at `i` (`None` if no match).
 pub(super) fn longest(s: &[u8], i: usize, pat: &[El]) -> Option<usize> {
+    // Two buffers for the whole match: the lexer calls this at every address-like token.
     let mut cur = vec![i];
+    let mut next = Vec::new();
     for el in pat {
-        let mut next = Vec::new();
+        next.clear();
         for &p in &cur {
             match *el {
                 El::W => hex_ends(s, p, 1, 4, &mut next),
@@ -76,7 +78,7 @@ pub(super) fn longest(s: &[u8], i: usize, pat: &[El]) -> Option<usize> {
         if next.is_empty() {
             return None;
         }
-        cur = next;
+        std::mem::swap(&mut cur, &mut next);
     }
     cur.last().copied()
 }
@@ -152,14 +154,11 @@ pub(super) fn mac_len(s: &[u8], i: usize, seps: Separators) -> Option<usize> {
 
 pub(super) fn hid_len(s: &[u8], i: usize) -> Option<usize> {
     use El::*;
+    // `N.N`, `N.N.N` and `N.N.N.N`: prefixes of one pattern.
+    const DOTTED: [El; 7] = [N, Lit(b'.'), N, Lit(b'.'), N, Lit(b'.'), N];
     let mut best = None;
     for parts in 2..=4 {
-        let mut pat = vec![N];
-        for _ in 1..parts {
-            pat.push(Lit(b'.'));
-            pat.push(N);
-        }
-        best = best.max(longest(s, i, &pat));
+        best = best.max(longest(s, i, &DOTTED[..2 * parts - 1]));
     }
     best
 }

@@ -67,7 +67,7 @@ impl<E: Entropy> Gen<'_, E> {
             self.e.below(6)
         };
         let params = if node.clean {
-            Vec::new()
+            sift_ir::ThinVec::new()
         } else {
             self.f.block(b).params.clone()
         };
