@@ -247,24 +247,6 @@ fn random_expressions_where_sift_was_larger_at_10000() {
     }
 }
 
-/// An Ethernet IPv4 (or IPv6) packet of `proto` (6 TCP, 17 UDP) with the given ports.
-fn ports_packet(ip6: bool, proto: u8, sport: u16, dport: u16) -> (Vec<u8>, u32) {
-    let (ethertype, header, proto_at) = if ip6 {
-        ([0x86, 0xdd], 40, 20)
-    } else {
-        ([0x08, 0x00], 20, 23)
-    };
-    let mut p = vec![0u8; 14 + header + 20];
-    p[12..14].copy_from_slice(&ethertype);
-    p[14] = if ip6 { 0x60 } else { 0x45 };
-    p[proto_at] = proto;
-    let l4 = 14 + header;
-    p[l4..l4 + 2].copy_from_slice(&sport.to_be_bytes());
-    p[l4 + 2..l4 + 4].copy_from_slice(&dport.to_be_bytes());
-    let len = p.len() as u32;
-    (p, len)
-}
-
 /// Port lists written out become lookup tables whose keys come in runs; each run of three or
 /// more is one `jge`/`jgt` pair. Packets on every run's ends and their neighbours, as source and
 /// destination, TCP and UDP, IPv4 and IPv6, agree with libpcap; a list of 1,000 consecutive
@@ -292,8 +274,12 @@ fn port_lists_test_runs_as_ranges() {
         for &port in ports {
             for probe in [port.wrapping_sub(1), port, port.wrapping_add(1)] {
                 for (ip6, proto) in [(false, 6), (false, 17), (true, 6), (true, 17)] {
-                    packets.push(ports_packet(ip6, proto, probe, 7));
-                    packets.push(ports_packet(ip6, proto, 7, probe));
+                    for p in [
+                        sift_testgen::ethernet_ports(ip6, proto, probe, 7),
+                        sift_testgen::ethernet_ports(ip6, proto, 7, probe),
+                    ] {
+                        packets.push((p.data, p.wire_len));
+                    }
                 }
             }
         }

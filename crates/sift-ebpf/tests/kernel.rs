@@ -225,23 +225,6 @@ fn large_host_sets() {
     }
 }
 
-/// An Ethernet packet of `proto` (6 TCP, 17 UDP) over IPv4 or IPv6 with the given ports.
-fn ports_packet(ip6: bool, proto: u8, sport: u16, dport: u16) -> Vec<u8> {
-    let (ethertype, header, proto_at) = if ip6 {
-        ([0x86, 0xdd], 40, 20)
-    } else {
-        ([0x08, 0x00], 20, 23)
-    };
-    let mut p = vec![0u8; 14 + header + 20];
-    p[12..14].copy_from_slice(&ethertype);
-    p[14] = if ip6 { 0x60 } else { 0x45 };
-    p[proto_at] = proto;
-    let l4 = 14 + header;
-    p[l4..l4 + 2].copy_from_slice(&sport.to_be_bytes());
-    p[l4 + 2..l4 + 4].copy_from_slice(&dport.to_be_bytes());
-    p
-}
-
 /// Port lists written out are lookup tables whose keys come in runs, searched run by run with
 /// range tests: packets on every run's ends and their neighbours agree with libpcap.
 #[test]
@@ -269,8 +252,8 @@ fn port_lists() {
         for &port in ports {
             for probe in [port.wrapping_sub(1), port, port.wrapping_add(1)] {
                 for (ip6, proto) in [(false, 6), (false, 17), (true, 6), (true, 17)] {
-                    packets.push(ports_packet(ip6, proto, probe, 7));
-                    packets.push(ports_packet(ip6, proto, 7, probe));
+                    packets.push(sift_testgen::ethernet_ports(ip6, proto, probe, 7).data);
+                    packets.push(sift_testgen::ethernet_ports(ip6, proto, 7, probe).data);
                 }
             }
         }

@@ -23,6 +23,7 @@ mod rng;
 
 pub use expr::{random_expression, random_expression_with, random_expressions, ExprConfig};
 pub use packet::{
-    generate_packet, generate_packets, mutate_packet, supported_linktypes, truncate_packet, Packet,
+    ethernet_ports, generate_packet, generate_packets, mutate_packet, supported_linktypes,
+    truncate_packet, Packet,
 };
 pub use rng::Rng;

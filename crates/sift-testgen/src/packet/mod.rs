@@ -56,6 +56,25 @@ pub fn generate_packet(rng: &mut Rng, linktype: u32) -> Packet {
     }
 }
 
+/// A minimal Ethernet frame carrying IPv4 (or IPv6) and a transport header of protocol `proto`
+/// (6 TCP, 17 UDP, 132 SCTP) with the given ports, every other byte zero: for probing tables of
+/// ports at their edges.
+pub fn ethernet_ports(ip6: bool, proto: u8, sport: u16, dport: u16) -> Packet {
+    let (ethertype, header, proto_at): (u16, usize, usize) = if ip6 {
+        (0x86dd, 40, 20)
+    } else {
+        (0x0800, 20, 23)
+    };
+    let mut p = vec![0u8; 14 + header + 20];
+    p[12..14].copy_from_slice(&ethertype.to_be_bytes());
+    p[14] = if ip6 { 0x60 } else { 0x45 };
+    p[proto_at] = proto;
+    let l4 = 14 + header;
+    p[l4..l4 + 2].copy_from_slice(&sport.to_be_bytes());
+    p[l4 + 2..l4 + 4].copy_from_slice(&dport.to_be_bytes());
+    Packet::new(p)
+}
+
 /// Cuts the captured data at a random point (anywhere, including inside the link header);
 /// `wire_len` keeps the original length, as with a small snaplen.
 pub fn truncate_packet(rng: &mut Rng, pkt: &Packet) -> Packet {
