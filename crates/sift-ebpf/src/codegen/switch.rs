@@ -1,8 +1,8 @@
 //! `Switch` terminators as generated code: eBPF has no indirect jumps, so a lookup table becomes
 //! a binary search over its runs of consecutive keys with one target ([`sift_ir::runs`]), with
 //! a few runs tested one by one: a single key with one `jeq`, a longer run with `jlt #lo` and
-//! `jle #hi`. A table of `n` runs costs about `log2(n) + 8` comparisons on any path and at
-//! most `3n` instructions; a port list written out is one run.
+//! `jle #hi`. A table of `n` runs costs about `log2(n) + 8` comparisons on any path and a few
+//! instructions per run; a port list written out is one run.
 
 use sift_ir::runs::Run;
 
