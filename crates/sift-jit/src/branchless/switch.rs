@@ -12,7 +12,7 @@ use sift_bytecode::Reg;
 use super::{Emitter, Pred, State, SMALL_SWITCH};
 use crate::membership::{as_set, emit_member, keys_as_read};
 use crate::outcome::Term;
-use crate::ranges::{as_runs, emit_in_run};
+use crate::ranges::{as_runs, emit_in_run, Run};
 use crate::table::{emit_lookup, PerfectHash};
 
 impl Emitter<'_, '_, '_> {
@@ -46,23 +46,13 @@ impl Emitter<'_, '_, '_> {
             });
             return;
         }
-        let keys: Vec<u32> = entries.iter().map(|e| e.0).collect();
         let runs = as_runs(entries).filter(|runs| runs.len() <= SMALL_SWITCH);
         let hash = (runs.is_none() && entries.len() > SMALL_SWITCH)
-            .then(|| PerfectHash::build(&keys))
+            .then(|| PerfectHash::build(&entries.iter().map(|e| e.0).collect::<Vec<_>>()))
             .flatten();
         let mut cases: Vec<(Value, u32)> = Vec::new();
         let mut any: Option<Value> = None;
-        if let Some(runs) = runs {
-            for run in runs {
-                let inside = emit_in_run(self.b, key, run);
-                cases.push((inside, run.target));
-                any = Some(match any {
-                    None => inside,
-                    Some(m) => self.b.ins().bor(m, inside),
-                });
-            }
-        } else if let Some(hash) = hash {
+        if let Some(hash) = hash {
             let targets: Vec<u32> = entries.iter().map(|e| e.1).collect();
             let lookup = emit_lookup(self.b, key, &hash, &targets, self.tables);
             for (n, &target) in lookup.distinct.iter().enumerate() {
@@ -77,12 +67,23 @@ impl Emitter<'_, '_, '_> {
             }
             any = Some(lookup.found);
         } else {
-            for &(k, target) in entries {
-                let equal = self.b.ins().icmp_imm_u(IntCC::Equal, key, i64::from(k));
-                cases.push((equal, target));
+            // A few runs, or a few keys: each key a run of one (one equality).
+            let runs = runs.unwrap_or_else(|| {
+                entries
+                    .iter()
+                    .map(|&(k, target)| Run {
+                        lo: k,
+                        hi: k,
+                        target,
+                    })
+                    .collect()
+            });
+            for run in runs {
+                let inside = emit_in_run(self.b, key, run);
+                cases.push((inside, run.target));
                 any = Some(match any {
-                    None => equal,
-                    Some(m) => self.b.ins().bor(m, equal),
+                    None => inside,
+                    Some(m) => self.b.ins().bor(m, inside),
                 });
             }
         }
