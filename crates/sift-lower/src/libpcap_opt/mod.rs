@@ -66,6 +66,7 @@ mod pullup;
 mod pullup_equivalence;
 mod renumber;
 mod runs;
+mod subtrees;
 mod terms;
 mod thread_check;
 mod threading;
@@ -82,6 +83,7 @@ use grouping::group_closed_chains;
 use interning::merge_equal_blocks;
 use numbering::Numbering;
 use pullup::{pullups, DomIntervals, Levels};
+use subtrees::FactIds;
 use terms::Terms;
 use thread_check::{nothing_to_thread, TestGroups};
 #[cfg(test)]
@@ -155,13 +157,15 @@ pub(crate) fn apply(f: &mut Function) -> Result<(), OptimizerError> {
         } else {
             branches_to_decide(f, &numbers, &rpo)
         };
+        // The comparisons' numbers, shared by every table of facts this round.
+        let mut ids = FactIds::default();
         let facts_at_start = (!to_decide.is_empty() || !shortcuts || !mask_tests.is_empty())
-            .then(|| FactsInForce::new(f, &numbers, &dom, &dom_rpo, &[]));
+            .then(|| FactsInForce::new(f, &numbers, &mut ids, &dom, &dom_rpo, &[]));
         // Tests check the facts computed later against these.
         #[cfg(test)]
         let facts_check = facts_at_start
             .is_none()
-            .then(|| FactsInForce::new(f, &numbers, &dom, &dom_rpo, &[]));
+            .then(|| FactsInForce::new(f, &numbers, &mut ids, &dom, &dom_rpo, &[]));
         swap_mask_tests(f, &mask_tests);
         changed |= !mask_tests.is_empty();
         if only_pulled {
@@ -213,7 +217,7 @@ pub(crate) fn apply(f: &mut Function) -> Result<(), OptimizerError> {
             // Facts computed now, after the grouping, answer as those at the start for every
             // block threading walks from (see `FactsInForce::new`); they read the terminators
             // into the snapshot threading reads next.
-            let mut terms = Terms::new(f, &numbers);
+            let mut terms = Terms::new(f, &numbers, &mut ids);
             let facts = facts_at_start.unwrap_or_else(|| {
                 FactsInForce::with_terms(f, &mut terms, &dom, &dom_rpo, &regrouped)
             });
@@ -222,13 +226,17 @@ pub(crate) fn apply(f: &mut Function) -> Result<(), OptimizerError> {
         #[cfg(test)]
         if let (Some(facts), false) = (&facts_check, skip_threading) {
             let mut copy = before_threading;
-            thread_edges(&mut copy, &numbers, used, facts, &dom_rpo, &regrouped);
+            thread_edges(
+                &mut copy, &numbers, &mut ids, used, facts, &dom_rpo, &regrouped,
+            );
             assert!(copy == *f, "facts computed late thread differently");
         }
         #[cfg(test)]
         if skip_threading {
-            let facts = FactsInForce::new(f, &numbers, &dom, &dom_rpo, &regrouped);
-            assert_threading_moves_nothing(f, &numbers, used, &facts, &dom_rpo, &regrouped);
+            let facts = FactsInForce::new(f, &numbers, &mut ids, &dom, &dom_rpo, &regrouped);
+            assert_threading_moves_nothing(
+                f, &numbers, &mut ids, used, &facts, &dom_rpo, &regrouped,
+            );
         }
         let pulled = pullups(f, &numbers, &dom, &levels, &regrouped, params_anywhere);
         // The first round's peepholes change branches' operands, which leaves the `sub`s
@@ -358,13 +366,14 @@ fn assert_round_would_change_nothing(f: &mut Function) -> Result<(), OptimizerEr
 fn assert_threading_moves_nothing(
     f: &Function,
     numbers: &Numbering,
+    ids: &mut FactIds,
     used: &[bool],
     facts: &FactsInForce,
     rpo: &[sift_ir::Block],
     regrouped: &[bool],
 ) {
     let mut copy = f.clone();
-    let moved = thread_edges(&mut copy, numbers, used, facts, rpo, regrouped);
+    let moved = thread_edges(&mut copy, numbers, ids, used, facts, rpo, regrouped);
     assert!(!moved, "threading was skipped but moves an edge");
 }
 

@@ -1,16 +1,17 @@
 //! The terminators threading walks through, in one dense array.
 //!
 //! Threading walks 10^5 blocks per round on long chains, several steps per edge, and each
-//! step read a 128-byte block, its parameters and three value numbers scattered over the
-//! numbering's tables: mostly cache misses. A block's entry here holds what a step needs
-//! (successors, libpcap's form of the test and its operands' numbers) in 20 bytes, filled
-//! the first time a walk meets the block.
+//! step read a block, its parameters and three value numbers scattered over the numbering's
+//! tables: mostly cache misses. A block's entry here holds what a step needs (successors,
+//! libpcap's form of the test, its operands' numbers and the test's numbers as the facts
+//! index them) in 32 bytes, filled the first time a walk meets the block.
 
 use sift_ir::{Block, Function, Terminator};
 
 use super::branches::Code;
 use super::numbering::{Numbering, Vn};
-use super::threading::{Fact, FactKey, Test};
+use super::subtrees::{FactIds, NO_ID};
+use super::threading::Test;
 
 #[derive(Clone, Copy, PartialEq, Eq)]
 enum Kind {
@@ -33,6 +34,9 @@ struct Entry {
     /// Successor blocks: `then`, `else` (a jump's target first).
     succ: [u32; 2],
     test: Test,
+    /// The test's numbers (see [`FactIds`]).
+    exact: u32,
+    equality: u32,
 }
 
 const UNSEEN: Entry = Entry {
@@ -47,11 +51,33 @@ const UNSEEN: Entry = Entry {
         rhs: 0,
         rhs_is_const: false,
     },
+    exact: NO_ID,
+    equality: NO_ID,
 };
 
 pub(super) struct Terms<'a> {
     numbers: &'a Numbering,
+    ids: &'a mut FactIds,
     entries: Vec<Entry>,
+}
+
+/// A branch's test as the facts see it: its numbers and its right operand.
+#[derive(Clone, Copy)]
+pub(super) struct TestIds {
+    pub(super) exact: u32,
+    /// `NO_ID` unless the test is an equality with a constant.
+    pub(super) equality: u32,
+    pub(super) rhs: Vn,
+}
+
+/// What an edge of a branch knows: its test's numbers and the test's outcome.
+#[derive(Clone, Copy)]
+pub(super) struct EdgeFact {
+    pub(super) exact: u32,
+    /// `NO_ID` unless the edge says an equality with a constant held.
+    pub(super) equality: u32,
+    pub(super) rhs: Vn,
+    pub(super) holds: bool,
 }
 
 /// A branch's or a jump's successor blocks.
@@ -75,11 +101,17 @@ impl std::ops::Index<usize> for ArrayEdges {
 pub(super) type Step = (Block, usize);
 
 impl<'a> Terms<'a> {
-    pub(super) fn new(f: &Function, numbers: &'a Numbering) -> Self {
+    pub(super) fn new(f: &Function, numbers: &'a Numbering, ids: &'a mut FactIds) -> Self {
         Terms {
             numbers,
+            ids,
             entries: vec![UNSEEN; f.blocks.len()],
         }
+    }
+
+    /// The numbers given to the comparisons read so far.
+    pub(super) fn ids(&self) -> &FactIds {
+        self.ids
     }
 
     fn entry(&mut self, f: &Function, b: Block) -> Entry {
@@ -108,7 +140,12 @@ impl<'a> Terms<'a> {
                 e.kind = Kind::Branch;
                 e.one_place = then_ == else_;
                 e.succ = [then_.block.0, else_.block.0];
-                e.test = Test::new(self.numbers, *op, *lhs, *rhs);
+                let t = Test::new(self.numbers, *op, *lhs, *rhs);
+                e.test = t;
+                e.exact = self.ids.exact(t.code, t.lhs, t.rhs);
+                if t.code == Code::Eq && t.rhs_is_const {
+                    e.equality = self.ids.equality(t.code, t.lhs);
+                }
             }
             _ => {}
         }
@@ -128,27 +165,36 @@ impl<'a> Terms<'a> {
     }
 
     /// The fact an edge of branch `b` establishes (`then_edge` selects the edge), as
-    /// `threading::edge_fact` gives it.
+    /// `threading::edge_fact` gives it, by number.
     pub(super) fn edge_fact(
         &mut self,
         f: &Function,
         b: Block,
         then_edge: bool,
-    ) -> Option<(FactKey, Fact)> {
+    ) -> Option<EdgeFact> {
         let e = self.entry(f, b);
-        (e.kind == Kind::Branch).then(|| e.test.edge_fact(then_edge))
+        if e.kind != Kind::Branch {
+            return None;
+        }
+        let holds = then_edge != e.test.swapped;
+        Some(EdgeFact {
+            exact: e.exact,
+            equality: if holds { e.equality } else { NO_ID },
+            rhs: e.test.rhs,
+            holds,
+        })
     }
 
     /// Where a walk entering `c` goes next when `c` may be skipped: it computes nothing used
     /// elsewhere (libpcap's `use_conflict`, `used_elsewhere`), has no parameters and leads to
-    /// one place, or `decide` (given the comparison, its operands' value numbers and whether
-    /// the right one is a constant) decides its test. `None` when `c` stays.
+    /// one place, or `decide` (given the test's numbers) decides its test. `None` when `c`
+    /// stays.
     pub(super) fn step(
         &mut self,
         f: &Function,
         used_elsewhere: &[bool],
         c: Block,
-        decide: impl Fn(Code, Vn, Vn, bool) -> Option<bool>,
+        decide: impl Fn(TestIds) -> Option<bool>,
     ) -> Option<Step> {
         let e = self.entry(f, c);
         if e.params || used_elsewhere[c.index()] {
@@ -158,9 +204,12 @@ impl<'a> Terms<'a> {
             Kind::Jump => 0,
             Kind::Branch if e.one_place => 0,
             Kind::Branch => {
-                let t = e.test;
-                let holds = decide(t.code, t.lhs, t.rhs, t.rhs_is_const)?;
-                usize::from(holds == t.swapped)
+                let holds = decide(TestIds {
+                    exact: e.exact,
+                    equality: e.equality,
+                    rhs: e.test.rhs,
+                })?;
+                usize::from(holds == e.test.swapped)
             }
             _ => return None,
         };

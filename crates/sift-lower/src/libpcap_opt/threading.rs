@@ -1,17 +1,14 @@
 //! Edge facts and libpcap's `opt_j`: edges sent past the branches they already decide.
 
-use std::cell::Cell;
-use std::hash::Hash;
-
 use sift_ir::{Block, Function, Terminator, Value};
 
 use super::branches::{libpcap_form, Code};
 use super::edges::{edge as edge_at, edge_count, edge_mut, successors};
-use super::fast_hash::WordMap;
 use super::grouping::is_marked;
 use super::numbering::{Numbering, Vn};
 use super::pullup::DomIntervals;
-use super::terms::Terms;
+use super::subtrees::{FactIds, OutermostSubtrees, Subtree, NO_ID};
+use super::terms::{EdgeFact, Terms, TestIds};
 
 /// What an edge knows: the comparison it passed through and its outcome.
 #[derive(Clone, Copy, PartialEq, Eq, Hash)]
@@ -79,12 +76,13 @@ pub(super) fn edge_fact(
 pub(super) fn thread_edges(
     f: &mut Function,
     numbers: &Numbering,
+    ids: &mut FactIds,
     used_elsewhere: &[bool],
     facts: &FactsInForce,
     rpo: &[Block],
     regrouped: &[bool],
 ) -> bool {
-    let mut terms = Terms::new(f, numbers);
+    let mut terms = Terms::new(f, numbers, ids);
     thread_edges_with(f, &mut terms, used_elsewhere, facts, rpo, regrouped)
 }
 
@@ -137,8 +135,7 @@ pub(super) fn thread_edges_with(
             // Each step moves strictly forward in an acyclic graph, so this terminates; the
             // bound only guards against a malformed graph.
             for _ in 0..f.blocks.len() {
-                let decide =
-                    |code, lhs, rhs, is_const| facts.decide(b, own, code, lhs, rhs, is_const);
+                let decide = |test| facts.decide(b, own, test);
                 match terms.step(f, used_elsewhere, at, decide) {
                     Some((next, by)) => {
                         came_by = Some((at, by));
@@ -237,9 +234,9 @@ pub(super) enum Incoming {
 pub(super) struct FactsInForce<'a> {
     dom: &'a DomIntervals,
     /// Facts per `(comparison, lhs, rhs)`, with whether they hold.
-    exact: OutermostSubtrees<(FactKey, Vn), bool>,
+    exact: OutermostSubtrees<bool>,
     /// Equalities with a constant that held, per `(comparison, lhs)`, with the constant.
-    const_equalities: OutermostSubtrees<FactKey, Vn>,
+    const_equalities: OutermostSubtrees<Vn>,
 }
 
 impl<'a> FactsInForce<'a> {
@@ -250,14 +247,16 @@ impl<'a> FactsInForce<'a> {
     /// of them would for every block outside those chains that has edges: a chain's tests
     /// enter only each other and returns, so they dominate nothing else, and the edges
     /// entering other blocks are unchanged by the regrouping.
+    /// `ids` numbers the comparisons, as for the [`Terms`] the facts will answer.
     pub(super) fn new(
         f: &Function,
         numbers: &Numbering,
+        ids: &mut FactIds,
         dom: &'a DomIntervals,
         rpo: &[Block],
         left_out: &[bool],
     ) -> FactsInForce<'a> {
-        Self::with_terms(f, &mut Terms::new(f, numbers), dom, rpo, left_out)
+        Self::with_terms(f, &mut Terms::new(f, numbers, ids), dom, rpo, left_out)
     }
 
     /// [`FactsInForce::new`] reading the terminators through `terms`, a snapshot of `f` as it
@@ -277,19 +276,19 @@ impl<'a> FactsInForce<'a> {
             let Incoming::One(pred, then_edge) = incoming[d.index()] else {
                 continue;
             };
-            let Some((key, fact)) = terms.edge_fact(f, pred, then_edge) else {
+            let Some(fact) = terms.edge_fact(f, pred, then_edge) else {
                 continue;
             };
             let (enter, exit) = (dom.enter[d.index()], dom.exit[d.index()]);
             exact.push(Subtree {
-                key: (key, fact.rhs),
+                id: fact.exact,
                 enter,
                 exit,
                 payload: fact.holds,
             });
-            if is_const_equality(key, fact) {
+            if fact.equality != NO_ID {
                 const_equalities.push(Subtree {
-                    key,
+                    id: fact.equality,
                     enter,
                     exit,
                     payload: fact.rhs,
@@ -298,36 +297,30 @@ impl<'a> FactsInForce<'a> {
         }
         FactsInForce {
             dom,
-            exact: OutermostSubtrees::new(exact),
-            const_equalities: OutermostSubtrees::new(const_equalities),
+            exact: OutermostSubtrees::new(exact, terms.ids().exact_count()),
+            const_equalities: OutermostSubtrees::new(
+                const_equalities,
+                terms.ids().equality_count(),
+            ),
         }
     }
 
-    /// The outcome of `code(lhs, rhs)` on an edge leaving `b`, if a fact in force there
-    /// decides it; `own` is the edge's own fact, the last in force.
-    fn decide(
-        &self,
-        b: Block,
-        own: Option<(FactKey, Fact)>,
-        code: Code,
-        lhs: Vn,
-        rhs: Vn,
-        rhs_is_const: bool,
-    ) -> Option<bool> {
+    /// The outcome of `test` on an edge leaving `b`, if a fact in force there decides it;
+    /// `own` is the edge's own fact, the last in force.
+    fn decide(&self, b: Block, own: Option<EdgeFact>, test: TestIds) -> Option<bool> {
         const OWN: u32 = u32::MAX;
-        let key = (code, lhs);
         let at = self.dom.enter[b.index()];
         let own_exact = own
-            .filter(|&(k, fact)| k == key && fact.rhs == rhs)
-            .map(|(_, fact)| (OWN, fact.holds));
-        let exact = self.exact.holding((key, rhs), at).or(own_exact);
-        let equality = if code == Code::Eq && rhs_is_const {
+            .filter(|fact| fact.exact == test.exact)
+            .map(|fact| (OWN, fact.holds));
+        let exact = self.exact.holding(test.exact, at).or(own_exact);
+        let equality = if test.equality != NO_ID {
             let own_equality = own
-                .filter(|&(k, fact)| k == key && is_const_equality(k, fact))
-                .map(|(_, fact)| (OWN, fact.rhs == rhs));
+                .filter(|fact| fact.equality == test.equality)
+                .map(|fact| (OWN, fact.rhs == test.rhs));
             self.const_equalities
-                .holding(key, at)
-                .map(|(enter, constant)| (enter, constant == rhs))
+                .holding(test.equality, at)
+                .map(|(enter, constant)| (enter, constant == test.rhs))
                 .or(own_equality)
         } else {
             None
@@ -339,115 +332,6 @@ impl<'a> FactsInForce<'a> {
             (None, None) => None,
         }
     }
-}
-
-/// Something known in a dominator subtree (entry times `enter..exit`), under a key.
-struct Subtree<K, P> {
-    key: K,
-    enter: u32,
-    exit: u32,
-    payload: P,
-}
-
-/// Subtrees sorted by key and entry time, without those nested in an earlier one of the same
-/// key: the ones left per key are disjoint. Each key's subtrees are found by hashing, then the
-/// one holding a block by a search over their entry times alone.
-///
-/// A long chain leaves tens of thousands of disjoint subtrees under one key, and the walks ask
-/// about blocks in an order that follows the dominator tree closely (threading visits the
-/// blocks bottom-up), so each key remembers where its last answer was and the search gallops
-/// from there: a few probes instead of a binary search over all of them.
-struct OutermostSubtrees<K, P> {
-    enter: Vec<u32>,
-    exit: Vec<u32>,
-    payload: Vec<P>,
-    /// Where each key's subtrees lie in the arrays, and where its last search ended.
-    of_key: WordMap<K, (u32, u32, Cell<u32>)>,
-}
-
-/// A key as one integer ordered as the key: sorting the subtrees (10^5 of them on a long
-/// chain, each round) then compares one wide integer instead of a tuple field by field.
-trait PackedKey: Copy {
-    /// At most 72 bits wide.
-    fn packed(self) -> u128;
-}
-
-impl PackedKey for FactKey {
-    fn packed(self) -> u128 {
-        (self.0 as u128) << 32 | u128::from(self.1)
-    }
-}
-
-impl PackedKey for (FactKey, Vn) {
-    fn packed(self) -> u128 {
-        self.0.packed() << 32 | u128::from(self.1)
-    }
-}
-
-impl<K: PackedKey + Eq + Hash, P: Copy> OutermostSubtrees<K, P> {
-    fn new(mut all: Vec<Subtree<K, P>>) -> Self {
-        all.sort_unstable_by_key(|s| s.key.packed() << 32 | u128::from(s.enter));
-        let mut this = OutermostSubtrees {
-            enter: Vec::with_capacity(all.len()),
-            exit: Vec::with_capacity(all.len()),
-            payload: Vec::with_capacity(all.len()),
-            of_key: WordMap::default(),
-        };
-        let mut last_key = None;
-        for s in all {
-            let same_key = last_key == Some(s.key);
-            if same_key && s.enter < *this.exit.last().expect("same key") {
-                continue; // nested
-            }
-            let at = this.enter.len() as u32;
-            if same_key {
-                this.of_key.get_mut(&s.key).expect("key seen").1 = at + 1;
-            } else {
-                this.of_key.insert(s.key, (at, at + 1, Cell::new(at)));
-            }
-            last_key = Some(s.key);
-            this.enter.push(s.enter);
-            this.exit.push(s.exit);
-            this.payload.push(s.payload);
-        }
-        this
-    }
-
-    /// The entry time and payload of the subtree of `key` that holds entry time `at`.
-    fn holding(&self, key: K, at: u32) -> Option<(u32, P)> {
-        let (lo, hi, last) = self.of_key.get(&key)?;
-        let (lo, hi) = (*lo as usize, *hi as usize);
-        // The first subtree entered after `at`, found from the last answer.
-        let after = gallop(&self.enter[lo..hi], last.get() as usize - lo, at) + lo;
-        last.set(after.min(hi - 1) as u32);
-        let i = after.checked_sub(1).filter(|&i| i >= lo)?;
-        (at < self.exit[i]).then(|| (self.enter[i], self.payload[i]))
-    }
-}
-
-/// The number of entries of `sorted` that are at most `at` (its partition point), searched
-/// outwards from index `from`.
-fn gallop(sorted: &[u32], from: usize, at: u32) -> usize {
-    let n = sorted.len();
-    let from = from.min(n - 1);
-    let (lo, hi) = if sorted[from] <= at {
-        // The answer is above `from`: double the step until past it.
-        let (mut lo, mut step) = (from + 1, 1);
-        while lo + step <= n && sorted[lo + step - 1] <= at {
-            lo += step;
-            step *= 2;
-        }
-        (lo, (lo + step).min(n))
-    } else {
-        // At or below `from`.
-        let (mut hi, mut step) = (from, 1);
-        while hi >= step && sorted[hi - step] > at {
-            hi -= step;
-            step *= 2;
-        }
-        (hi.saturating_sub(step), hi)
-    };
-    lo + sorted[lo..hi].partition_point(|&e| e <= at)
 }
 
 /// For each block, whether a value it defines is used by another block (reachable or not, as
@@ -492,23 +376,10 @@ mod tests {
             .0;
         let used = used_outside_own_block(&f);
         let dom = DomIntervals::new(&idom);
-        let facts = FactsInForce::new(&f, &numbers, &dom, &rpo, &[]);
-        thread_edges(&mut f, &numbers, &used, &facts, &rpo, &[]);
+        let mut ids = FactIds::default();
+        let facts = FactsInForce::new(&f, &numbers, &mut ids, &dom, &rpo, &[]);
+        thread_edges(&mut f, &numbers, &mut ids, &used, &facts, &rpo, &[]);
         f
-    }
-
-    /// Galloping from any start finds the partition point a binary search finds.
-    #[test]
-    fn gallop_finds_the_partition_point() {
-        let sorted: Vec<u32> = (0..200).map(|i| i * 7 + i % 5).collect();
-        for from in 0..sorted.len() {
-            for at in 0..1500 {
-                let expected = sorted.partition_point(|&e| e <= at);
-                assert_eq!(gallop(&sorted, from, at), expected, "from {from}, at {at}");
-            }
-        }
-        assert_eq!(gallop(&[5], 0, 4), 0);
-        assert_eq!(gallop(&[5], 0, 5), 1);
     }
 
     /// A walk follows the edges of the blocks below it as already threaded: block 1's edges
