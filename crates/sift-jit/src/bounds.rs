@@ -25,7 +25,7 @@ use std::collections::HashMap;
 
 use sift_bytecode::{Insn, Operand, Program};
 
-use crate::flow::{successors, Flow, MULTI};
+use crate::flow::{Flow, MULTI};
 
 /// Key of the constant-offset loads (offsets from the start of the packet).
 const ABSOLUTE: u32 = u32::MAX;
@@ -177,7 +177,7 @@ impl Bounds {
                 }
             }
             let insn = &p.code[i];
-            successors(p, i, &mut succ);
+            flow.successors.of(p, i, &mut succ);
             for &s in &succ {
                 if !insn.is_terminator() && !flow.block_start[s as usize] {
                     continue;
@@ -206,7 +206,7 @@ fn anticipate(p: &Program, flow: &Flow) -> Vec<Need> {
             } => None,
             Insn::Return { .. } => Some(Vec::new()),
             _ => {
-                successors(p, i, &mut succ);
+                flow.successors.of(p, i, &mut succ);
                 let mut acc: Need = None;
                 for &s in &succ {
                     acc = meet_need(&acc, &need[s as usize]);

@@ -25,21 +25,46 @@ pub(crate) const MULTI: u32 = u32::MAX - 1;
 /// A register not written on some path (never read: the verifier forbids it).
 pub(crate) const UNDEFINED: u32 = u32::MAX;
 
-/// Successors of instruction `i` (in the order: next, branch targets, switch default, table).
-pub(crate) fn successors(p: &Program, i: usize, out: &mut Vec<u32>) {
-    out.clear();
-    match p.code[i] {
-        Insn::Jump { target } => out.push(target),
-        Insn::Branch { then_, else_, .. } => out.extend([then_, else_]),
-        Insn::Switch { table, default, .. } => {
-            out.push(default);
-            // The verifier guarantees the table exists; an absent one adds no edges.
-            if let Some(t) = p.tables.get(table as usize) {
-                out.extend(t.entries.iter().map(|&(_, target)| target));
+/// The successors of every instruction, each target of a table once: a host set's table has
+/// thousands of keys and one or two targets, and the passes over every edge (liveness,
+/// reaching definitions, bounds) would otherwise visit each target once per key.
+pub(crate) struct Successors {
+    /// Per table, its distinct targets.
+    table_targets: Vec<Vec<u32>>,
+}
+
+impl Successors {
+    pub(crate) fn new(p: &Program) -> Successors {
+        let table_targets = p
+            .tables
+            .iter()
+            .map(|t| {
+                let mut targets: Vec<u32> = t.entries.iter().map(|&(_, target)| target).collect();
+                targets.sort_unstable();
+                targets.dedup();
+                targets
+            })
+            .collect();
+        Successors { table_targets }
+    }
+
+    /// Successors of instruction `i` (in the order: next, branch targets, switch default,
+    /// table).
+    pub(crate) fn of(&self, p: &Program, i: usize, out: &mut Vec<u32>) {
+        out.clear();
+        match p.code[i] {
+            Insn::Jump { target } => out.push(target),
+            Insn::Branch { then_, else_, .. } => out.extend([then_, else_]),
+            Insn::Switch { table, default, .. } => {
+                out.push(default);
+                // The verifier guarantees the table exists; an absent one adds no edges.
+                if let Some(targets) = self.table_targets.get(table as usize) {
+                    out.extend(targets);
+                }
             }
+            Insn::Return { .. } => {}
+            _ => out.push(i as u32 + 1),
         }
-        Insn::Return { .. } => {}
-        _ => out.push(i as u32 + 1),
     }
 }
 
@@ -60,11 +85,13 @@ pub(crate) struct Flow {
     pub escaped: Vec<bool>,
     /// Per definition: the value may be kept in native byte order, with this many bytes.
     pub native_order: Vec<Option<Width>>,
+    pub successors: Successors,
 }
 
 impl Flow {
     pub(crate) fn new(p: &Program) -> Flow {
         let n = p.code.len();
+        let successors = Successors::new(p);
         let mut succ = Vec::new();
         let mut block_start = vec![false; n];
         let mut reachable = vec![false; n];
@@ -72,7 +99,7 @@ impl Flow {
         block_start[0] = true;
         reachable[0] = true;
         for i in 0..n {
-            successors(p, i, &mut succ);
+            successors.of(p, i, &mut succ);
             succ.sort_unstable();
             succ.dedup();
             let falls_through = !p.code[i].is_terminator();
@@ -90,7 +117,7 @@ impl Flow {
         // A fall-through into an instruction that is also a jump target starts a block too
         // (already marked by the jump); nothing more to do.
 
-        let live_in = liveness(p);
+        let live_in = liveness(p, &successors);
         let mut flow = Flow {
             reachable,
             block_start,
@@ -99,6 +126,7 @@ impl Flow {
             use_count: vec![0; n],
             escaped: vec![false; n],
             native_order: vec![None; n],
+            successors,
         };
         flow.reaching_definitions(p, &live_in);
         flow.byte_order(p);
@@ -132,7 +160,7 @@ impl Flow {
             if let Some(r) = insn.def() {
                 cur[r.index() & 15] = i as u32;
             }
-            successors(p, i, &mut succ);
+            self.successors.of(p, i, &mut succ);
             for &s in &succ {
                 if !insn.is_terminator() && !self.block_start[s as usize] {
                     continue; // straight-line: `cur` carries on
@@ -236,12 +264,12 @@ impl Flow {
 }
 
 /// Registers live on entry to each instruction (bit `r` for `r{r}`), one backward pass.
-fn liveness(p: &Program) -> Vec<u16> {
+fn liveness(p: &Program, successors: &Successors) -> Vec<u16> {
     let n = p.code.len();
     let mut live_in = vec![0u16; n];
     let mut succ = Vec::new();
     for i in (0..n).rev() {
-        successors(p, i, &mut succ);
+        successors.of(p, i, &mut succ);
         let mut live = succ.iter().fold(0u16, |acc, &s| acc | live_in[s as usize]);
         let insn = &p.code[i];
         if let Some(r) = insn.def() {
