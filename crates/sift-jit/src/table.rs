@@ -167,36 +167,58 @@ impl PerfectHash {
         slot_bits: u32,
     ) -> Option<PerfectHash> {
         let slots = 1usize << slot_bits;
-        let mut buckets: Vec<Vec<u32>> = vec![Vec::new(); 1 << bucket_bits];
-        for (i, &k) in keys.iter().enumerate() {
-            buckets[multiplicative(k, bucket_multiplier, bucket_bits) as usize].push(i as u32);
+        let bucket_count = 1usize << bucket_bits;
+        let bucket_of = |k: u32| multiplicative(k, bucket_multiplier, bucket_bits) as usize;
+        // Each bucket's keys (indices into `keys`, ascending), in one array: `members[start[b]
+        // ..start[b + 1]]`. Tables have 10^4 keys; a vector per bucket was most of the time.
+        let mut start = vec![0u32; bucket_count + 1];
+        for &k in keys {
+            start[bucket_of(k) + 1] += 1;
         }
-        let mut order: Vec<usize> = (0..buckets.len()).collect();
-        order.sort_by_key(|&b| std::cmp::Reverse(buckets[b].len()));
+        for b in 0..bucket_count {
+            start[b + 1] += start[b];
+        }
+        let mut fill = start.clone();
+        let mut members = vec![0u32; keys.len()];
+        for (i, &k) in keys.iter().enumerate() {
+            let b = bucket_of(k);
+            members[fill[b] as usize] = i as u32;
+            fill[b] += 1;
+        }
+        let bucket = |b: usize| &members[start[b] as usize..start[b + 1] as usize];
+        // Largest buckets first (they are the hardest to place), ties in bucket order.
+        let mut order: Vec<usize> = (0..bucket_count)
+            .filter(|&b| !bucket(b).is_empty())
+            .collect();
+        order.sort_by_key(|&b| std::cmp::Reverse(bucket(b).len()));
         let mut taken = vec![false; slots];
-        let mut displacement = vec![0u32; buckets.len()];
+        let mut displacement = vec![0u32; bucket_count];
         let mut keys_at = vec![keys[0]; slots];
         let mut entry = vec![0u32; slots];
         let mut hashes = Vec::new();
         for b in order {
-            if buckets[b].is_empty() {
-                break;
-            }
             hashes.clear();
             hashes.extend(
-                buckets[b]
+                bucket(b)
                     .iter()
                     .map(|&i| multiplicative(keys[i as usize], slot_multiplier, slot_bits)),
             );
-            let mut sorted = hashes.clone();
-            sorted.sort_unstable();
-            if sorted.windows(2).any(|w| w[0] == w[1]) {
+            // Buckets hold about two keys: comparing every pair beats sorting a copy, except
+            // in the rare large bucket.
+            let clash = if hashes.len() <= 16 {
+                (1..hashes.len()).any(|j| hashes[..j].contains(&hashes[j]))
+            } else {
+                let mut sorted = hashes.clone();
+                sorted.sort_unstable();
+                sorted.windows(2).any(|w| w[0] == w[1])
+            };
+            if clash {
                 return None; // no displacement can separate these keys
             }
             let d =
                 (0..slots as u32).find(|&d| hashes.iter().all(|&h| !taken[(h ^ d) as usize]))?;
             displacement[b] = d;
-            for (&i, &h) in buckets[b].iter().zip(&hashes) {
+            for (&i, &h) in bucket(b).iter().zip(&hashes) {
                 let s = (h ^ d) as usize;
                 taken[s] = true;
                 keys_at[s] = keys[i as usize];
