@@ -1,6 +1,7 @@
 //! The text listing and the ELF object against an independent reader: `llvm-objdump -d` must
 //! decode the object's bytes into the same instructions the listing shows (helper-name
 //! comments aside, and the two opcodes LLVM 14 cannot decode). Skipped, loudly, when llvm-objdump is not installed.
+//! Also: the instructions have no useless jump.
 
 use sift_ebpf::{Options, ProgramType};
 
@@ -86,4 +87,41 @@ fn listing_matches_llvm_objdump() {
     }
     eprintln!("{lines} listing lines identical to {tool}'s");
     let _ = std::fs::remove_dir_all(&dir);
+}
+
+/// No program jumps to the instruction that follows the jump (`goto +0`): branches, jumps,
+/// edge stubs and the tests of lookup tables all fall through instead.
+#[test]
+fn no_jump_goes_to_the_next_instruction() {
+    let ports = |n: u32, step: u32| {
+        (0..n)
+            .map(|i| format!("port {}", 1000 + i * step))
+            .collect::<Vec<_>>()
+            .join(" or ")
+    };
+    let hosts = (1..=40)
+        .map(|i| format!("host 10.0.{}.{}", i / 7, i))
+        .collect::<Vec<_>>()
+        .join(" or ");
+    for expr in [
+        ports(20, 1),
+        ports(3, 2),
+        ports(40, 3),
+        hosts,
+        "tcp port 80 or len > 100 or ip[tcp[0]] = 1".to_string(),
+        "ip6 protochain 6".to_string(),
+        "vlan and (tcp[13] = 2 or udp port 53 or ip6 host ::1)".to_string(),
+    ] {
+        let mut f = sift::compile_ir(&expr, &sift::Options::new(1, 262_144)).unwrap();
+        sift_opt::optimize(&mut f);
+        for t in ProgramType::ALL {
+            let p = sift_ebpf::compile(&f, &Options::new(t)).unwrap();
+            for (i, insn) in p.insns.iter().enumerate() {
+                assert!(
+                    !matches!(insn, sift_ebpf::insn::Insn::Ja { off: 0 }),
+                    "`{expr}` ({t}): instruction {i} jumps to the next one"
+                );
+            }
+        }
+    }
 }

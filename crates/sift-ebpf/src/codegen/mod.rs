@@ -584,8 +584,14 @@ impl<'a> Emitter<'a> {
                     let l = self.edge_label(t, &mut stubs, &mut seen);
                     table.push((*k, l));
                 }
-                let default = self.edge_label(default, &mut stubs, &mut seen);
-                switch::emit(self, key, &sift_ir::runs::runs(table), default);
+                let default_label = self.edge_label(default, &mut stubs, &mut seen);
+                // What comes next: the first stub, or with none the next block.
+                let default_follows = match stubs.first() {
+                    Some(stub) => stub.label == default_label,
+                    None => Some(default.block) == next,
+                };
+                let runs = sift_ir::runs::runs(table);
+                switch::emit(self, key, &runs, default_label, default_follows);
             }
             Terminator::Unset => {} // rejected by the IR verifier
         }

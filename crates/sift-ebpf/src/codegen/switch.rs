@@ -13,9 +13,16 @@ use crate::insn::{JmpOp, Reg};
 /// At most this many runs are tested linearly.
 const LINEAR: usize = 4;
 
-/// Jumps to the label of the run holding `key` in `runs` (in key order), else to `default`.
+/// Jumps to the label of the run holding `key` in `runs` (in key order), else to `default`,
+/// which `default_follows` says is placed right after this code (so no jump is needed).
 /// `key` must not be the scratch register `jmp_const` uses for large constants.
-pub(super) fn emit(e: &mut Emitter<'_>, key: Reg, runs: &[Run<Label>], default: Label) {
+pub(super) fn emit(
+    e: &mut Emitter<'_>,
+    key: Reg,
+    runs: &[Run<Label>],
+    default: Label,
+    default_follows: bool,
+) {
     if runs.len() <= LINEAR {
         for run in runs {
             if run.lo == run.hi {
@@ -27,13 +34,15 @@ pub(super) fn emit(e: &mut Emitter<'_>, key: Reg, runs: &[Run<Label>], default: 
                 e.place(next);
             }
         }
-        e.ja(default);
+        if !default_follows {
+            e.ja(default);
+        }
         return;
     }
     let mid = runs.len() / 2;
     let upper = e.new_label();
     e.jmp_const(JmpOp::Gt, key, runs[mid - 1].hi, upper);
-    emit(e, key, &runs[..mid], default);
+    emit(e, key, &runs[..mid], default, false);
     e.place(upper);
-    emit(e, key, &runs[mid..], default);
+    emit(e, key, &runs[mid..], default, default_follows);
 }
