@@ -560,9 +560,7 @@ impl Selector<'_> {
             Terminator::Unset => self.emit(Op::RetK, 0),
         }
     }
-}
 
-impl Selector<'_> {
     /// Jumps to `run`'s target when `A` holds one of its keys, else to `next`: a `jeq` per key
     /// for one or two keys, else `jge #lo` and `jgt #hi` (a port list written out is one run).
     fn switch_run(&mut self, run: &Run<&Target>, next: Label) {
