@@ -48,8 +48,9 @@
 //! nothing (`thread_check.rs`, its groups of tests kept between such rounds), and finds the
 //! blocks laid out in reverse postorder (`renumber.rs`). A round that decides no branch
 //! computes its edge facts only for threading, leaving out the chains it has just regrouped
-//! (as pullups do); the facts are searched by hashing and galloping (`threading.rs`), and
-//! they and threading's walks read the terminators once, into a compact snapshot (`terms.rs`).
+//! (as pullups do); the facts are found by the comparisons' dense numbers and a galloping
+//! search (`subtrees.rs`), and they and threading's walks read the terminators once, into a
+//! compact snapshot (`terms.rs`).
 //! [`reference_mode`] turns the shortcuts off; `pullup_equivalence.rs` compares the two on
 //! generated chains and random IR, and tests assert every reused numbering, skipped dead-code
 //! pass, late facts and skipped threading against the work it skips.
