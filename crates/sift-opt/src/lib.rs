@@ -183,6 +183,8 @@ pub fn try_optimize_with(f: &mut Function, opts: &Options) -> Result<Stats, Pass
     }
     // The control-flow facts, kept from pass to pass while the edges stay the same.
     let mut analysis = Analysis::new();
+    // Compacted first, the values are counted from a few dense pages instead of many sparse ones.
+    compact_if_sparse(f, &mut analysis);
     let mut stats = Stats {
         before: Counts::over(f, &analysis.cfg(f).rpo),
         ..Stats::default()
@@ -200,7 +202,9 @@ pub fn try_optimize_with(f: &mut Function, opts: &Options) -> Result<Stats, Pass
         })
     };
     for round in 0..opts.max_rounds {
-        compact_if_sparse(f, &mut analysis);
+        if round > 0 {
+            compact_if_sparse(f, &mut analysis);
+        }
         let mut changed = 0;
         if opts.simplify {
             let n = simplify::run_with(f, &mut analysis);
