@@ -266,9 +266,7 @@ impl Comparison<'_> {
                     ..
                 },
             ) => (op, lhs, rhs) != (op2, l2, r2),
-            (Terminator::Switch { value, .. }, Terminator::Switch { value: v2, .. }) => {
-                value != v2
-            }
+            (Terminator::Switch { value, .. }, Terminator::Switch { value: v2, .. }) => value != v2,
             _ => false,
         }
     }
