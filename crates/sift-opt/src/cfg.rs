@@ -262,11 +262,24 @@ impl Analysis {
     /// Deletes the blocks the entry cannot reach, renumbering the rest (the entry stays
     /// `block0`) and the kept facts with them. Returns how many blocks were removed.
     pub fn remove_unreachable(&mut self, f: &mut Function) -> usize {
-        let cfg = self.cfg(f);
-        if cfg.all_live() {
-            return 0;
-        }
-        let live = cfg.live.clone();
+        let live = match &self.cfg {
+            Some(cfg) if cfg.all_live() => return 0,
+            Some(cfg) => cfg.live.clone(),
+            // Without kept facts, reachability alone decides, and the facts are computed when
+            // next asked for, on what remains: after lookup tables replace a long chain, a
+            // dominator tree of the whole function would be built for a few blocks.
+            None => {
+                let order = rpo(f);
+                if order.len() == f.blocks.len() {
+                    return 0;
+                }
+                let mut live = vec![false; f.blocks.len()];
+                for b in order {
+                    live[b.index()] = true;
+                }
+                live
+            }
+        };
         let (removed, new_index) = crate::rewrite::remove_blocks(f, &live);
         if let Some(cfg) = &mut self.cfg {
             cfg.renumber(&new_index);

@@ -9,7 +9,7 @@
 //! * bits known to be zero (a false `set` test: `x & m == 0`) and known to be one (a true `set`
 //!   test with a one-bit mask), plus up to [`MAX_ANY_MASKS`] masks of which at least one bit is
 //!   set (a true `set` test with a wider mask);
-//! * constants it is known to differ from (false `eq` tests, `switch` defaults), in a hash set so
+//! * constants it is known to differ from (false `eq` tests, `switch` defaults), in a hash map so
 //!   that a chain of 10^4 tests stays linear;
 //!
 //! and, for pairs of values compared with each other, the set of orderings (`<`, `=`, `>`) still
@@ -19,7 +19,7 @@
 //! The base is scoped: [`Facts::mark`] and [`Facts::undo_to`] let a dominator-tree walk add an
 //! edge's assertion on the way down and drop it on the way up.
 
-use crate::hash::{FastMap, FastSet};
+use crate::hash::FastMap;
 
 use sift_ir::{CmpOp, Value};
 
@@ -129,7 +129,11 @@ pub struct Facts<'r> {
     /// its range is known). An array, not a map: a chain asserts something about a value in
     /// almost every block.
     summaries: Vec<Option<Summary>>,
-    ne: FastSet<(Value, u32)>,
+    /// Constants values differ from, each with the position in `undo` of the assertion that
+    /// made it. An entry holds only while that position still holds that assertion: undoing
+    /// leaves the entry behind instead of removing it (a removal per edge was a large share of
+    /// the pass on long chains).
+    ne: FastMap<(Value, u32), usize>,
     pairs: FastMap<(Value, Value), u8>,
     undo: Vec<Undo>,
 }
@@ -140,7 +144,7 @@ impl<'r> Facts<'r> {
         Facts {
             ranges,
             summaries: vec![None; ranges.len()],
-            ne: FastSet::default(),
+            ne: FastMap::default(),
             pairs: FastMap::default(),
             undo: Vec::new(),
         }
@@ -155,9 +159,7 @@ impl<'r> Facts<'r> {
         while self.undo.len() > mark {
             match self.undo.pop() {
                 Some(Undo::Summary(v, old)) => self.summaries[v.index()] = old,
-                Some(Undo::Ne(v, k)) => {
-                    self.ne.remove(&(v, k));
-                }
+                Some(Undo::Ne(..)) => {}
                 Some(Undo::Pair(p, old)) => match old {
                     Some(s) => {
                         self.pairs.insert(p, s);
@@ -186,8 +188,18 @@ impl<'r> Facts<'r> {
         self.undo.push(Undo::Summary(v, old));
     }
 
+    /// Whether `v != k` was asserted on the current path.
+    fn is_ne(&self, v: Value, k: u32) -> bool {
+        self.ne
+            .get(&(v, k))
+            .is_some_and(|&at| asserts_ne(&self.undo, at, v, k))
+    }
+
     fn add_ne(&mut self, v: Value, k: u32) {
-        if self.ne.insert((v, k)) {
+        let at = self.undo.len();
+        let made = self.ne.entry((v, k)).or_insert(at);
+        if *made == at || !asserts_ne(&self.undo, *made, v, k) {
+            *made = at;
             self.undo.push(Undo::Ne(v, k));
         }
         // Excluding an end of the interval shrinks it (so `x != 0` proves `x > 0`).
@@ -274,7 +286,7 @@ impl<'r> Facts<'r> {
             return None;
         }
         let r = s.range;
-        let excluded = |c: u32| !s.admits(c) || ne.is_some_and(|(f, x)| f.ne.contains(&(x, c)));
+        let excluded = |c: u32| !s.admits(c) || ne.is_some_and(|(f, x)| f.is_ne(x, c));
         match op {
             CmpOp::Eq | CmpOp::Ne => {
                 let eq = if r.lo == r.hi && r.lo == k && s.admits(k) {
@@ -346,6 +358,11 @@ impl<'r> Facts<'r> {
             None
         }
     }
+}
+
+/// Whether the assertion at position `at` of `undo` is `v != k`.
+fn asserts_ne(undo: &[Undo], at: usize, v: Value, k: u32) -> bool {
+    matches!(undo.get(at), Some(&Undo::Ne(w, c)) if (w, c) == (v, k))
 }
 
 fn decide_order(always: bool, never: bool) -> Option<bool> {
@@ -464,6 +481,31 @@ mod tests {
             f.assume_const(Value(0), CmpOp::Eq, 1, false);
             assert_eq!(f.decide_const(Value(0), op, 1), None);
         }
+    }
+
+    #[test]
+    fn undone_inequalities_no_longer_hold() {
+        let ranges = [Range::FULL; 2];
+        let mut f = Facts::new(&ranges);
+        let outer = f.mark();
+        f.assume_const(Value(0), CmpOp::Eq, 7, false);
+        assert_eq!(f.decide_const(Value(0), CmpOp::Eq, 7), Some(false));
+        f.undo_to(outer);
+        assert_eq!(f.decide_const(Value(0), CmpOp::Eq, 7), None);
+        // Another assertion now sits where the undone one was.
+        f.assume_const(Value(1), CmpOp::Eq, 7, false);
+        assert_eq!(f.decide_const(Value(0), CmpOp::Eq, 7), None);
+        assert_eq!(f.decide_const(Value(1), CmpOp::Eq, 7), Some(false));
+        // Asserted again, deeper: holds until that scope is undone.
+        f.assume_const(Value(0), CmpOp::Eq, 7, false);
+        let inner = f.mark();
+        f.assume_const(Value(0), CmpOp::Eq, 7, false);
+        assert_eq!(f.decide_const(Value(0), CmpOp::Eq, 7), Some(false));
+        f.undo_to(inner);
+        assert_eq!(f.decide_const(Value(0), CmpOp::Eq, 7), Some(false));
+        f.undo_to(outer);
+        assert_eq!(f.decide_const(Value(0), CmpOp::Eq, 7), None);
+        assert_eq!(f.decide_const(Value(1), CmpOp::Eq, 7), None);
     }
 
     #[test]

@@ -99,9 +99,11 @@ struct Shapes {
     by_hash: FastMap<u64, Block>,
     collided: FastMap<Vec<u64>, Block>,
     hasher: crate::hash::FastState,
-    /// Scratch: the shape of the block looked up, and of the candidate found by hash.
+    /// Scratch: the shape of the block looked up, and of the candidate found by hash (kept
+    /// while the same candidate comes back: on a chain, every block finds the same one).
     current: Vec<u64>,
     candidate: Vec<u64>,
+    candidate_block: Option<Block>,
 }
 
 impl Shapes {
@@ -119,7 +121,10 @@ impl Shapes {
             }
             Entry::Occupied(e) => *e.get(),
         };
-        shape(f, a, &mut self.candidate);
+        if self.candidate_block != Some(a) {
+            shape(f, a, &mut self.candidate);
+            self.candidate_block = Some(a);
+        }
         if self.candidate == self.current {
             return Some(a);
         }
@@ -225,6 +230,11 @@ fn empty<K, V>(table: &mut FastMap<K, V>) {
 
 impl Comparison<'_> {
     fn equivalent(&mut self) -> bool {
+        if self.roots_differ_at_once() {
+            // What the full comparison would spend on the roots' pair before failing.
+            *self.budget = self.budget.saturating_sub(1);
+            return false;
+        }
         self.scratch.reset();
         let mut work = std::mem::take(&mut self.scratch.work);
         work.clear();
@@ -232,6 +242,33 @@ impl Comparison<'_> {
         let same = self.compare_pairs(&mut work);
         self.scratch.work = work;
         same
+    }
+
+    /// Whether the roots compute nothing and test different operands: then no operand of
+    /// theirs can correspond but by being the same value, and the comparison fails at its
+    /// first step (most comparisons on a chain, whose tests differ in their constant).
+    fn roots_differ_at_once(&self) -> bool {
+        let (da, db) = (self.f.block(self.roots.0), self.f.block(self.roots.1));
+        if !(da.params.is_empty()
+            && db.params.is_empty()
+            && da.insts.is_empty()
+            && db.insts.is_empty())
+        {
+            return false;
+        }
+        match (&da.term, &db.term) {
+            (
+                Terminator::Branch { op, lhs, rhs, .. },
+                Terminator::Branch {
+                    op: op2,
+                    lhs: l2,
+                    rhs: r2,
+                    ..
+                },
+            ) => (op, lhs, rhs) != (op2, l2, r2),
+            (Terminator::Switch { value, .. }, Terminator::Switch { value: v2, .. }) => value != v2,
+            _ => false,
+        }
     }
 
     /// Compares the pairs on `work` and those they lead to.

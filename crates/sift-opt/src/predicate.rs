@@ -97,9 +97,9 @@ pub fn run_with(f: &mut Function, analysis: &mut Analysis) -> usize {
         moved.clear();
         for (i, start) in crate::cfg::targets(term).enumerate() {
             let m = facts.mark();
-            if let Some(a) = edge_assertion(f, term, i) {
-                assume(&mut facts, &a);
-            }
+            // The edge's assertion is only needed to decide a skipped block's test: most edges
+            // lead to a block that computes or returns, where nothing is decided.
+            let mut assumed = false;
             let mut t = start;
             while budget > 0 {
                 let s = f.block(t.block);
@@ -108,10 +108,19 @@ pub fn run_with(f: &mut Function, analysis: &mut Analysis) -> usize {
                 }
                 let next = match &s.term {
                     Terminator::Jump(n) => n,
-                    other => match decide(f, &facts, other) {
-                        Some(n) => n,
-                        None => break,
-                    },
+                    other @ (Terminator::Branch { .. } | Terminator::Switch { .. }) => {
+                        if !assumed {
+                            assumed = true;
+                            if let Some(a) = edge_assertion(f, term, i) {
+                                assume(&mut facts, &a);
+                            }
+                        }
+                        match decide(f, &facts, other) {
+                            Some(n) => n,
+                            None => break,
+                        }
+                    }
+                    _ => break,
                 };
                 budget -= 1;
                 t = next;

@@ -25,14 +25,32 @@ use crate::cfg::Analysis;
 use crate::hash::{FastMap, FastSet};
 
 /// One element of a chain: the value tested, the keys, the exit on equality, the continuation.
-struct Link {
+struct Link<'f> {
     value: Value,
-    keys: Vec<u32>,
-    exit: Target,
-    next: Target,
+    keys: Keys<'f>,
+    exit: &'f Target,
+    next: &'f Target,
 }
 
-fn link(f: &Function, term: &Terminator) -> Option<Link> {
+/// The keys of a link, read from its terminator (a list per test was most of the pass's
+/// time on long chains).
+#[derive(Clone, Copy)]
+enum Keys<'f> {
+    One(u32),
+    Cases(&'f [(u32, Target)]),
+}
+
+impl<'f> Keys<'f> {
+    fn iter(self) -> impl Iterator<Item = u32> + 'f {
+        let (one, cases) = match self {
+            Keys::One(k) => (Some(k), &[][..]),
+            Keys::Cases(cases) => (None, cases),
+        };
+        one.into_iter().chain(cases.iter().map(|(k, _)| *k))
+    }
+}
+
+fn link<'f>(f: &Function, term: &'f Terminator) -> Option<Link<'f>> {
     match term {
         Terminator::Branch {
             op: CmpOp::Eq,
@@ -44,9 +62,9 @@ fn link(f: &Function, term: &Terminator) -> Option<Link> {
             let k = f.const_value(*rhs)?;
             Some(Link {
                 value: *lhs,
-                keys: vec![k],
-                exit: then_.clone(),
-                next: else_.clone(),
+                keys: Keys::One(k),
+                exit: then_,
+                next: else_,
             })
         }
         Terminator::Branch {
@@ -59,9 +77,9 @@ fn link(f: &Function, term: &Terminator) -> Option<Link> {
             let k = f.const_value(*rhs)?;
             Some(Link {
                 value: *lhs,
-                keys: vec![k],
-                exit: else_.clone(),
-                next: then_.clone(),
+                keys: Keys::One(k),
+                exit: else_,
+                next: then_,
             })
         }
         Terminator::Switch {
@@ -69,15 +87,15 @@ fn link(f: &Function, term: &Terminator) -> Option<Link> {
             cases,
             default,
         } => {
-            let exit = cases.first()?.1.clone();
-            if cases.iter().any(|(_, t)| *t != exit) {
+            let exit = &cases.first()?.1;
+            if cases.iter().any(|(_, t)| t != exit) {
                 return None;
             }
             Some(Link {
                 value: *value,
-                keys: cases.iter().map(|(k, _)| *k).collect(),
+                keys: Keys::Cases(cases),
                 exit,
-                next: default.clone(),
+                next: default,
             })
         }
         _ => None,
@@ -135,7 +153,7 @@ pub fn run_with(f: &mut Function, min_keys: usize, analysis: &mut Analysis) -> u
                 order.push(l.value);
                 Vec::new()
             });
-            for &k in &l.keys {
+            for k in l.keys.iter() {
                 if seen.insert((l.value, k)) {
                     g.push(k);
                 }
