@@ -188,7 +188,7 @@ pub enum Inst {
     /// values, most significant first. Never rejects the packet.
     Member {
         set: u32,
-        key: Vec<Value>,
+        key: ThinVec<Value>,
     },
     /// libpcap's `protochain` loop: walks the header chain from protocol `proto` at `offset`
     /// (relative to the network header at `base`) and gives the protocol it stops at (see
@@ -211,7 +211,7 @@ impl Inst {
             Inst::Load { index, .. } => index.into_iter().collect(),
             Inst::Binary(_, a, b) => vec![a, b],
             Inst::Neg(a) | Inst::Contains { start: a, .. } => vec![a],
-            Inst::Member { ref key, .. } => key.clone(),
+            Inst::Member { ref key, .. } => key.to_vec(),
             Inst::Protochain { proto, offset, .. } => vec![proto, offset],
         }
     }
@@ -580,7 +580,7 @@ mod tests {
             Inst::Neg(c),
             Inst::Member {
                 set: 0,
-                key: vec![c, a, b],
+                key: thin_vec![c, a, b],
             },
         ];
         for inst in &insts {

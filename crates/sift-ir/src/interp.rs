@@ -242,7 +242,7 @@ block2:
         let mut bad = f.clone();
         bad.values[3] = Inst::Member {
             set: 0,
-            key: vec![Value(2), Value(2)],
+            key: crate::thin_vec![Value(2), Value(2)],
         };
         assert!(crate::verify(&bad).is_err());
     }

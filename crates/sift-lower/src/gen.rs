@@ -272,7 +272,7 @@ impl Gen {
         set: u32,
     ) -> Cond {
         let block = self.f.create_block();
-        let mut key = Vec::with_capacity(offsets.len());
+        let mut key = sift_ir::ThinVec::with_capacity(offsets.len());
         for &o in offsets {
             let mut x = self.load(block, rel, o, size);
             if mask != u32::MAX {

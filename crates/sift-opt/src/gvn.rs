@@ -54,7 +54,7 @@ fn key_of(inst: &Inst) -> Option<Key> {
             pattern,
             start,
         } => Key::Contains(set, pattern, start),
-        Inst::Member { set, ref key } => Key::Member(set, key.clone()),
+        Inst::Member { set, ref key } => Key::Member(set, key.to_vec()),
         // The walk is a function of the packet and its operands: a dominating copy has either
         // rejected the packet already or computed the same protocol.
         Inst::Protochain {
