@@ -1,16 +1,17 @@
-//! Immediate dominators (Lengauer and Tarjan's algorithm) and the dominator tree as intervals.
+//! Immediate dominators and the dominator tree as intervals.
 //!
 //! Every pass that reasons about "always executed before" needs the dominator tree, and on long
 //! `or` chains (10^5 blocks, a tree as deep as the chain, a reject block with as many
 //! predecessors, joins of blocks at very different depths while lowering reorders tests) it is
 //! computed many times, so it must be near-linear on every shape, never quadratic.
 //!
-//! Lengauer and Tarjan's algorithm with path compression ("simple" linking) takes
-//! `O(E log N)` on any graph: one depth-first search, semidominators from the predecessors in
-//! reverse preorder through a compressed forest, and immediate dominators from the
-//! semidominators in one more sweep. Meeting predecessors by walking up a tree under
-//! construction (Cooper, Harvey and Kennedy), the method used before, is faster on chains but
-//! walks a deep tree once per join on graphs where joins meet far apart.
+//! The graph is acyclic, so in reverse postorder every block comes after its predecessors, and
+//! its immediate dominator is the nearest common ancestor, in the tree built so far, of its
+//! predecessors. One sweep in that order builds the tree: each edge updates its target's
+//! candidate with one common-ancestor query. Walking up the tree a parent at a time would be
+//! quadratic on a chain whose exits all join one block (each query climbs the whole chain), so
+//! every block also keeps a jump pointer (Myers' skew-binary scheme: the pointer's length
+//! depends only on the block's depth, and a query takes `O(log depth)` steps).
 //!
 //! Every step is iterative (trees 10^5 deep would overflow a recursive walk's stack).
 
@@ -22,19 +23,99 @@ const NONE: u32 = u32::MAX;
 /// and the reverse postorder, exactly as [`Function::reverse_postorder`] gives it. Edges to a
 /// block earlier in that order (back edges of a malformed, cyclic graph) are ignored.
 pub fn dominators(f: &Function) -> (Vec<Option<Block>>, Vec<Block>) {
-    let search = Search::new(f);
-    let idom = search.immediate_dominators();
-    let mut out = vec![None; f.blocks.len()];
-    for (i, &d) in idom.iter().enumerate().skip(1) {
-        out[search.vertex[i] as usize] = Some(Block(search.vertex[d as usize]));
+    let rpo = f.reverse_postorder();
+    let n = f.blocks.len();
+    let mut position = vec![NONE; n];
+    for (i, b) in rpo.iter().enumerate() {
+        position[b.index()] = i as u32;
     }
-    let rpo = search
-        .post
-        .iter()
-        .rev()
-        .map(|&i| Block(search.vertex[i as usize]))
-        .collect();
-    (out, rpo)
+    // The tree over positions in `rpo`: each block's parent (its immediate dominator, or while
+    // its predecessors are being visited the candidate so far) and depth, and jump pointers.
+    let mut tree = Tree {
+        parent: vec![NONE; rpo.len()],
+        depth: vec![0; rpo.len()],
+        jump: vec![0; rpo.len()],
+    };
+    for (i, &b) in rpo.iter().enumerate() {
+        let i = i as u32;
+        // Every predecessor came before: the parent is final.
+        tree.attach(i);
+        f.blocks[b.index()].term.for_each_target(|t| {
+            let Some(&j) = position.get(t.block.index()) else {
+                return;
+            };
+            if j == NONE || j <= i {
+                return; // a back edge
+            }
+            let candidate = tree.parent[j as usize];
+            tree.parent[j as usize] = if candidate == NONE {
+                i
+            } else {
+                tree.common_ancestor(candidate, i)
+            };
+        });
+    }
+    let mut idom = vec![None; n];
+    for (i, &b) in rpo.iter().enumerate().skip(1) {
+        idom[b.index()] = Some(rpo[tree.parent[i] as usize]);
+    }
+    (idom, rpo)
+}
+
+/// The dominator tree under construction, over positions in reverse postorder.
+struct Tree {
+    parent: Vec<u32>,
+    depth: Vec<u32>,
+    /// An ancestor of each vertex: its parent, or a longer jump when the parent's own jump and
+    /// the one after it are as long as each other (Myers' skew-binary jump pointers).
+    jump: Vec<u32>,
+}
+
+impl Tree {
+    /// Sets `v`'s depth and jump pointer from its parent (the root, without one, is its own).
+    fn attach(&mut self, v: u32) {
+        let vi = v as usize;
+        let p = self.parent[vi];
+        if p == NONE {
+            self.jump[vi] = v;
+            return;
+        }
+        let (pi, jp) = (p as usize, self.jump[p as usize]);
+        let jjp = self.jump[jp as usize];
+        self.depth[vi] = self.depth[pi] + 1;
+        let (dp, djp, djjp) = (
+            self.depth[pi],
+            self.depth[jp as usize],
+            self.depth[jjp as usize],
+        );
+        self.jump[vi] = if dp - djp == djp - djjp { jjp } else { p };
+    }
+
+    /// The nearest common ancestor of `a` and `b`.
+    fn common_ancestor(&self, mut a: u32, mut b: u32) -> u32 {
+        let depth = |v: u32| self.depth[v as usize];
+        if depth(a) < depth(b) {
+            std::mem::swap(&mut a, &mut b);
+        }
+        while depth(a) > depth(b) {
+            let j = self.jump[a as usize];
+            a = if depth(j) >= depth(b) {
+                j
+            } else {
+                self.parent[a as usize]
+            };
+        }
+        // At equal depths the jump pointers have equal lengths.
+        while a != b {
+            let (ja, jb) = (self.jump[a as usize], self.jump[b as usize]);
+            if ja != jb {
+                (a, b) = (ja, jb);
+            } else {
+                (a, b) = (self.parent[a as usize], self.parent[b as usize]);
+            }
+        }
+        a
+    }
 }
 
 /// The dominator tree numbered depth first, so that "a dominates b" is an interval test
@@ -100,192 +181,6 @@ impl DominatorTree {
             }
             _ => a == b,
         }
-    }
-}
-
-/// A depth-first search from the entry, taking successors in order (the search
-/// [`Function::reverse_postorder`] makes), with the reachable blocks numbered in preorder.
-struct Search {
-    /// The block of each preorder number.
-    vertex: Vec<u32>,
-    /// The search-tree parent of each vertex (`NONE` for the entry).
-    parent: Vec<u32>,
-    /// Vertices in postorder.
-    post: Vec<u32>,
-    /// Predecessors of each vertex over forward edges, in one array: those of `w` are
-    /// `preds[pred_start[w]..pred_start[w + 1]]`.
-    pred_start: Vec<u32>,
-    preds: Vec<u32>,
-}
-
-impl Search {
-    fn new(f: &Function) -> Search {
-        let n = f.blocks.len();
-        let mut search = Search {
-            vertex: Vec::with_capacity(n),
-            parent: Vec::with_capacity(n),
-            post: Vec::with_capacity(n),
-            pred_start: Vec::new(),
-            preds: Vec::new(),
-        };
-        if n == 0 {
-            return search;
-        }
-        // Successors of every block in one array, read in block order (the search then jumps
-        // around this small array instead of the blocks).
-        let mut succ_start = Vec::with_capacity(n + 1);
-        let mut succ: Vec<u32> = Vec::with_capacity(2 * n);
-        succ_start.push(0u32);
-        for data in &f.blocks {
-            data.term.for_each_target(|t| {
-                if t.block.index() < n {
-                    succ.push(t.block.0);
-                }
-            });
-            succ_start.push(succ.len() as u32);
-        }
-        let mut number = vec![NONE; n];
-        // Whether each vertex's search has finished: an edge to a vertex still open goes back
-        // to an ancestor and closes a cycle, and is ignored; every other edge goes forward.
-        let mut finished: Vec<bool> = Vec::with_capacity(n);
-        // The forward edges, as (from, to) vertices.
-        let mut edges: Vec<(u32, u32)> = Vec::with_capacity(succ.len());
-        // Each open vertex and the position of its next successor in `succ`.
-        let mut stack: Vec<(u32, u32)> = vec![(0, succ_start[0])];
-        number[0] = 0;
-        search.vertex.push(0);
-        search.parent.push(NONE);
-        finished.push(false);
-        while let Some(top) = stack.last_mut() {
-            let (v, at) = (top.0, top.1);
-            let end = succ_start[search.vertex[v as usize] as usize + 1];
-            if at < end {
-                top.1 += 1;
-                let s = succ[at as usize] as usize;
-                let w = number[s];
-                if w == NONE {
-                    let w = search.vertex.len() as u32;
-                    number[s] = w;
-                    search.vertex.push(s as u32);
-                    search.parent.push(v);
-                    finished.push(false);
-                    stack.push((w, succ_start[s]));
-                    edges.push((v, w));
-                } else if finished[w as usize] {
-                    edges.push((v, w));
-                }
-            } else {
-                search.post.push(v);
-                finished[v as usize] = true;
-                stack.pop();
-            }
-        }
-        let m = search.vertex.len();
-        let mut start = vec![0u32; m + 1];
-        for &(_, to) in &edges {
-            start[to as usize + 1] += 1;
-        }
-        for i in 1..=m {
-            start[i] += start[i - 1];
-        }
-        let mut fill = start.clone();
-        let mut preds = vec![0u32; edges.len()];
-        for &(from, to) in &edges {
-            preds[fill[to as usize] as usize] = from;
-            fill[to as usize] += 1;
-        }
-        search.pred_start = start;
-        search.preds = preds;
-        search
-    }
-
-    fn preds_of(&self, w: usize) -> &[u32] {
-        &self.preds[self.pred_start[w] as usize..self.pred_start[w + 1] as usize]
-    }
-
-    /// The immediate dominator of each vertex, as a vertex (`NONE` for the entry).
-    ///
-    /// Lengauer and Tarjan: vertices in reverse preorder get their semidominator, the
-    /// smallest vertex from which a path reaches them through larger vertices only, as the
-    /// smallest semidominator on the forest paths above their predecessors (`eval`); each
-    /// vertex is then linked under its parent, and the vertices whose semidominator is that
-    /// parent learn their immediate dominator or the vertex it equals, resolved in preorder.
-    fn immediate_dominators(&self) -> Vec<u32> {
-        let m = self.vertex.len();
-        let mut forest = Forest {
-            semi: (0..m as u32).collect(),
-            label: (0..m as u32).collect(),
-            ancestor: vec![NONE; m],
-            path: Vec::new(),
-        };
-        let mut idom = vec![NONE; m];
-        // Vertices waiting for their semidominator to be linked, as linked lists.
-        let mut bucket = vec![NONE; m];
-        let mut next_in_bucket = vec![NONE; m];
-        for w in (1..m).rev() {
-            for &v in self.preds_of(w) {
-                let u = forest.eval(v);
-                if forest.semi[u as usize] < forest.semi[w] {
-                    forest.semi[w] = forest.semi[u as usize];
-                }
-            }
-            let s = forest.semi[w] as usize;
-            next_in_bucket[w] = bucket[s];
-            bucket[s] = w as u32;
-            let p = self.parent[w];
-            forest.ancestor[w] = p;
-            let mut v = std::mem::replace(&mut bucket[p as usize], NONE);
-            while v != NONE {
-                let u = forest.eval(v);
-                idom[v as usize] = if forest.semi[u as usize] < forest.semi[v as usize] {
-                    u
-                } else {
-                    p
-                };
-                v = next_in_bucket[v as usize];
-            }
-        }
-        for w in 1..m {
-            if idom[w] != forest.semi[w] {
-                idom[w] = idom[idom[w] as usize];
-            }
-        }
-        idom
-    }
-}
-
-/// The forest of vertices already processed, with path compression.
-struct Forest {
-    semi: Vec<u32>,
-    /// The vertex of smallest semidominator on the compressed path above each vertex.
-    label: Vec<u32>,
-    ancestor: Vec<u32>,
-    /// Scratch for `eval`'s compression (kept to avoid allocating per call).
-    path: Vec<u32>,
-}
-
-impl Forest {
-    /// The vertex of smallest semidominator on the forest path from `v` up to (not including)
-    /// its tree's root; `v` itself when it is a root.
-    fn eval(&mut self, v: u32) -> u32 {
-        if self.ancestor[v as usize] == NONE {
-            return v;
-        }
-        let mut x = v;
-        while self.ancestor[self.ancestor[x as usize] as usize] != NONE {
-            self.path.push(x);
-            x = self.ancestor[x as usize];
-        }
-        // Compress from the top down, as the recursive formulation does.
-        while let Some(y) = self.path.pop() {
-            let a = self.ancestor[y as usize] as usize;
-            let y = y as usize;
-            if self.semi[self.label[a] as usize] < self.semi[self.label[y] as usize] {
-                self.label[y] = self.label[a];
-            }
-            self.ancestor[y] = self.ancestor[a];
-        }
-        self.label[v as usize]
     }
 }
 
