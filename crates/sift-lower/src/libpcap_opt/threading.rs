@@ -246,8 +246,8 @@ impl<'a> FactsInForce<'a> {
     /// are left out, as sources of edges and as blocks entered. The facts left answer as all
     /// of them would for every block outside those chains that has edges: a chain's tests
     /// enter only each other and returns, so they dominate nothing else, and the edges
-    /// entering other blocks are unchanged by the regrouping.
-    /// `ids` numbers the comparisons, as for the [`Terms`] the facts will answer.
+    /// entering other blocks are unchanged by the regrouping. `ids` numbers the comparisons,
+    /// as for the [`Terms`] the facts will answer.
     pub(super) fn new(
         f: &Function,
         numbers: &Numbering,
