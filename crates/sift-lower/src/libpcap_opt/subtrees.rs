@@ -33,6 +33,16 @@ impl FactIds {
         *self.equality.entry((code, lhs)).or_insert(next)
     }
 
+    /// The number of `(code, lhs, rhs)`, if it has one.
+    pub(super) fn find_exact(&self, code: Code, lhs: Vn, rhs: Vn) -> Option<u32> {
+        self.exact.get(&(code, lhs, rhs)).copied()
+    }
+
+    /// The number of `(code, lhs)`, if it has one.
+    pub(super) fn find_equality(&self, code: Code, lhs: Vn) -> Option<u32> {
+        self.equality.get(&(code, lhs)).copied()
+    }
+
     pub(super) fn exact_count(&self) -> usize {
         self.exact.len()
     }

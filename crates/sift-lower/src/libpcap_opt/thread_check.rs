@@ -15,11 +15,11 @@ use sift_ir::{Block, Function, Terminator};
 
 use super::branches::Code;
 use super::edges::successors;
-use super::fast_hash::WordMap;
-use super::numbering::{Numbering, Vn};
+use super::numbering::Numbering;
 use super::pullup::DomIntervals;
 use super::renumber::moved;
-use super::threading::{edge_fact, is_const_equality, single_incoming, FactKey, Incoming};
+use super::subtrees::FactIds;
+use super::threading::{edge_fact, is_const_equality, single_incoming, Incoming};
 
 const NONE: u32 = u32::MAX;
 
@@ -50,39 +50,36 @@ impl TestGroups {
             decides: vec![[(NONE, NONE); 2]; n],
             groups: 0,
         };
-        let mut exact_ids: WordMap<(FactKey, Vn), u32> = WordMap::default();
-        let mut equality_ids: WordMap<FactKey, u32> = WordMap::default();
-        let mut group = |id: Option<u32>| -> u32 {
-            id.unwrap_or_else(|| {
-                this.groups += 1;
-                (this.groups - 1) as u32
-            })
-        };
+        // Exact tests are groups `0..E`, equalities with a constant `E..` after them.
+        let mut ids = FactIds::default();
         for &b in rpo {
             let data = f.block(b);
             if used_elsewhere[b.index()] || !data.params.is_empty() {
                 continue;
             }
-            let Some((key, fact)) = edge_fact(f, numbers, b, true) else {
+            let Some(((code, lhs), fact)) = edge_fact(f, numbers, b, true) else {
                 continue;
             };
-            let id = group(exact_ids.get(&(key, fact.rhs)).copied());
-            exact_ids.insert((key, fact.rhs), id);
-            this.exact_of[b.index()] = id;
-            if key.0 == Code::Eq && fact.rhs_is_const {
-                let id = group(equality_ids.get(&key).copied());
-                equality_ids.insert(key, id);
-                this.equality_of[b.index()] = id;
+            this.exact_of[b.index()] = ids.exact(code, lhs, fact.rhs);
+            if code == Code::Eq && fact.rhs_is_const {
+                this.equality_of[b.index()] = ids.equality(code, lhs);
             }
         }
+        let exact_groups = ids.exact_count() as u32;
+        for id in this.equality_of.iter_mut().filter(|id| **id != NONE) {
+            *id += exact_groups;
+        }
+        this.groups = ids.exact_count() + ids.equality_count();
         for &x in rpo {
             for (i, then_edge) in [true, false].into_iter().enumerate() {
                 let Some((key, fact)) = edge_fact(f, numbers, x, then_edge) else {
                     break;
                 };
-                let exact = exact_ids.get(&(key, fact.rhs)).copied().unwrap_or(NONE);
+                let (code, lhs) = key;
+                let exact = ids.find_exact(code, lhs, fact.rhs).unwrap_or(NONE);
                 let equality = if is_const_equality(key, fact) {
-                    equality_ids.get(&key).copied().unwrap_or(NONE)
+                    ids.find_equality(code, lhs)
+                        .map_or(NONE, |id| id + exact_groups)
                 } else {
                     NONE
                 };
