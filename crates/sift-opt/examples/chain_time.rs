@@ -40,8 +40,9 @@ fn cpu_ms() -> f64 {
         .map_or(0.0, |ns| ns / 1e6)
 }
 
-fn best_of_3(mut run: impl FnMut()) -> f64 {
-    (0..3)
+/// The fastest of `n` runs, in milliseconds.
+fn best_of(n: usize, mut run: impl FnMut()) -> f64 {
+    (0..n)
         .map(|_| {
             let t = Instant::now();
             run();
@@ -53,16 +54,16 @@ fn best_of_3(mut run: impl FnMut()) -> f64 {
 fn time(name: &str, expr: &str) {
     let opts = sift::Options::new(1, 262144);
     let ast = sift_syntax::parse(expr).unwrap();
-    let parse = best_of_3(|| drop(sift_syntax::parse(expr).unwrap()));
+    let parse = best_of(3, || drop(sift_syntax::parse(expr).unwrap()));
     let lowered = sift_lower::lower(ast.as_ref(), &opts).unwrap();
-    let lower = best_of_3(|| drop(sift_lower::lower(ast.as_ref(), &opts).unwrap()));
+    let lower = best_of(3, || drop(sift_lower::lower(ast.as_ref(), &opts).unwrap()));
     let mut optimized = lowered.clone();
     sift_opt::optimize(&mut optimized);
-    let opt = best_of_3(|| {
+    let opt = best_of(3, || {
         let mut f = lowered.clone();
         sift_opt::optimize(&mut f);
     });
-    let full = best_of_3(|| drop(sift::Filter::compile(expr, 1, 262144).unwrap()));
+    let full = best_of(3, || drop(sift::Filter::compile(expr, 1, 262144).unwrap()));
     println!(
         "{name:>12} {parse:>9.1} {lower:>9.1} {opt:>9.1} {full:>9.1} {:>8} {:>8}",
         lowered.blocks.len(),
@@ -104,13 +105,9 @@ fn main() {
         [kind, n, stage, rest @ ..] if stage == "full" && rest.len() <= 1 => {
             let expr = chain(kind, n.parse().unwrap());
             let repeats: usize = rest.first().map_or(1, |r| r.parse().unwrap());
-            let best = (0..repeats)
-                .map(|_| {
-                    let t = Instant::now();
-                    drop(sift::Filter::compile(&expr, 1, 262144).unwrap());
-                    t.elapsed().as_secs_f64() * 1e3
-                })
-                .fold(f64::INFINITY, f64::min);
+            let best = best_of(repeats, || {
+                drop(sift::Filter::compile(&expr, 1, 262144).unwrap())
+            });
             println!("compiled in {best:.1} ms");
         }
         [kind, n, stage, rest @ ..] if stage == "opt" && rest.len() <= 1 => {
