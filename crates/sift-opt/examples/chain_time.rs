@@ -10,6 +10,7 @@
 //! cargo run --release -p sift-opt --example chain_time -- port 10000 gen 20   # code generation only (tcpdump -O)
 //! cargo run --release -p sift-opt --example chain_time -- port 10000 opt    # sift-opt only, once
 //! cargo run --release -p sift-opt --example chain_time -- port 10000 opt 20 # fastest of 20
+//! cargo run --release -p sift-opt --example chain_time -- port 1000 opt0    # sift-opt on the tcpdump -O lowering
 //! cargo run --release -p sift-opt --example chain_time -- port 10000 full   # Filter::compile, once
 //! cargo run --release -p sift-opt --example chain_time -- port 10000 full 5 # fastest of 5
 //! cargo run --release -p sift-opt --example chain_time -- port 1000 pcap    # libpcap's pcap_compile
@@ -110,9 +111,14 @@ fn main() {
             });
             println!("compiled in {best:.1} ms");
         }
-        [kind, n, stage, rest @ ..] if stage == "opt" && rest.len() <= 1 => {
+        [kind, n, stage, rest @ ..] if (stage == "opt" || stage == "opt0") && rest.len() <= 1 => {
             let ast = sift_syntax::parse(&chain(kind, n.parse().unwrap())).unwrap();
-            let lowered = sift_lower::lower(ast.as_ref(), &sift::Options::new(1, 262144)).unwrap();
+            // `opt0`: on the lowering without libpcap's optimizer, as `tcpdump -O`.
+            let opts = sift::Options {
+                optimize: stage == "opt",
+                ..sift::Options::new(1, 262144)
+            };
+            let lowered = sift_lower::lower(ast.as_ref(), &opts).unwrap();
             // Repeated, for profiles; the fastest run is reported.
             let repeats: usize = rest.first().map_or(1, |r| r.parse().unwrap());
             let (mut best, mut best_cpu) = (f64::INFINITY, f64::INFINITY);
