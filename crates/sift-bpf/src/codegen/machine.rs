@@ -179,8 +179,13 @@ fn merge(pieces: &mut [Piece]) -> Vec<usize> {
     let n = pieces.len();
     let mut rep = vec![NONE; n];
     let mut seen: HashMap<(Vec<Insn>, Exit), usize> = HashMap::new();
-    // Conditional pieces by instructions, jump and constant: candidates for un-threading.
+    // Conditional pieces by instructions, jump and constant: candidates for un-threading. A
+    // twin whose exit reaches no length test cannot lend its exit (`may_take`), so those that
+    // can are also listed on their own: in long chains the others are thousands.
     let mut by_test: HashMap<(Vec<Insn>, u16, u32), Vec<usize>> = HashMap::new();
+    let mut lenders: HashMap<(Vec<Insn>, u16, u32), Vec<usize>> = HashMap::new();
+    // When each representative was listed in `by_test`.
+    let (mut listed_at, mut next_listing) = (vec![0usize; n], 0);
     // Per representative of a conditional piece: the pieces merged into it, itself included.
     let mut members: Vec<Vec<usize>> = vec![Vec::new(); n];
     let successors_first = postorder(pieces);
@@ -201,25 +206,38 @@ fn merge(pieces: &mut [Piece]) -> Vec<usize> {
         }
         if let Exit::Cond { code, k, .. } = exit {
             let key = (pieces[p].insns.clone(), exit);
-            let twins = by_test.entry((key.0.clone(), code, k)).or_default();
+            let test = (key.0.clone(), code, k);
             if !seen.contains_key(&key) {
-                use super::unthread::may_take;
+                use super::unthread::{may_take, reaches_len_test};
                 // This piece takes a twin's length test, or a twin (with every piece merged
                 // into it, on their own paths) takes this one's.
-                let ours = twins
-                    .iter()
-                    .map(|&q| pieces[q].exit)
-                    .find(|&twin| may_take(pieces, lengths[p], p, exit, twin));
+                let ours = lenders.get(&test).and_then(|twins| {
+                    twins
+                        .iter()
+                        .map(|&q| pieces[q].exit)
+                        .find(|&twin| may_take(pieces, lengths[p], p, exit, twin))
+                });
+                let theirs = || {
+                    let twins = by_test.get(&test)?;
+                    twins.iter().copied().find(|&q| {
+                        members[q]
+                            .iter()
+                            .all(|&m| may_take(pieces, lengths[m], m, pieces[q].exit, exit))
+                    })
+                };
                 if let Some(twin) = ours {
                     exit = twin;
-                } else if let Some(&q) = twins.iter().find(|&&q| {
-                    members[q]
-                        .iter()
-                        .all(|&m| may_take(pieces, lengths[m], m, pieces[q].exit, exit))
-                }) {
+                } else if let Some(q) = reaches_len_test(pieces, exit).then(theirs).flatten() {
                     seen.remove(&(pieces[q].insns.clone(), pieces[q].exit));
                     pieces[q].exit = exit;
                     seen.insert(key, q);
+                    // It lends this exit from now on (it reaches a length test); twins are
+                    // tried in the order they were listed, as in `by_test`.
+                    let lending = lenders.entry(test.clone()).or_default();
+                    if let Err(at) = lending.binary_search_by_key(&listed_at[q], |&l| listed_at[l])
+                    {
+                        lending.insert(at, q);
+                    }
                 }
             }
         }
@@ -232,6 +250,11 @@ fn merge(pieces: &mut [Piece]) -> Vec<usize> {
             members[rep[p]].push(p);
             if rep[p] == p {
                 let test = (pieces[p].insns.clone(), code, k);
+                listed_at[p] = next_listing;
+                next_listing += 1;
+                if super::unthread::reaches_len_test(pieces, exit) {
+                    lenders.entry(test.clone()).or_default().push(p);
+                }
                 by_test.entry(test).or_default().push(p);
             }
         }

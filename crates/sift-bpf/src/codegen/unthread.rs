@@ -94,13 +94,29 @@ pub(super) fn intervals(pieces: &[Piece], postorder: &[usize]) -> Vec<Option<Int
     entry
 }
 
+/// Whether `q` only loads the wire length (`ld #pktlen`) and tests it.
+fn tests_len(q: &Piece) -> bool {
+    matches!(q.exit, Exit::Cond { .. }) && q.insns == [Op::LdLen.with_k(0)]
+}
+
+/// Whether an edge of `exit` goes to a piece that only tests the wire length: without one,
+/// `exit` can be neither side of [`may_take`]'s `twin`.
+pub(super) fn reaches_len_test(pieces: &[Piece], exit: Exit) -> bool {
+    let Exit::Cond { t, f, .. } = exit else {
+        return false;
+    };
+    [t, f]
+        .into_iter()
+        .any(|s| pieces.get(s).is_some_and(tests_len))
+}
+
 /// Where `q` goes when the wire length is in `within`, if `q` only loads it (`ld #pktlen`) and
 /// tests it against a constant, and the test is decided.
 fn decided(q: &Piece, within: Interval) -> Option<usize> {
     let Exit::Cond { k, t, f, .. } = q.exit else {
         return None;
     };
-    if q.insns != [Op::LdLen.with_k(0)] {
+    if !tests_len(q) {
         return None;
     }
     let (lo, hi) = within;
@@ -158,14 +174,18 @@ pub(super) fn may_take(
     if (code, k) != (code2, k2) {
         return false;
     }
-    let (on_t, on_f) = edge_intervals(&pieces[p], entry);
-    let through = |s: usize, q: usize, within: Interval| {
-        q < pieces.len()
-            && s < pieces.len()
-            && decided(&pieces[q], within) == Some(s)
-            && !reads_a(&pieces[s])
+    // The one edge that differs: its target `S` here, `Q` in the twin. What does not depend on
+    // the lengths is checked first: the merging tries this for many pairs of pieces.
+    let (s, q, taken) = match (t == t2, f == f2) {
+        (false, true) => (t, t2, true),
+        (true, false) => (f, f2, false),
+        _ => return false,
     };
-    (f == f2 && t != t2 && through(t, t2, on_t)) || (t == t2 && f != f2 && through(f, f2, on_f))
+    if q >= pieces.len() || s >= pieces.len() || !tests_len(&pieces[q]) || reads_a(&pieces[s]) {
+        return false;
+    }
+    let (on_t, on_f) = edge_intervals(&pieces[p], entry);
+    decided(&pieces[q], if taken { on_t } else { on_f }) == Some(s)
 }
 
 #[cfg(test)]
