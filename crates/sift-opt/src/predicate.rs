@@ -75,24 +75,28 @@ pub fn run_with(f: &mut Function, analysis: &mut Analysis) -> usize {
     let mut changes = 0;
     // The edges of the current block that move, and where to.
     let mut moved: Vec<(usize, Target)> = Vec::new();
-    for &visit in cfg.dom_walk() {
+    // The dominator tree's depth-first walk read backwards: a depth-first walk that takes each
+    // block's children last first, where an `Exit` event enters the block and an `Enter` event
+    // leaves it. A block's edges move when it is left: by then the blocks it dominates (in a
+    // chain of tests, the rest of the chain) have moved theirs, and a walk through a skipped
+    // block takes that block's moved edge instead of stepping again through what it skipped.
+    // Front to back, each edge of a chain stepped through the rest of it: quadratic, and cut
+    // short by the budget.
+    for &visit in cfg.dom_walk().iter().rev() {
         let b = match visit {
-            Visit::Enter(b) => b,
-            Visit::Exit(_) => {
-                if let Some(m) = marks.pop() {
-                    facts.undo_to(m);
+            Visit::Exit(b) => {
+                marks.push(facts.mark());
+                if let Some(a) = &entry[b.index()] {
+                    assume(&mut facts, a);
+                }
+                if let Some(t) = decide(f, &facts, &f.block(b).term).cloned() {
+                    f.set_term(b, Terminator::Jump(t));
+                    changes += 1;
                 }
                 continue;
             }
+            Visit::Enter(b) => b,
         };
-        marks.push(facts.mark());
-        if let Some(a) = &entry[b.index()] {
-            assume(&mut facts, a);
-        }
-        if let Some(t) = decide(f, &facts, &f.block(b).term).cloned() {
-            f.set_term(b, Terminator::Jump(t));
-            changes += 1;
-        }
         let term = &f.block(b).term;
         moved.clear();
         for (i, start) in crate::cfg::targets(term).enumerate() {
@@ -138,6 +142,9 @@ pub fn run_with(f: &mut Function, analysis: &mut Analysis) -> usize {
                     *slot = t;
                 }
             }
+        }
+        if let Some(m) = marks.pop() {
+            facts.undo_to(m);
         }
     }
     if changes == 0 {
@@ -306,6 +313,65 @@ block5:
         // Only one ethertype test remains; the non-IPv4 path rejects at once.
         assert_eq!(f.to_string().matches("0x800").count(), 1, "{f}");
         assert_eq!(f.to_string().matches("br ").count(), 3, "{f}");
+    }
+
+    /// A chain of `ip and tcp and port k` terms whose operands are all computed up front: an
+    /// IPv4 packet that is not TCP, failing any term, is rejected, and each term's "not TCP"
+    /// edge goes straight to the reject in one run. Walked front to back, each of those edges
+    /// stepped through every later term (quadratic, and the budget ran out at this length).
+    #[test]
+    fn every_edge_of_a_long_chain_moves_in_one_run() {
+        const TERMS: usize = 300;
+        let mut text = String::from(
+            "block0:\n    v0 = load.h [12]\n    v1 = load.b [23]\n    v2 = load.h [36]\n    \
+             v3 = const 0x800\n    v4 = const 6\n",
+        );
+        for i in 0..TERMS {
+            text += &format!("    v{} = const {}\n", 5 + i, 1000 + i);
+        }
+        text += "    jump block1\n";
+        let (reject, accept) = (3 * TERMS + 1, 3 * TERMS + 2);
+        for i in 0..TERMS {
+            let (ether, proto, port, next) = (3 * i + 1, 3 * i + 2, 3 * i + 3, 3 * i + 4);
+            let next = if i + 1 == TERMS { reject } else { next };
+            text += &format!(
+                "block{ether}:\n    br eq v0, v3, block{proto}, block{next}\n\
+                 block{proto}:\n    br eq v1, v4, block{port}, block{next}\n\
+                 block{port}:\n    br eq v2, v{}, block{accept}, block{next}\n",
+                5 + i
+            );
+        }
+        text += &format!("block{reject}:\n    ret 0\nblock{accept}:\n    ret 1\n");
+        let mut f = parse_function(&text).unwrap();
+        let orig = f.clone();
+        run(&mut f);
+        sift_ir::verify(&f).unwrap_or_else(|e| panic!("{e}\n{f}"));
+        assert_same_semantics(&orig, &f);
+        // What each test compares with, for the reachable blocks.
+        let compared = |b: sift_ir::Block| match &f.block(b).term {
+            Terminator::Branch { rhs, .. } => f.const_value(*rhs),
+            _ => None,
+        };
+        let is_port = |k: Option<u32>| k.is_some_and(|k| (1000..1000 + TERMS as u32).contains(&k));
+        let mut ports = 0;
+        for b in f.reverse_postorder() {
+            let Terminator::Branch { else_, .. } = &f.block(b).term else {
+                continue;
+            };
+            let next = compared(else_.block);
+            match compared(b) {
+                // Not TCP: rejected at once.
+                Some(6) => assert_eq!(f.block(else_.block).term, Terminator::Return(0), "{f}"),
+                // Another port: straight to the next port test.
+                k if is_port(k) => {
+                    ports += 1;
+                    let last = k == Some(999 + TERMS as u32);
+                    assert!(last || is_port(next), "{b:?} goes on to {next:?}\n{f}");
+                }
+                _ => {}
+            }
+        }
+        assert_eq!(ports, TERMS);
     }
 
     #[test]
