@@ -273,7 +273,12 @@ fn long_chains_on_generated_traffic() {
             _ => format!("src host 10.0.0.{i}"),
         })
         .collect();
-    let exprs: Vec<String> = [hosts, ports, nets, mixed]
+    // Source and port pairs: past each matched source, threading passes the later source
+    // tests whole (`equality_runs.rs` in sift-lower).
+    let pairs: Vec<String> = (0..100)
+        .map(|i| format!("(src host 10.0.0.{i} and dst port {})", 20 + i * 7))
+        .collect();
+    let exprs: Vec<String> = [hosts, ports, nets, mixed, pairs]
         .iter()
         .flat_map(|terms| {
             [

@@ -50,7 +50,8 @@
 //! computes its edge facts only for threading, leaving out the chains it has just regrouped
 //! (as pullups do); the facts are found by the comparisons' dense numbers and a galloping
 //! search (`subtrees.rs`), and they and threading's walks read the terminators once, into a
-//! compact snapshot (`terms.rs`).
+//! compact snapshot (`terms.rs`); a long walk passes a run of equality tests on one value,
+//! which an equality with another constant decides false, in one step (`equality_runs.rs`).
 //! [`reference_mode`] turns the shortcuts off; `pullup_equivalence.rs` compares the two on
 //! generated chains and random IR, and tests assert every reused numbering, skipped dead-code
 //! pass, late facts and skipped threading against the work it skips.
@@ -58,6 +59,7 @@
 mod branches;
 mod dead_code;
 mod edges;
+mod equality_runs;
 mod fast_hash;
 mod grouping;
 mod interning;

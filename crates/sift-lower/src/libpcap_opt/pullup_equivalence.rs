@@ -121,14 +121,22 @@ fn chain(rng: &mut Rng, len: usize, rich: bool) -> String {
 
 #[test]
 fn long_single_kind_chains_match_the_reference() {
+    let passed = super::equality_runs::runs_passed();
     for linktype in LINKTYPES {
-        for kind in 0..4 {
+        for kind in 0..5 {
             for len in [1, 2, 3, 7, 40, 150, 1000] {
                 let text = (0..len)
                     .map(|i| match kind {
                         0 => format!("host 10.0.{}.{}", i / 250, i % 250 + 1),
                         1 => format!("net 10.{}.{}.0/24", i / 250, i % 250),
                         2 => format!("port {}", 1000 + i),
+                        // Runs of source tests that threading passes whole (`equality_runs`).
+                        3 => format!(
+                            "(src host 10.0.{}.{} and dst port {})",
+                            i / 250,
+                            i % 250 + 1,
+                            i
+                        ),
                         // A different value in every test (and some twice, far apart).
                         _ => format!("ether[{}] = {}", i % 700, i % 3),
                     })
@@ -148,6 +156,8 @@ fn long_single_kind_chains_match_the_reference() {
             }
         }
     }
+    let passed = super::equality_runs::runs_passed() - passed;
+    assert!(passed > 1000, "threading passed only {passed} runs whole");
 }
 
 #[test]

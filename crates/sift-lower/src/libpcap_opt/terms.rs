@@ -100,6 +100,16 @@ impl std::ops::Index<usize> for ArrayEdges {
 /// Where a step goes: the block, and which edge of the block stepped through leads there.
 pub(super) type Step = (Block, usize);
 
+/// A block of a run of equality tests: the test's equality number and constant, and where a
+/// walk goes when the test does not hold (the edge and its target).
+#[derive(Clone, Copy)]
+pub(super) struct Member {
+    pub(super) equality: u32,
+    pub(super) rhs: Vn,
+    pub(super) false_edge: usize,
+    pub(super) next: Block,
+}
+
 impl<'a> Terms<'a> {
     pub(super) fn new(f: &Function, numbers: &'a Numbering, ids: &'a mut FactIds) -> Self {
         Terms {
@@ -214,6 +224,35 @@ impl<'a> Terms<'a> {
             _ => return None,
         };
         Some((Block(e.succ[edge]), edge))
+    }
+
+    /// `c` as a member of a run of equality tests ([`super::equality_runs`]): a block a walk
+    /// may pass (no parameters, nothing used elsewhere) that branches to two places on an
+    /// equality with a constant.
+    #[inline(never)]
+    pub(super) fn equality_member(
+        &mut self,
+        f: &Function,
+        used_elsewhere: &[bool],
+        c: Block,
+    ) -> Option<Member> {
+        let e = self.entry(f, c);
+        if e.params
+            || used_elsewhere[c.index()]
+            || e.kind != Kind::Branch
+            || e.one_place
+            || e.equality == NO_ID
+        {
+            return None;
+        }
+        // The edge `step` takes when the test does not hold.
+        let false_edge = usize::from(!e.test.swapped);
+        Some(Member {
+            equality: e.equality,
+            rhs: e.test.rhs,
+            false_edge,
+            next: Block(e.succ[false_edge]),
+        })
     }
 
     /// An edge of `b` moved: the entry follows `f`.

@@ -4,11 +4,12 @@ use sift_ir::{Block, Function, Terminator, Value};
 
 use super::branches::{libpcap_form, Code};
 use super::edges::{edge as edge_at, edge_count, edge_mut, successors};
+use super::equality_runs::EqualityRuns;
 use super::grouping::is_marked;
 use super::numbering::{Numbering, Vn};
 use super::pullup::DomIntervals;
 use super::subtrees::{FactIds, OutermostSubtrees, Subtree, NO_ID};
-use super::terms::{EdgeFact, Terms, TestIds};
+use super::terms::{EdgeFact, Step, Terms, TestIds};
 
 /// What an edge knows: the comparison it passed through and its outcome.
 #[derive(Clone, Copy, PartialEq, Eq, Hash)]
@@ -71,6 +72,9 @@ pub(super) fn edge_fact(
     Some(Test::new(numbers, op, lhs, rhs).edge_fact(then_edge))
 }
 
+/// Steps after which a walk looks for runs to pass whole ([`EqualityRuns`]).
+const LONG_WALK: usize = 64;
+
 /// [`thread_edges_with`] over a fresh snapshot of the terminators (tests).
 #[cfg(test)]
 pub(super) fn thread_edges(
@@ -113,6 +117,9 @@ pub(super) fn thread_edges_with(
     regrouped: &[bool],
 ) -> bool {
     let mut changed = false;
+    // Made when a walk first gets long.
+    let mut runs: Option<EqualityRuns> = None;
+    let shortcuts = !super::reference_mode();
     for &b in rpo.iter().rev() {
         if is_marked(regrouped, b) {
             continue;
@@ -134,7 +141,20 @@ pub(super) fn thread_edges_with(
             let mut came_by = None;
             // Each step moves strictly forward in an acyclic graph, so this terminates; the
             // bound only guards against a malformed graph.
-            for _ in 0..f.blocks.len() {
+            for step in 0..f.blocks.len() {
+                // A run of tests that an equality in force decides false, in one step, once
+                // the walk is long (most are a few steps, which the records would only slow).
+                if shortcuts && step >= LONG_WALK {
+                    let runs = runs.get_or_insert_with(|| EqualityRuns::new(f));
+                    let walk = (b, own, at);
+                    if let Some((from, (next, by))) =
+                        pass_run(runs, f, terms, used_elsewhere, facts, walk)
+                    {
+                        came_by = Some((from, by));
+                        at = next;
+                        continue;
+                    }
+                }
                 let decide = |test| facts.decide(b, own, test);
                 match terms.step(f, used_elsewhere, at, decide) {
                     Some((next, by)) => {
@@ -156,6 +176,21 @@ pub(super) fn thread_edges_with(
         }
     }
     changed
+}
+
+/// [`EqualityRuns::pass`] for a walk from an edge of `b` (with the edge's own fact) now at
+/// `at`; kept out of the walk's loop, which most walks never leave.
+#[inline(never)]
+fn pass_run(
+    runs: &mut EqualityRuns,
+    f: &Function,
+    terms: &mut Terms,
+    used_elsewhere: &[bool],
+    facts: &FactsInForce,
+    (b, own, at): (Block, Option<EdgeFact>, Block),
+) -> Option<(Block, Step)> {
+    let equality = |id| facts.equality_in_force(b, own, id);
+    runs.pass(f, terms, used_elsewhere, at, equality)
 }
 
 /// The single edge entering each reachable block, if there is exactly one (with whether it is
@@ -303,6 +338,19 @@ impl<'a> FactsInForce<'a> {
                 terms.ids().equality_count(),
             ),
         }
+    }
+
+    /// The constant of the equality `equality` (an equality number) that `decide` would use
+    /// on an edge leaving `b`: the earliest in force there, else the edge's own.
+    fn equality_in_force(&self, b: Block, own: Option<EdgeFact>, equality: u32) -> Option<Vn> {
+        let at = self.dom.enter[b.index()];
+        self.const_equalities
+            .holding(equality, at)
+            .map(|(_, constant)| constant)
+            .or_else(|| {
+                own.filter(|fact| fact.equality == equality)
+                    .map(|fact| fact.rhs)
+            })
     }
 
     /// The outcome of `test` on an edge leaving `b`, if a fact in force there decides it;
