@@ -252,6 +252,7 @@ impl Functions {
             l.push_str(&format!("; {name}\n{}", self.ctx.func.display()));
             self.ctx.set_disasm(true);
         }
+        remove_unreachable_blocks(&mut self.ctx.func);
         frame::mark_returns(&mut self.ctx.func);
         let makes_calls = frame::makes_calls(&self.ctx.func);
         self.ctx
@@ -343,5 +344,37 @@ impl Drop for CodeMemory {
             // field with them, so no call into the code is running or can start.
             unsafe { module.free_memory() };
         }
+    }
+}
+
+/// Deletes the blocks the entry cannot reach. The translation leaves some: in a chain of IPv6
+/// hosts, one per address, whose comparison was coalesced into the block before it. Cranelift
+/// deletes them too, but it updates its flow graph block by block, scanning the predecessors
+/// of each successor: with thousands of unreachable blocks all branching to one shared block,
+/// that was quadratic (3,000 IPv6 hosts: 2.1 s to compile, now 0.8 s; same machine code).
+fn remove_unreachable_blocks(func: &mut cranelift_codegen::ir::Function) {
+    let Some(entry) = func.layout.entry_block() else {
+        return;
+    };
+    let mut reached = cranelift_codegen::entity::EntitySet::with_capacity(func.dfg.num_blocks());
+    let mut stack = vec![entry];
+    reached.insert(entry);
+    while let Some(b) = stack.pop() {
+        for s in func.block_successors(b) {
+            if reached.insert(s) {
+                stack.push(s);
+            }
+        }
+    }
+    let unreachable: Vec<_> = func
+        .layout
+        .blocks()
+        .filter(|&b| !reached.contains(b))
+        .collect();
+    for b in unreachable {
+        while let Some(inst) = func.layout.first_inst(b) {
+            func.layout.remove_inst(inst);
+        }
+        func.layout.remove_block(b);
     }
 }
