@@ -108,6 +108,7 @@ impl<P: Copy> OutermostSubtrees<P> {
     }
 
     /// The entry time and payload of the subtree numbered `id` that holds entry time `at`.
+    // Inlined into `FactsInForce::decide`, threading's hot path, whatever the other callers.
     #[inline(always)]
     pub(super) fn holding(&self, id: u32, at: u32) -> Option<(u32, P)> {
         let (lo, hi, last) = self.of_id.get(id as usize)?;

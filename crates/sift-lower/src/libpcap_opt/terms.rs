@@ -229,7 +229,6 @@ impl<'a> Terms<'a> {
     /// `c` as a member of a run of equality tests ([`super::equality_runs`]): a block a walk
     /// may pass (no parameters, nothing used elsewhere) that branches to two places on an
     /// equality with a constant.
-    #[inline(never)]
     pub(super) fn equality_member(
         &mut self,
         f: &Function,
