@@ -72,6 +72,9 @@ pub(super) fn edge_fact(
     Some(Test::new(numbers, op, lhs, rhs).edge_fact(then_edge))
 }
 
+/// The entry time given to an edge's own fact: it comes into force after every other.
+const OWN: u32 = u32::MAX;
+
 /// Steps after which a walk looks for runs to pass whole ([`EqualityRuns`]).
 const LONG_WALK: usize = 64;
 
@@ -344,35 +347,39 @@ impl<'a> FactsInForce<'a> {
     /// on an edge leaving `b`: the earliest in force there, else the edge's own.
     fn equality_in_force(&self, b: Block, own: Option<EdgeFact>, equality: u32) -> Option<Vn> {
         let at = self.dom.enter[b.index()];
-        self.const_equalities
-            .holding(equality, at)
+        self.earliest_equality(at, own, equality)
             .map(|(_, constant)| constant)
-            .or_else(|| {
-                own.filter(|fact| fact.equality == equality)
-                    .map(|fact| fact.rhs)
-            })
+    }
+
+    /// The equality numbered `equality` in force at entry time `at`, with its entry time and
+    /// constant: the earliest there, else the edge's own fact (entered at [`OWN`], after every
+    /// other). `None` for `NO_ID`, which no fact's equality matches.
+    fn earliest_equality(
+        &self,
+        at: u32,
+        own: Option<EdgeFact>,
+        equality: u32,
+    ) -> Option<(u32, Vn)> {
+        if equality == NO_ID {
+            return None;
+        }
+        self.const_equalities.holding(equality, at).or_else(|| {
+            own.filter(|fact| fact.equality == equality)
+                .map(|fact| (OWN, fact.rhs))
+        })
     }
 
     /// The outcome of `test` on an edge leaving `b`, if a fact in force there decides it;
     /// `own` is the edge's own fact, the last in force.
     fn decide(&self, b: Block, own: Option<EdgeFact>, test: TestIds) -> Option<bool> {
-        const OWN: u32 = u32::MAX;
         let at = self.dom.enter[b.index()];
         let own_exact = own
             .filter(|fact| fact.exact == test.exact)
             .map(|fact| (OWN, fact.holds));
         let exact = self.exact.holding(test.exact, at).or(own_exact);
-        let equality = if test.equality != NO_ID {
-            let own_equality = own
-                .filter(|fact| fact.equality == test.equality)
-                .map(|fact| (OWN, fact.rhs == test.rhs));
-            self.const_equalities
-                .holding(test.equality, at)
-                .map(|(enter, constant)| (enter, constant == test.rhs))
-                .or(own_equality)
-        } else {
-            None
-        };
+        let equality = self
+            .earliest_equality(at, own, test.equality)
+            .map(|(enter, constant)| (enter, constant == test.rhs));
         match (exact, equality) {
             (Some((a, holds)), Some((b, _))) if a <= b => Some(holds),
             (_, Some((_, holds))) => Some(holds),
