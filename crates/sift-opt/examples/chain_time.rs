@@ -32,6 +32,14 @@ fn chain(kind: &str, n: usize) -> String {
     (0..n).map(term).collect::<Vec<_>>().join(" or ")
 }
 
+/// Options for Ethernet captures; `libpcap_optimizer` as tcpdump without `-O`.
+fn ethernet(libpcap_optimizer: bool) -> sift::Options {
+    sift::Options {
+        optimize: libpcap_optimizer,
+        ..sift::Options::new(1, 262144)
+    }
+}
+
 /// This thread's time on the CPU so far (Linux; 0 elsewhere): on a shared machine, less
 /// noisy than the wall clock.
 fn cpu_ms() -> f64 {
@@ -53,7 +61,7 @@ fn best_of(n: usize, mut run: impl FnMut()) -> f64 {
 }
 
 fn time(name: &str, expr: &str) {
-    let opts = sift::Options::new(1, 262144);
+    let opts = ethernet(true);
     let ast = sift_syntax::parse(expr).unwrap();
     let parse = best_of(3, || drop(sift_syntax::parse(expr).unwrap()));
     let lowered = sift_lower::lower(ast.as_ref(), &opts).unwrap();
@@ -86,10 +94,7 @@ fn main() {
         [kind, n, stage, rest @ ..] if (stage == "lower" || stage == "gen") && rest.len() <= 1 => {
             let ast = sift_syntax::parse(&chain(kind, n.parse().unwrap())).unwrap();
             // `gen`: without libpcap's optimizer, as `tcpdump -O`.
-            let opts = sift::Options {
-                optimize: stage == "lower",
-                ..sift::Options::new(1, 262144)
-            };
+            let opts = ethernet(stage == "lower");
             // Repeated, for profiles; the fastest run is reported.
             let repeats: usize = rest.first().map_or(1, |r| r.parse().unwrap());
             let (mut best, mut best_cpu) = (f64::INFINITY, f64::INFINITY);
@@ -114,11 +119,7 @@ fn main() {
         [kind, n, stage, rest @ ..] if (stage == "opt" || stage == "opt0") && rest.len() <= 1 => {
             let ast = sift_syntax::parse(&chain(kind, n.parse().unwrap())).unwrap();
             // `opt0`: on the lowering without libpcap's optimizer, as `tcpdump -O`.
-            let opts = sift::Options {
-                optimize: stage == "opt",
-                ..sift::Options::new(1, 262144)
-            };
-            let lowered = sift_lower::lower(ast.as_ref(), &opts).unwrap();
+            let lowered = sift_lower::lower(ast.as_ref(), &ethernet(stage == "opt")).unwrap();
             // Repeated, for profiles; the fastest run is reported.
             let repeats: usize = rest.first().map_or(1, |r| r.parse().unwrap());
             let (mut best, mut best_cpu) = (f64::INFINITY, f64::INFINITY);
