@@ -1,6 +1,6 @@
 //! Runs one filter's JIT over generated Ethernet packets in a loop (for `perf stat` and for
-//! placement effects): `jitloop EXPR [nocoalesce|nonative|noaggregate|branching|noexits|nolong|baseline]
-//! [shuffled] [packets=N]` (4,000 packets unless N is given).
+//! placement effects): `jitloop EXPR [OPTION...] [shuffled] [packets=N]`
+//! (the options of `common/mod.rs`; 4,000 packets unless N is given).
 //!
 //! Six copies of the same code at different addresses are timed in turn, seven times each; each
 //! line is a copy's lowest time, because single timings swing with other work on the machine
@@ -8,25 +8,15 @@
 //! 3%, wherever in memory the code lies (BENCHMARKS.md, JIT section). With one fixed order
 //! of packets, the branch predictor learns the sequence of outcomes; `shuffled` visits the
 //! packets in a new random order each round, which nothing can learn.
+mod common;
+
 fn main() {
     let args: Vec<String> = std::env::args().skip(1).collect();
     let expr = args.first().expect("expression");
     let mut ir = sift::compile_ir(expr, &sift::Options::new(1, 262144)).expect("compiles");
     sift_opt::optimize(&mut ir);
     let bc = sift_bytecode::compile(&ir).expect("codegen");
-    let mut options = sift_jit::Options::default();
-    for a in &args[1..] {
-        match a.as_str() {
-            "nocoalesce" => options.coalesce = false,
-            "nonative" => options.native_byte_order = false,
-            "noaggregate" => options.aggregate_bounds = false,
-            "branching" => options.branchless = false,
-            "noexits" => options.early_exits = false,
-            "nolong" => options.long_packet_path = false,
-            "baseline" => options = sift_jit::Options::baseline(),
-            _ => {}
-        }
-    }
+    let options = common::options_from(&args[1..]);
     let shuffled = args.iter().any(|a| a == "shuffled");
     let count = args
         .iter()

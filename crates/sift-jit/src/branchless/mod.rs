@@ -60,7 +60,7 @@ use crate::membership::as_set;
 use crate::outcome::Outcomes;
 use crate::ranges::as_runs;
 use crate::translate::{exit_with, Plan};
-use safe_loads::{fixed_need, MAX_LONG, ZEROS, ZEROS_LEN};
+use safe_loads::{bounds_above, fixed_need, MAX_LONG, ZEROS, ZEROS_LEN};
 
 /// Largest program (in reachable instructions) evaluated without branches: every instruction
 /// runs for every packet, so beyond this the work outweighs the mispredictions saved.
@@ -79,6 +79,10 @@ const MIN_TAIL: usize = 4;
 /// Most early exits in one program: the first one already leaves on almost every packet, and a
 /// second one on the few that stay would be taken about as often as not.
 const MAX_EXITS: usize = 1;
+/// Fewest bounds beyond the entry's that make a long-packet path worth its branch. Measured
+/// (`jitloop ... shuffled`, with and without `nolong`): or-chains of IPv4 tests (one bound) and
+/// `udp and port 53` (two) run faster without it, host sets and nets with ARP (three) with it.
+const MIN_LONG_BOUNDS: usize = 3;
 
 /// Whether the program is small and simple enough: no calls, no large tables.
 pub(crate) fn eligible(p: &Program, reachable: &[bool]) -> bool {
@@ -205,10 +209,11 @@ struct Emitter<'a, 'b, 'p> {
 /// Emits the whole program into the current block of `b`, ending every way out (the early
 /// exits and the end) with its result. The caller checked [`eligible`].
 ///
-/// When some constant-offset loads have bounds beyond the entry bound, packets long enough for
-/// all of them (nearly all packets, in real traffic) take a path without bounds logic for
-/// those loads: one well-predicted branch instead of a compare and a select per bound, and
-/// fewer live registers. Shorter packets take the general path.
+/// When constant-offset loads have several bounds beyond the entry bound, packets long enough
+/// for all of them (nearly all packets, in real traffic) take a path without bounds logic for
+/// those loads: one branch, well predicted unless truncated packets are common, instead of a
+/// compare and a select per bound, and fewer live registers. Shorter packets take the general
+/// path.
 pub(crate) fn emit(
     b: &mut FunctionBuilder<'_>,
     plan: &Plan<'_>,
@@ -220,11 +225,14 @@ pub(crate) fn emit(
         let zero = b.ins().iconst(types::I32, 0);
         return exit_with(b, finish, zero); // every path returns 0
     };
-    // Worth a branch (mispredicted on some truncated packets) only when some constant-offset
-    // load has a bound of its own beyond the entry's: the entry bound alone costs a compare
-    // and two selects.
+    // Worth a branch (mispredicted on some truncated packets) only when it saves the short
+    // path's compare and select for several bounds: with one or two (an or-chain of IPv4
+    // tests, `udp and port 53`) the mispredictions cost more than the selects.
     let long = fixed_need(plan);
-    if !plan.options.long_packet_path || long <= entry_need || long > MAX_LONG {
+    if !plan.options.long_packet_path
+        || long > MAX_LONG
+        || bounds_above(plan, entry_need) < MIN_LONG_BOUNDS
+    {
         return evaluate(b, plan, packet, None, u64::MAX, finish, tables);
     }
     let (fast, slow) = (b.create_block(), b.create_block());

@@ -20,31 +20,45 @@ pub(super) static ZEROS: [u64; ZEROS_LEN / 8] = [0; ZEROS_LEN / 8];
 /// Longest fixed-offset bound worth a separate long-packet path: headers, not payloads.
 pub(super) const MAX_LONG: u64 = 128;
 
-/// The bytes every constant-offset load of the program (with the bound its check covers)
-/// needs: at or above this `caplen`, none of them needs a check.
-pub(super) fn fixed_need(plan: &Plan<'_>) -> u64 {
+/// The bytes each reachable constant-offset load of the program needs (with the bound its
+/// check covers), in program order.
+fn fixed_bounds<'p>(plan: &'p Plan<'_>) -> impl Iterator<Item = u64> + 'p {
     let p = plan.program;
-    let mut need = 0;
-    for (i, insn) in p.code.iter().enumerate() {
-        if let Insn::Load {
+    p.code.iter().enumerate().filter_map(move |(i, insn)| {
+        let Insn::Load {
             width,
             base: None,
             offset,
             ..
         } = *insn
-        {
-            if plan.flow.reachable[i] {
-                let units = if plan.pairs[i].is_some() { 2 } else { 1 };
-                let end = u64::from(offset) + u64::from(width.bytes()) * units;
-                let checked = match plan.bounds.guard[i] {
-                    Guard::Check(n) => n.max(end),
-                    _ => end,
-                };
-                need = need.max(checked);
-            }
+        else {
+            return None;
+        };
+        if !plan.flow.reachable[i] {
+            return None;
         }
-    }
-    need
+        let units = if plan.pairs[i].is_some() { 2 } else { 1 };
+        let end = u64::from(offset) + u64::from(width.bytes()) * units;
+        Some(match plan.bounds.guard[i] {
+            Guard::Check(n) => n.max(end),
+            _ => end,
+        })
+    })
+}
+
+/// The bytes every constant-offset load of the program needs: at or above this `caplen`, none
+/// of them needs a check.
+pub(super) fn fixed_need(plan: &Plan<'_>) -> u64 {
+    fixed_bounds(plan).max().unwrap_or(0)
+}
+
+/// How many distinct bounds above `entry` the constant-offset loads need: on the short-packet
+/// path, each costs a compare and a select of the loads' base.
+pub(super) fn bounds_above(plan: &Plan<'_>, entry: u64) -> usize {
+    let mut bounds: Vec<u64> = fixed_bounds(plan).filter(|&n| n > entry).collect();
+    bounds.sort_unstable();
+    bounds.dedup();
+    bounds.len()
 }
 
 impl Emitter<'_, '_, '_> {
