@@ -168,6 +168,47 @@ fn program(rng: &mut Rng, packet: &[u8]) -> Program {
                 }
                 continue;
             }
+            12 if rng.chance(1, 2) && at + 6 < end => {
+                // A branch, and on each side a load and a `switch` on one table (as a host set
+                // tests IPv4 and ARP fields: the JIT may share such lookups).
+                let n = *rng.pick(&[1usize, 2, 3, 5, 20]);
+                let mut keys: Vec<u32> = (0..n)
+                    .map(|_| match rng.below(2) {
+                        0 => constant(rng, packet, Width::Word),
+                        _ => rng.below(4) as u32,
+                    })
+                    .collect();
+                keys.sort_unstable();
+                keys.dedup();
+                let entries: Vec<(u32, u32)> =
+                    keys.into_iter().map(|k| (k, target(rng, at + 4))).collect();
+                code.push(Insn::Branch {
+                    cond: *rng.pick(&Cond::ALL),
+                    lhs: reg(rng),
+                    rhs: operand(rng, packet),
+                    then_: at as u32 + 1,
+                    else_: at as u32 + 3,
+                });
+                let width = *rng.pick(&Width::ALL);
+                for _side in 0..2 {
+                    let dst = reg(rng);
+                    code.push(Insn::Load {
+                        width,
+                        dst,
+                        base: None,
+                        offset: offset(rng),
+                    });
+                    tables.push(Table {
+                        entries: entries.clone(),
+                    });
+                    code.push(Insn::Switch {
+                        key: dst,
+                        table: tables.len() as u32 - 1,
+                        default: target(rng, at + 4),
+                    });
+                }
+                continue;
+            }
             12 => {
                 let n = *rng.pick(&[1usize, 2, 3, 5, 8, 20, 70, 200]);
                 let mut keys: Vec<u32> = (0..n)

@@ -38,7 +38,7 @@ impl Emitter<'_, '_, '_> {
     }
 
     /// `value` where `p` holds, else `other`.
-    fn pick(&mut self, p: Pred, value: Value, other: Value) -> Value {
+    pub(super) fn pick(&mut self, p: Pred, value: Value, other: Value) -> Value {
         match p {
             Pred::True => value,
             Pred::Value(c) => self.b.ins().select(c, value, other),
@@ -181,6 +181,23 @@ impl Emitter<'_, '_, '_> {
             )
     }
 
+    /// The value that the load at `i` reads from a safe address, and the path predicate after
+    /// its bounds guard.
+    pub(super) fn load(&mut self, i: usize, reach: Pred, state: &State) -> (Pred, Value) {
+        let Insn::Load {
+            width,
+            base,
+            offset,
+            ..
+        } = self.plan.program.code[i]
+        else {
+            unreachable!("loads only");
+        };
+        let (reach, address) = self.load_address(i, reach, state, offset, base, 1);
+        let native = self.plan.flow.native_order[i].is_some();
+        (reach, load_packet_value(self.b, address, width, native))
+    }
+
     /// Evaluates instruction `i` on the path `reach`; returns the path's predicate after it
     /// (`None`: the path has left, by a terminator or a certain reject).
     fn insn(&mut self, i: usize, reach: Pred, state: &mut State, rare: bool) -> Option<Pred> {
@@ -205,20 +222,13 @@ impl Emitter<'_, '_, '_> {
                 let v = self.reg(state, src);
                 state.scratch[usize::from(slot)] = Some(v);
             }
-            Insn::Load {
-                width,
-                dst,
-                base,
-                offset,
-            } => {
+            Insn::Load { dst, .. } => {
                 if self.plan.bounds.guard[i] == Guard::Reject {
                     // Every path from here returns 0.
                     self.end(Term::Return(Outcome::Const(0)));
                     return None;
                 }
-                let (reach, address) = self.load_address(i, reach, state, offset, base, 1);
-                let native = self.plan.flow.native_order[i].is_some();
-                let v = load_packet_value(self.b, address, width, native);
+                let (reach, v) = self.load(i, reach, state);
                 set(state, dst, v);
                 return Some(reach);
             }
@@ -250,6 +260,7 @@ impl Emitter<'_, '_, '_> {
                         self.end(Term::Goto(then_ as usize));
                     }
                     Ok(holds) => {
+                        self.conditions.insert(i, holds);
                         let t = self.and(reach, holds);
                         let f = self.and_not(reach, holds);
                         let then_rare = rare || (rare_when_equal && cond == Cond::Eq);

@@ -45,6 +45,7 @@
 mod early_exit;
 mod if_convert;
 mod safe_loads;
+mod shared_tests;
 mod switch;
 #[cfg(test)]
 mod tests;
@@ -199,6 +200,12 @@ struct Emitter<'a, 'b, 'p> {
     bases: HashMap<(Value, u64), (Value, Value, Value)>,
     /// Per instruction: reachable instructions from there on that are not `ret`s.
     tail: Vec<usize>,
+    /// Per `switch`: the later one that shares its lookup ([`shared_tests`]), and the
+    /// conditions made for those later ones so far.
+    partners: Vec<Option<shared_tests::Partner>>,
+    shared: HashMap<usize, shared_tests::Tests>,
+    /// The condition of each branch evaluated so far (not decided at compile time).
+    conditions: HashMap<usize, Value>,
     exits_left: usize,
     /// Where results go (batch shape), see [`exit_with`].
     finish: Option<Block>,
@@ -288,6 +295,9 @@ fn evaluate(
         outcomes: Outcomes::new(p.code.len()),
         bases: HashMap::new(),
         tail,
+        partners: shared_tests::partners(plan),
+        shared: HashMap::new(),
+        conditions: HashMap::new(),
         exits_left: if plan.options.early_exits {
             MAX_EXITS
         } else {

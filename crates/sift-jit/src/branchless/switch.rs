@@ -3,12 +3,14 @@
 //! key, one whose keys form a few runs of consecutive keys one range test per run
 //! ([`crate::ranges`]), a larger one a branch-free lookup in a collision-free hash
 //! ([`crate::table`]); each run or distinct target gets one edge condition, the default the
-//! rest.
+//! rest. Two `switch`es with one table on paths that never meet share one lookup
+//! ([`super::shared_tests`]).
 
 use cranelift_codegen::ir::condcodes::IntCC;
 use cranelift_codegen::ir::{InstBuilder, Value};
 use sift_bytecode::Reg;
 
+use super::shared_tests::Tests;
 use super::{Emitter, Pred, State, SMALL_SWITCH};
 use crate::membership::{as_set, emit_member, keys_as_read};
 use crate::outcome::Term;
@@ -30,63 +32,19 @@ impl Emitter<'_, '_, '_> {
         table: u32,
         default: u32,
     ) {
-        let entries = &self.plan.program.tables[table as usize].entries;
-        let key = self.reg(state, key);
-        if let Some((keys, target)) = as_set(self.plan.program, table) {
-            let keys = keys_as_read(&keys, self.plan.native_operand(i));
-            let member = emit_member(self.b, key, &keys);
-            let rare_case = rare || self.reads_word(i);
-            let edge = self.and(reach, member);
-            self.push(target, edge, state, rare_case);
-            let edge = self.and_not(reach, member);
-            self.push(default, edge, state, rare);
-            self.end(Term::Cases {
-                cases: vec![(member, target as usize)],
-                default: default as usize,
-            });
-            return;
-        }
-        let runs = as_runs(entries).filter(|runs| runs.len() <= SMALL_SWITCH);
-        let hash = (runs.is_none() && entries.len() > SMALL_SWITCH)
-            .then(|| PerfectHash::build(&entries.iter().map(|e| e.0).collect::<Vec<_>>()))
-            .flatten();
-        let mut cases: Vec<(Value, u32)> = Vec::new();
-        let mut any: Option<Value> = None;
-        if let Some(hash) = hash {
-            let targets: Vec<u32> = entries.iter().map(|e| e.1).collect();
-            let lookup = emit_lookup(self.b, key, &hash, &targets, self.tables);
-            for (n, &target) in lookup.distinct.iter().enumerate() {
-                let cond = match lookup.number {
-                    None => lookup.found,
-                    Some(number) => {
-                        let is = self.b.ins().icmp_imm_u(IntCC::Equal, number, n as i64);
-                        self.b.ins().band(lookup.found, is)
-                    }
-                };
-                cases.push((cond, target));
+        let (cases, any) = match self.shared.remove(&i) {
+            // An earlier `switch` on a path that never meets this one made the lookup.
+            Some(tests) => tests,
+            None => {
+                let key = self.reg(state, key);
+                let key = self.shared_key(i, reach, state, key);
+                let tests = self.tests(i, key, table);
+                if let Some(partner) = self.partners[i] {
+                    self.shared.insert(partner.later, tests.clone());
+                }
+                tests
             }
-            any = Some(lookup.found);
-        } else {
-            // A few runs, or a few keys: each key a run of one (one equality).
-            let runs = runs.unwrap_or_else(|| {
-                entries
-                    .iter()
-                    .map(|&(k, target)| Run {
-                        lo: k,
-                        hi: k,
-                        target,
-                    })
-                    .collect()
-            });
-            for run in runs {
-                let inside = emit_in_run(self.b, key, run);
-                cases.push((inside, run.target));
-                any = Some(match any {
-                    None => inside,
-                    Some(m) => self.b.ins().bor(m, inside),
-                });
-            }
-        }
+        };
         let rare_case = rare || self.reads_word(i);
         for &(cond, target) in &cases {
             let edge = self.and(reach, cond);
@@ -101,5 +59,59 @@ impl Emitter<'_, '_, '_> {
             cases: cases.iter().map(|&(c, t)| (c, t as usize)).collect(),
             default: default as usize,
         });
+    }
+
+    /// The conditions of the `switch` at `i` on `key`: the membership of a small set, an
+    /// equality per key or a range test per run, or a hashed lookup.
+    fn tests(&mut self, i: usize, key: Value, table: u32) -> Tests {
+        let entries = &self.plan.program.tables[table as usize].entries;
+        if let Some((keys, target)) = as_set(self.plan.program, table) {
+            let keys = keys_as_read(&keys, self.plan.native_operand(i));
+            let member = emit_member(self.b, key, &keys);
+            return (vec![(member, target)], Some(member));
+        }
+        let runs = as_runs(entries).filter(|runs| runs.len() <= SMALL_SWITCH);
+        let hash = (runs.is_none() && entries.len() > SMALL_SWITCH)
+            .then(|| PerfectHash::build(&entries.iter().map(|e| e.0).collect::<Vec<_>>()))
+            .flatten();
+        if let Some(hash) = hash {
+            let targets: Vec<u32> = entries.iter().map(|e| e.1).collect();
+            let lookup = emit_lookup(self.b, key, &hash, &targets, self.tables);
+            let cases = lookup
+                .distinct
+                .iter()
+                .enumerate()
+                .map(|(n, &target)| match lookup.number {
+                    None => (lookup.found, target),
+                    Some(number) => {
+                        let is = self.b.ins().icmp_imm_u(IntCC::Equal, number, n as i64);
+                        (self.b.ins().band(lookup.found, is), target)
+                    }
+                })
+                .collect();
+            return (cases, Some(lookup.found));
+        }
+        // A few runs, or a few keys: each key a run of one (one equality).
+        let runs = runs.unwrap_or_else(|| {
+            entries
+                .iter()
+                .map(|&(k, target)| Run {
+                    lo: k,
+                    hi: k,
+                    target,
+                })
+                .collect()
+        });
+        let mut cases = Vec::new();
+        let mut any: Option<Value> = None;
+        for run in runs {
+            let inside = emit_in_run(self.b, key, run);
+            cases.push((inside, run.target));
+            any = Some(match any {
+                None => inside,
+                Some(m) => self.b.ins().bor(m, inside),
+            });
+        }
+        (cases, any)
     }
 }
