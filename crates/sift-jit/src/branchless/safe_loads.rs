@@ -6,7 +6,7 @@
 
 use cranelift_codegen::ir::condcodes::IntCC;
 use cranelift_codegen::ir::{types, InstBuilder, Value};
-use sift_bytecode::{Insn, Reg};
+use sift_bytecode::{Insn, Operand, Program, Reg};
 
 use super::{Emitter, Pred, State};
 use crate::bounds::Guard;
@@ -59,6 +59,49 @@ pub(super) fn bounds_above(plan: &Plan<'_>, entry: u64) -> usize {
     bounds.sort_unstable();
     bounds.dedup();
     bounds.len()
+}
+
+/// Whether every way on from the load at `i`, with 0 loaded, returns 0, taking only branches
+/// that the loaded value decides: then a failed bounds check there, where the load reads zeros,
+/// already ends in the interpreter's result, and the block needs no guard for it.
+pub(super) fn zero_rejects(p: &Program, i: usize) -> bool {
+    let Some(&Insn::Load { dst, .. }) = p.code.get(i) else {
+        return false;
+    };
+    let mut at = i + 1;
+    // Targets lie forward: each step moves on.
+    while let Some(insn) = p.code.get(at) {
+        at = match *insn {
+            Insn::Branch {
+                cond,
+                lhs,
+                rhs: Operand::Imm(k),
+                then_,
+                else_,
+            } if lhs == dst => {
+                if cond.eval(0, k) {
+                    then_
+                } else {
+                    else_
+                }
+            }
+            Insn::Switch {
+                key,
+                table,
+                default,
+            } if key == dst => p.tables[table as usize]
+                .entries
+                .iter()
+                .find(|&&(k, _)| k == 0)
+                .map_or(default, |&(_, target)| target),
+            Insn::Jump { target } => target,
+            Insn::Return {
+                value: Operand::Imm(0),
+            } => return true,
+            _ => return false,
+        } as usize;
+    }
+    false
 }
 
 impl Emitter<'_, '_, '_> {
@@ -119,7 +162,9 @@ impl Emitter<'_, '_, '_> {
             self.b.ins().select(fits, at, self.zeros)
         };
         let reach = match self.plan.bounds.guard[i] {
-            // The interpreter rejects here when the checked bytes do not fit.
+            // The interpreter rejects here when the checked bytes do not fit; so does the
+            // code on the zeros the load then reads, where every way on from a 0 rejects.
+            Guard::Check(_) if units == 1 && zero_rejects(self.plan.program, i) => reach,
             Guard::Check(_) => {
                 self.guards.push(fits);
                 self.and(reach, fits)

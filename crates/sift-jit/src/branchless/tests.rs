@@ -2,6 +2,7 @@
 //! `brif`), and that the branch-free code agrees with the interpreter on packets and all
 //! their truncations.
 
+use super::safe_loads::zero_rejects;
 use crate::{JitFilter, Options};
 
 fn filter_ir(text: &str, options: &Options) -> String {
@@ -70,6 +71,32 @@ fn long_packets_skip_the_bounds_logic_of_several_bounds() {
         packets.push(arp);
     }
     for text in [OR_PAIR, OR_FOUR] {
+        agrees(text, &Options::default(), &packets);
+    }
+}
+
+/// `ip src 10.1.1.1 or ip dst 10.2.2.2 or ip proto 6`: a destination of 0 goes on to the
+/// protocol test, so a failed bounds check at the destination must still reject.
+const OR_THEN_PROTO: &str = "ld.h r0, [12]\n jeq r0, 2048, L2, L8\nL2:\n ld.w r0, [26]\n jeq r0, 167837953, L9, L4\nL4:\n ld.w r0, [30]\n jeq r0, 167903746, L9, L6\nL6:\n ld.b r0, [23]\n jeq r0, 6, L9, L8\nL8:\n ret 0\nL9:\n ret 96\n";
+
+/// A load whose 0 (what it reads on a packet too short for it) leads only to `ret 0` needs no
+/// guard; one whose 0 goes on to other tests keeps it.
+#[test]
+fn a_load_whose_zero_rejects_needs_no_guard() {
+    let program = |text: &str| sift_bytecode::assemble(text).unwrap();
+    assert!(zero_rejects(&program(OR_PAIR), 4));
+    assert!(!zero_rejects(&program(OR_PAIR), 2));
+    assert!(!zero_rejects(&program(OR_THEN_PROTO), 4));
+    if !crate::supported() {
+        return;
+    }
+    // A packet whose protocol is 6 and whose addresses do not match: with 30 to 33 bytes the
+    // destination does not fit, and the interpreter rejects.
+    let packets = vec![
+        ipv4_like([10, 9, 9, 9], 6, 5),
+        ipv4_like([10, 1, 1, 1], 17, 5),
+    ];
+    for text in [OR_PAIR, OR_THEN_PROTO] {
         agrees(text, &Options::default(), &packets);
     }
 }
