@@ -44,8 +44,8 @@ pub(super) fn partners(plan: &Plan<'_>) -> Vec<Option<Partner>> {
     if switches.len() < 2 {
         return partner;
     }
-    let reaches: Vec<Vec<bool>> = (0..n).map(|i| reachable_from(p, i)).collect();
-    let dominators = dominators(p, plan);
+    let reaches: Vec<Vec<bool>> = (0..n).map(|i| reachable_from(plan, i)).collect();
+    let dominators = dominators(plan);
     for (at, &i) in switches.iter().enumerate() {
         if taken[i] {
             continue;
@@ -96,7 +96,8 @@ pub(super) fn partners(plan: &Plan<'_>) -> Vec<Option<Partner>> {
 }
 
 /// `dominators[i][d]`: every path from the entry to instruction `i` passes `d`.
-fn dominators(p: &Program, plan: &Plan<'_>) -> Vec<Vec<bool>> {
+fn dominators(plan: &Plan<'_>) -> Vec<Vec<bool>> {
+    let p = plan.program;
     let n = p.code.len();
     let mut dom: Vec<Option<Vec<bool>>> = vec![None; n];
     if n == 0 {
@@ -105,6 +106,7 @@ fn dominators(p: &Program, plan: &Plan<'_>) -> Vec<Vec<bool>> {
     let mut entry = vec![false; n];
     entry[0] = true;
     dom[0] = Some(entry);
+    let mut succ = Vec::new();
     // Targets lie forward, so every predecessor comes first.
     for i in 0..n {
         if !plan.flow.reachable[i] {
@@ -114,7 +116,9 @@ fn dominators(p: &Program, plan: &Plan<'_>) -> Vec<Vec<bool>> {
             continue;
         };
         mine[i] = true;
-        for s in successors(p, i) {
+        plan.flow.successors.of(p, i, &mut succ);
+        for &s in &succ {
+            let s = s as usize;
             if s < n {
                 dom[s] = Some(match dom[s].take() {
                     None => mine.clone(),
@@ -151,31 +155,21 @@ fn key_loaded_just_before(p: &Program, plan: &Plan<'_>, j: usize) -> bool {
 }
 
 /// The instructions some path from `from` (excluded) reaches.
-fn reachable_from(p: &Program, from: usize) -> Vec<bool> {
+fn reachable_from(plan: &Plan<'_>, from: usize) -> Vec<bool> {
+    let p = plan.program;
     let mut seen = vec![false; p.code.len()];
-    let mut stack = successors(p, from);
+    let (mut succ, mut stack) = (Vec::new(), vec![from]);
     while let Some(i) = stack.pop() {
-        if i < seen.len() && !seen[i] {
-            seen[i] = true;
-            stack.extend(successors(p, i));
+        plan.flow.successors.of(p, i, &mut succ);
+        for &s in &succ {
+            let s = s as usize;
+            if s < seen.len() && !seen[s] {
+                seen[s] = true;
+                stack.push(s);
+            }
         }
     }
     seen
-}
-
-fn successors(p: &Program, i: usize) -> Vec<usize> {
-    match &p.code[i] {
-        Insn::Return { .. } => Vec::new(),
-        Insn::Jump { target } => vec![*target as usize],
-        Insn::Branch { then_, else_, .. } => vec![*then_ as usize, *else_ as usize],
-        Insn::Switch { table, default, .. } => p.tables[*table as usize]
-            .entries
-            .iter()
-            .map(|&(_, t)| t as usize)
-            .chain([*default as usize])
-            .collect(),
-        _ => vec![i + 1],
-    }
 }
 
 impl Emitter<'_, '_, '_> {
