@@ -24,7 +24,9 @@
 //! against 4.72, `tcp[tcpflags] & tcp-syn != 0` 6.66 against 4.64, `tcp port 80` 10.7 against
 //! 9.6, `ip src 10.1.1.1` 2.42 against 2.14, `ip` 2.09 against 2.10.
 
-use cranelift_codegen::ir::{types, InstBuilder, Value};
+use cranelift_codegen::ir::{
+    types, DataFlowGraph, InstBuilder, InstructionData, Opcode, Value, ValueDef,
+};
 use cranelift_frontend::FunctionBuilder;
 
 /// A block's outcome: a result known at compile time, or computed (`i32`).
@@ -122,12 +124,83 @@ impl Outcomes {
 }
 
 /// `cond ? then_ : else_`.
+///
+/// Two set tests that lead to the same outcome (a host set's source and destination) share
+/// one "any lane equal": `any(a) ? x : (any(b) ? x : y)` is `any(a | b) ? x : y`, a vector
+/// `or` instead of a second test and conditional move.
 fn choose(b: &mut FunctionBuilder<'_>, cond: Value, then_: Outcome, else_: Outcome) -> Outcome {
     if then_ == else_ {
         return then_;
     }
+    if let Some(merged) = merge_set_tests(b, cond, then_, else_) {
+        return merged;
+    }
     let (t, e) = (materialize(b, then_), materialize(b, else_));
     Outcome::Value(b.ins().select(cond, t, e))
+}
+
+/// `cond ? then_ : else_` as one set test, when `cond` is "any lane of a vector" and `else_`
+/// is `any(other) ? then_ : rest`. The select `else_` was is left unused (Cranelift drops it).
+fn merge_set_tests(
+    b: &mut FunctionBuilder<'_>,
+    cond: Value,
+    then_: Outcome,
+    else_: Outcome,
+) -> Option<Outcome> {
+    let dfg = &b.func.dfg;
+    let lanes = any_lane_of(dfg, cond)?;
+    let Outcome::Value(inner) = else_ else {
+        return None;
+    };
+    let ValueDef::Result(select, 0) = dfg.value_def(inner) else {
+        return None;
+    };
+    let InstructionData::Ternary {
+        opcode: Opcode::Select,
+        args: [inner_cond, inner_then, rest],
+    } = dfg.insts[select]
+    else {
+        return None;
+    };
+    let other = any_lane_of(dfg, inner_cond)?;
+    let same_then = match then_ {
+        Outcome::Value(v) => v == inner_then,
+        Outcome::Const(k) => constant_of(dfg, inner_then) == Some(k),
+    };
+    if !same_then || dfg.value_type(lanes) != dfg.value_type(other) {
+        return None;
+    }
+    let either = b.ins().bor(lanes, other);
+    let any = b.ins().vany_true(either);
+    Some(Outcome::Value(b.ins().select(any, inner_then, rest)))
+}
+
+/// The vector `v` tests when it is `vany_true(vector)`.
+fn any_lane_of(dfg: &DataFlowGraph, v: Value) -> Option<Value> {
+    let ValueDef::Result(inst, 0) = dfg.value_def(v) else {
+        return None;
+    };
+    match dfg.insts[inst] {
+        InstructionData::Unary {
+            opcode: Opcode::VanyTrue,
+            arg,
+        } => Some(arg),
+        _ => None,
+    }
+}
+
+/// The `i32` constant `v` is, when it is one.
+fn constant_of(dfg: &DataFlowGraph, v: Value) -> Option<u32> {
+    let ValueDef::Result(inst, 0) = dfg.value_def(v) else {
+        return None;
+    };
+    match dfg.insts[inst] {
+        InstructionData::UnaryImm {
+            opcode: Opcode::Iconst,
+            imm,
+        } => Some(imm.bits() as u32),
+        _ => None,
+    }
 }
 
 /// `fits ? o : 0`.
