@@ -140,7 +140,8 @@ fn choose(b: &mut FunctionBuilder<'_>, cond: Value, then_: Outcome, else_: Outco
 }
 
 /// `cond ? then_ : else_` as one set test, when `cond` is "any lane of a vector" and `else_`
-/// is `any(other) ? then_ : rest`. The select `else_` was is left unused (Cranelift drops it).
+/// is `any(other) ? then_ : rest`. The select that was `else_` is left unused (Cranelift drops
+/// it).
 fn merge_set_tests(
     b: &mut FunctionBuilder<'_>,
     cond: Value,
@@ -152,20 +153,20 @@ fn merge_set_tests(
     let Outcome::Value(inner) = else_ else {
         return None;
     };
-    let ValueDef::Result(select, 0) = dfg.value_def(inner) else {
-        return None;
-    };
     let InstructionData::Ternary {
         opcode: Opcode::Select,
         args: [inner_cond, inner_then, rest],
-    } = dfg.insts[select]
+    } = *defined_by(dfg, inner)?
     else {
         return None;
     };
     let other = any_lane_of(dfg, inner_cond)?;
     let same_then = match then_ {
         Outcome::Value(v) => v == inner_then,
-        Outcome::Const(k) => constant_of(dfg, inner_then) == Some(k),
+        Outcome::Const(k) => matches!(
+            defined_by(dfg, inner_then),
+            Some(&InstructionData::UnaryImm { opcode: Opcode::Iconst, imm }) if imm.bits() == i64::from(k)
+        ),
     };
     if !same_then || dfg.value_type(lanes) != dfg.value_type(other) {
         return None;
@@ -175,30 +176,21 @@ fn merge_set_tests(
     Some(Outcome::Value(b.ins().select(any, inner_then, rest)))
 }
 
-/// The vector `v` tests when it is `vany_true(vector)`.
-fn any_lane_of(dfg: &DataFlowGraph, v: Value) -> Option<Value> {
-    let ValueDef::Result(inst, 0) = dfg.value_def(v) else {
-        return None;
-    };
-    match dfg.insts[inst] {
-        InstructionData::Unary {
-            opcode: Opcode::VanyTrue,
-            arg,
-        } => Some(arg),
+/// The instruction whose only or first result `v` is.
+fn defined_by(dfg: &DataFlowGraph, v: Value) -> Option<&InstructionData> {
+    match dfg.value_def(v) {
+        ValueDef::Result(inst, 0) => Some(&dfg.insts[inst]),
         _ => None,
     }
 }
 
-/// The `i32` constant `v` is, when it is one.
-fn constant_of(dfg: &DataFlowGraph, v: Value) -> Option<u32> {
-    let ValueDef::Result(inst, 0) = dfg.value_def(v) else {
-        return None;
-    };
-    match dfg.insts[inst] {
-        InstructionData::UnaryImm {
-            opcode: Opcode::Iconst,
-            imm,
-        } => Some(imm.bits() as u32),
+/// The vector `v` tests when it is `vany_true(vector)`.
+fn any_lane_of(dfg: &DataFlowGraph, v: Value) -> Option<Value> {
+    match *defined_by(dfg, v)? {
+        InstructionData::Unary {
+            opcode: Opcode::VanyTrue,
+            arg,
+        } => Some(arg),
         _ => None,
     }
 }
