@@ -88,6 +88,8 @@ pub(super) fn resolve(items: &[Item]) -> Vec<Insn> {
     // Dense by item index (a 10^4-case table makes thousands of islands, looked up in the
     // reach loop for every jump): an empty list is no island.
     let mut islands: Vec<Vec<Label>> = vec![Vec::new(); items.len()];
+    // The item indices whose island is not empty, in order.
+    let mut with_islands = std::collections::BTreeSet::new();
     let mut own = vec![(false, false); items.len()];
     let mut via: Vec<(Via, Via)> = vec![(Via::Direct, Via::Direct); items.len()];
     let addr = loop {
@@ -113,28 +115,32 @@ pub(super) fn resolve(items: &[Item]) -> Vec<Insn> {
                     at => at,
                 };
                 let first = candidates.partition_point(|&c| c <= i);
-                let last = candidates.partition_point(|&c| base(c) <= addr.item[i] + 256);
-                let in_reach = candidates
-                    .get(first..last.max(first))
-                    .unwrap_or(&[])
-                    .iter()
-                    .copied()
-                    .filter(|&c| addr.item[c] < addr.label[l]);
-                let mut farthest = None;
-                for c in in_reach {
-                    let entries = &islands[c][..];
-                    if let Some(k) = entries.iter().position(|&x| x == l) {
-                        if reach(base(c) + k as i64) {
-                            return Via::Island(c, k);
+                let last = candidates
+                    .partition_point(|&c| base(c) <= addr.item[i] + 256)
+                    .max(first);
+                let before_target = |c: usize| addr.item[c] < addr.label[l];
+                // Reuse the first island in reach that has an entry for the target: only
+                // candidates with islands can, and they are few.
+                if first < last {
+                    let span = candidates[first]..=candidates[last - 1];
+                    for &c in with_islands.range(span).filter(|&&c| before_target(c)) {
+                        if let Some(k) = islands[c].iter().position(|&x| x == l) {
+                            if reach(base(c) + k as i64) {
+                                return Via::Island(c, k);
+                            }
                         }
                     }
-                    if reach(base(c) + entries.len() as i64) {
-                        farthest = Some(c);
-                    }
                 }
+                // Else the farthest candidate in reach that has room for one more entry.
+                let farthest = candidates[first..last]
+                    .iter()
+                    .rev()
+                    .copied()
+                    .find(|&c| before_target(c) && reach(base(c) + islands[c].len() as i64));
                 changed = true;
                 match farthest {
                     Some(c) => {
+                        with_islands.insert(c);
                         let e = &mut islands[c];
                         e.push(l);
                         Via::Island(c, e.len() - 1)

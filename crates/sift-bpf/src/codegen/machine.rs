@@ -21,7 +21,9 @@
 //!
 //! The pieces come back as items, for [`super::layout::resolve`] to turn labels into offsets.
 
-use std::collections::HashMap;
+// Keys are the code generator's own pieces, looked up but never iterated: a fast hash.
+use foldhash::HashMap;
+use foldhash::HashMapExt;
 
 use super::select::{Item, Label};
 use crate::insn::{Insn, Op};

@@ -17,7 +17,9 @@
 //! made. The cut code is the same code from the same point on, whatever the registers hold
 //! there, so no path's effect changes.
 
-use std::collections::HashMap;
+// Keys are the code generator's own pieces, looked up but never iterated: a fast hash.
+use foldhash::HashMap;
+use foldhash::HashMapExt;
 use std::hash::Hash;
 
 use super::machine::{Exit, Piece};
