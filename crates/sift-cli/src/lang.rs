@@ -4,6 +4,7 @@ use std::path::Path;
 
 use anyhow::{anyhow, bail, Context, Result};
 use clap::ValueEnum;
+use sift::sift_ir::Function;
 use sift::{Filter, Options};
 
 /// The language a filter is written in.
@@ -84,10 +85,14 @@ fn classic_program(text: &str) -> Result<sift_bpf::Program> {
 
 /// Compiles a filter written in `lang` (only pcap-filter expressions depend on the link type).
 pub fn compile(lang: Lang, expr: &str, opts: &Options) -> Result<Filter> {
-    let ir = match lang {
-        Lang::Pcap => {
-            return Filter::compile_with(expr, opts).map_err(|e| anyhow!("{}", e.render(expr)))
-        }
+    Ok(Filter::from_ir(lower(lang, expr, opts)?)?)
+}
+
+/// The IR of a filter written in `lang`, as lowered (pcap-filter expressions with libpcap's
+/// optimizer applied unless `opts.optimize` is off), before sift's optimizer.
+pub fn lower(lang: Lang, expr: &str, opts: &Options) -> Result<Function> {
+    Ok(match lang {
+        Lang::Pcap => sift::compile_ir(expr, opts).map_err(|e| anyhow!("{}", e.render(expr)))?,
         Lang::Cspf => {
             let program = sift_seeds::cspf::parse(expr).map_err(|e| anyhow!(e.render(expr)))?;
             sift_seeds::cspf::lift_with(&program, opts.snaplen)
@@ -107,8 +112,7 @@ pub fn compile(lang: Lang, expr: &str, opts: &Options) -> Result<Filter> {
                 .map_err(|e| anyhow!("{e}"))?;
             sift_bpf::lift(&valid)
         }
-    };
-    Ok(Filter::from_ir(ir)?)
+    })
 }
 
 /// `--extensions` extends the pcap language only.

@@ -354,11 +354,15 @@ fn run(cli: Cli) -> Result<ExitCode> {
                 extensions,
                 ..Options::new(linktype, snaplen)
             };
-            let filter = compile(lang, &expr, &opts)?;
+            // Code only: no runnable filter (bytecode, native code) is built.
+            let lowered = lang::lower(lang, &expr, &opts)?;
+            let optimized;
             let ir = if level > 0 {
-                filter.optimized_ir()
+                optimized = sift::optimized_ir(&lowered)?;
+                &optimized
             } else {
-                filter.ir()
+                sift::sift_ir::verify(&lowered).map_err(sift::Error::InvalidIr)?;
+                &lowered
             };
             if target == Target::Ebpf {
                 let ty = sift_ebpf::ProgramType::from_name(&program_type).ok_or_else(|| {
@@ -367,7 +371,7 @@ fn run(cli: Cli) -> Result<ExitCode> {
                 // eBPF cannot loop: with the optimizer on, it gets the unrolled walks optimized.
                 let loop_free;
                 let ir = if level > 0 {
-                    loop_free = filter.loop_free_ir()?;
+                    loop_free = sift::loop_free(ir)?;
                     &*loop_free
                 } else {
                     ir

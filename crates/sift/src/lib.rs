@@ -116,6 +116,29 @@ pub fn compile_optimized_ir(expr: &str, opts: &Options) -> Result<Function, Erro
     Ok(ir)
 }
 
+/// Verifies and optimizes IR from any front end, as [`Filter::from_ir`] does, without building
+/// the runnable filter: for back ends that only need code (`sift compile`).
+pub fn optimized_ir(ir: &Function) -> Result<Function, Error> {
+    sift_ir::verify(ir).map_err(Error::InvalidIr)?;
+    let mut optimized = ir.clone();
+    optimize(&mut optimized)?;
+    Ok(optimized)
+}
+
+/// Optimized IR for back ends that cannot loop (the kernel's classic BPF, eBPF):
+/// `protochain` walks unrolled to [`sift_ir::protochain::UNROLLED_HEADERS`] headers and the
+/// result optimized again, since the unrolled rounds share most of their tests. `optimized`
+/// itself when it has no walk.
+pub fn loop_free(optimized: &Function) -> Result<Cow<'_, Function>, Error> {
+    match sift_ir::protochain::without_loops(optimized) {
+        Cow::Borrowed(f) => Ok(Cow::Borrowed(f)),
+        Cow::Owned(mut f) => {
+            optimize(&mut f)?;
+            Ok(Cow::Owned(f))
+        }
+    }
+}
+
 fn optimize(ir: &mut Function) -> Result<(), Error> {
     sift_opt::try_optimize_with(ir, &sift_opt::Options::default())
         .map(drop)
@@ -191,18 +214,9 @@ impl Filter {
         &self.optimized
     }
 
-    /// The optimized IR for back ends that cannot loop (the kernel's classic BPF, eBPF):
-    /// `protochain` walks unrolled to [`sift_ir::protochain::UNROLLED_HEADERS`] headers and the
-    /// result optimized again, since the unrolled rounds share most of their tests. The
-    /// optimized IR itself when the filter has no walk. Computed on each call.
+    /// The optimized IR for back ends that cannot loop ([`loop_free`]). Computed on each call.
     pub fn loop_free_ir(&self) -> Result<Cow<'_, Function>, Error> {
-        match sift_ir::protochain::without_loops(&self.optimized) {
-            Cow::Borrowed(f) => Ok(Cow::Borrowed(f)),
-            Cow::Owned(mut f) => {
-                optimize(&mut f)?;
-                Ok(Cow::Owned(f))
-            }
-        }
+        loop_free(&self.optimized)
     }
 
     /// The verified bytecode the filter runs.
