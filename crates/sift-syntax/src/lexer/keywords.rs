@@ -1,6 +1,10 @@
 //! The scanner's fixed-string rules: keywords and named constants (`tcp-syn`, `icmp-echo`).
 
-use super::Kw;
+use std::collections::HashMap;
+use std::hash::{BuildHasherDefault, Hasher};
+use std::sync::OnceLock;
+
+use super::{Kw, Tok};
 use crate::ast::{Dir, Proto};
 
 const KEYWORDS: &[(&str, Kw)] = &[
@@ -194,13 +198,112 @@ const NAMED_NUMBERS: &[(&str, u32)] = &[
 
 /// Looks up a keyword (exact, case-sensitive).
 pub fn keyword(s: &str) -> Option<(Kw, &'static str)> {
-    KEYWORDS
-        .iter()
-        .find(|(k, _)| *k == s)
-        .map(|&(k, kw)| (kw, k))
+    match fixed_words().get(s)? {
+        FixedWord::Keyword(kw, k) => Some((*kw, k)),
+        _ => None,
+    }
 }
 
 /// Looks up a named constant such as `tcp-syn`.
 pub fn named_number(s: &str) -> Option<u32> {
-    NAMED_NUMBERS.iter().find(|(k, _)| *k == s).map(|&(_, v)| v)
+    match fixed_words().get(s)? {
+        FixedWord::Number(n) => Some(*n),
+        _ => None,
+    }
+}
+
+/// The token the scanner's fixed-string rules make of an identifier-shaped word (`and`, `or` and
+/// `not` included), or `None` for a plain identifier.
+pub(super) fn fixed_word_token(word: &str) -> Option<Tok> {
+    Some(match *fixed_words().get(word)? {
+        FixedWord::Keyword(kw, k) => Tok::Kw(kw, k),
+        FixedWord::And => Tok::And,
+        FixedWord::Or => Tok::Or,
+        FixedWord::Not => Tok::Not,
+        FixedWord::Number(n) => Tok::Num(n),
+    })
+}
+
+/// What one of the scanner's fixed strings stands for.
+#[derive(Clone, Copy)]
+enum FixedWord {
+    Keyword(Kw, &'static str),
+    And,
+    Or,
+    Not,
+    Number(u32),
+}
+
+/// FNV-1a: the map's keys are fixed and short, so the standard library's SipHash, which resists
+/// chosen keys, would only make every lookup several times slower.
+struct WordHasher(u64);
+
+impl Default for WordHasher {
+    fn default() -> Self {
+        WordHasher(0xcbf2_9ce4_8422_2325)
+    }
+}
+
+impl Hasher for WordHasher {
+    fn write(&mut self, bytes: &[u8]) {
+        for &b in bytes {
+            self.0 = (self.0 ^ u64::from(b)).wrapping_mul(0x0100_0000_01b3);
+        }
+    }
+
+    fn finish(&self) -> u64 {
+        self.0
+    }
+}
+
+type WordMap = HashMap<&'static str, FixedWord, BuildHasherDefault<WordHasher>>;
+
+/// Every fixed string in one map: the lexer looks up each identifier-shaped word, and scanning
+/// the ~190 entries for it was a large part of the lexing time of long expressions.
+fn fixed_words() -> &'static WordMap {
+    static WORDS: OnceLock<WordMap> = OnceLock::new();
+    WORDS.get_or_init(|| {
+        let keywords = KEYWORDS
+            .iter()
+            .map(|&(k, kw)| (k, FixedWord::Keyword(kw, k)));
+        let operators = [
+            ("and", FixedWord::And),
+            ("or", FixedWord::Or),
+            ("not", FixedWord::Not),
+        ];
+        let numbers = NAMED_NUMBERS
+            .iter()
+            .map(|&(k, n)| (k, FixedWord::Number(n)));
+        let mut words = WordMap::default();
+        // The first entry of a word wins, as the earliest rule does in the scanner (the tables
+        // have no word twice, so this only keeps the lookup order of the lexer's rules).
+        for (word, meaning) in keywords.chain(operators).chain(numbers) {
+            words.entry(word).or_insert(meaning);
+        }
+        words
+    })
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    /// The map gives every table entry its own meaning (no word is listed twice).
+    #[test]
+    fn map_holds_every_table_entry() {
+        for &(k, kw) in KEYWORDS {
+            assert_eq!(keyword(k), Some((kw, k)), "{k}");
+            assert_eq!(named_number(k), None, "{k}");
+        }
+        for &(k, n) in NAMED_NUMBERS {
+            assert_eq!(named_number(k), Some(n), "{k}");
+            assert_eq!(keyword(k), None, "{k}");
+        }
+        for (word, tok) in [("and", Tok::And), ("or", Tok::Or), ("not", Tok::Not)] {
+            assert_eq!(fixed_word_token(word), Some(tok));
+        }
+        for word in ["", "TCP", "hostx", "tcp-synx", "a"] {
+            assert_eq!(fixed_word_token(word), None, "{word}");
+        }
+    }
 }

@@ -10,6 +10,7 @@ use std::fmt;
 
 use crate::ast::{Dir, Proto, Span};
 use crate::error::{ParseError, ParseErrorKind};
+use keywords::fixed_word_token;
 pub use keywords::{keyword, named_number};
 use shapes::*;
 
@@ -298,28 +299,28 @@ fn next_token(text: &str, i: usize, v6: &[Vec<El>]) -> Result<(Tok, usize), Pars
         consider(Some(i + 1), R_OP);
     }
     if c == b'$' {
-        let mut ends = Vec::new();
-        hex_ends(s, i + 1, 1, 2, &mut ends);
-        consider(ends.last().copied(), R_AID);
+        consider(hex_end(s, i + 1, 1, 2), R_AID);
     }
-    let seps = Separators::at(s, i);
-    if is_hex(c) {
-        consider(mac_len(s, i, seps), R_MAC);
-        if seps.colon {
-            consider(bogus_eid_len(s, i), R_BOGUS_EID);
+    // The address and number shapes start with a hex digit, or (IPv6 only) a colon.
+    if is_hex(c) || c == b':' {
+        let run = AddressRun::at(s, i);
+        if is_hex(c) {
+            consider(mac_len(s, i, run), R_MAC);
+            // `{B}:+({B}:+)+` has two colons at least.
+            if run.colons >= 2 {
+                consider(bogus_eid_len(s, i), R_BOGUS_EID);
+            }
         }
-    }
-    if c.is_ascii_digit() {
-        let mut ends = Vec::new();
-        num_ends(s, i, &mut ends);
-        consider(ends.iter().max().copied(), R_NUM);
-        if seps.dot {
-            consider(hid_len(s, i), R_HID);
+        if c.is_ascii_digit() {
+            consider(num_end(s, i), R_NUM);
+            if run.dots >= 1 {
+                consider(hid_len(s, i), R_HID);
+            }
         }
-    }
-    // Every IPv6 pattern has a colon.
-    if (is_hex(c) || c == b':') && seps.colon {
-        consider(v6_len(s, i, v6), R_V6);
+        // Every IPv6 pattern has two colons at least.
+        if run.colons >= 2 {
+            consider(v6_len(s, i, v6), R_V6);
+        }
     }
     let id_end = id_len(s, i);
     consider(id_end, R_ID);
@@ -360,22 +361,7 @@ fn next_token(text: &str, i: usize, v6: &[Vec<El>]) -> Result<(Tok, usize), Pars
         _ => {
             // Keywords and named constants are exact words that the identifier rule also
             // matches, with the same length; they come first.
-            if let Some((kw, k)) = keyword(word) {
-                match kw {
-                    _ if k == "and" => Tok::And,
-                    _ => Tok::Kw(kw, k),
-                }
-            } else if word == "and" {
-                Tok::And
-            } else if word == "or" {
-                Tok::Or
-            } else if word == "not" {
-                Tok::Not
-            } else if let Some(n) = named_number(word) {
-                Tok::Num(n)
-            } else {
-                Tok::Id(word.to_string())
-            }
+            fixed_word_token(word).unwrap_or_else(|| Tok::Id(word.to_string()))
         }
     };
     Ok((tok, end))
@@ -385,15 +371,17 @@ fn next_token(text: &str, i: usize, v6: &[Vec<El>]) -> Result<(Tok, usize), Pars
 mod tests {
     use super::*;
 
-    /// The separator check only skips patterns that cannot match: on every position of
-    /// pseudo-random address-like text, skipping gives the same matches as trying them all.
+    /// The address-run check only skips patterns that cannot match: on every position of
+    /// pseudo-random address-like text, skipping gives the same matches as trying them all,
+    /// and the shortcuts give the ends the general matcher gives.
     #[test]
-    fn separator_check_skips_only_impossible_matches() {
+    fn address_run_check_skips_only_impossible_matches() {
         const ALPHABET: &[u8] = b"0123456789abcdefABxX:.-:. ";
-        let every = Separators {
-            colon: true,
-            dot: true,
-            dash: true,
+        let every = AddressRun {
+            colons: usize::MAX,
+            dots: usize::MAX,
+            dashes: usize::MAX,
+            leading_hex: usize::MAX,
         };
         let v6 = v6_patterns();
         let mut state = 0x2545_f491_4f6c_dd1d_u64;
@@ -408,19 +396,43 @@ mod tests {
                 })
                 .collect();
             for i in 0..text.len() {
-                let seps = Separators::at(&text, i);
+                let run = AddressRun::at(&text, i);
                 let shown = String::from_utf8_lossy(&text);
                 assert_eq!(
-                    mac_len(&text, i, seps),
+                    mac_len(&text, i, run),
                     mac_len(&text, i, every),
                     "{shown} at {i}"
                 );
-                if !seps.colon {
+                if run.colons < 2 {
                     assert_eq!(v6_len(&text, i, &v6), None, "{shown} at {i}");
                     assert_eq!(bogus_eid_len(&text, i), None, "{shown} at {i}");
                 }
-                if !seps.dot {
+                if run.dots == 0 {
                     assert_eq!(hid_len(&text, i), None, "{shown} at {i}");
+                }
+                let dotted = (2..=4)
+                    .filter_map(|parts| {
+                        use El::*;
+                        let pat = [N, Lit(b'.'), N, Lit(b'.'), N, Lit(b'.'), N];
+                        longest(&text, i, &pat[..2 * parts - 1])
+                    })
+                    .max();
+                assert_eq!(hid_len(&text, i), dotted, "{shown} at {i}");
+                let mut ends = Vec::new();
+                num_ends(&text, i, &mut ends);
+                assert_eq!(
+                    num_end(&text, i),
+                    ends.iter().max().copied(),
+                    "{shown} at {i}"
+                );
+                for (min, max) in [(1, 2), (1, 4), (4, 4)] {
+                    ends.clear();
+                    hex_ends(&text, i, min, max, &mut ends);
+                    assert_eq!(
+                        hex_end(&text, i, min, max),
+                        ends.last().copied(),
+                        "{shown} at {i}"
+                    );
                 }
             }
         }

@@ -39,6 +39,36 @@ pub(super) fn num_ends(s: &[u8], i: usize, out: &mut Vec<usize>) {
     }
 }
 
+/// The length of the run of bytes satisfying `pred` from `i`.
+fn run_len(s: &[u8], i: usize, pred: impl Fn(u8) -> bool) -> usize {
+    s.get(i..)
+        .map_or(0, |rest| rest.iter().take_while(|&&b| pred(b)).count())
+}
+
+/// The last end [`hex_ends`] would return, without listing the others.
+pub(super) fn hex_end(s: &[u8], i: usize, min: usize, max: usize) -> Option<usize> {
+    let n = run_len(s, i, is_hex).min(max);
+    (n >= min).then_some(i + n)
+}
+
+/// The farthest end [`num_ends`] would return, without listing the others.
+pub(super) fn num_end(s: &[u8], i: usize) -> Option<usize> {
+    let decimal = run_len(s, i, |b| b.is_ascii_digit());
+    let hex = if i + 2 < s.len() && s[i] == b'0' && (s[i + 1] == b'x' || s[i + 1] == b'X') {
+        // Counted after the `0x`: a match needs at least one hex digit there.
+        match run_len(s, i + 2, is_hex) {
+            0 => 0,
+            n => n + 2,
+        }
+    } else {
+        0
+    };
+    match decimal.max(hex) {
+        0 => None,
+        n => Some(i + n),
+    }
+}
+
 /// Pattern elements for the position-set matcher.
 #[derive(Clone, Copy)]
 pub(super) enum El {
@@ -83,53 +113,52 @@ pub(super) fn longest(s: &[u8], i: usize, pat: &[El]) -> Option<usize> {
     cur.last().copied()
 }
 
-/// Which separators the address-like text at a position contains: the maximal run of
-/// characters any address pattern can consume (hex digits, `x`, `:`, `.`, `-`). A pattern with
-/// a literal separator can only match where the run holds it, so the lexer skips the others
-/// (the 60 IPv6 patterns on every dotted quad and number, most of the lexing time of a long
-/// `host` chain).
+/// What the address-like text at a position holds: the maximal run of characters any address
+/// pattern can consume (hex digits, `x`, `:`, `.`, `-`). A pattern can only match where the
+/// run holds as many of each separator as the pattern has, and starts with as many hex digits
+/// as the pattern starts with, so the lexer skips the others (the 60 IPv6 patterns on every
+/// dotted quad and number, the MAC address patterns on every number: most of the lexing time
+/// of a long `host` chain).
 #[derive(Clone, Copy)]
-pub(super) struct Separators {
-    pub(super) colon: bool,
-    pub(super) dot: bool,
-    pub(super) dash: bool,
+pub(super) struct AddressRun {
+    pub(super) colons: usize,
+    pub(super) dots: usize,
+    pub(super) dashes: usize,
+    /// How many hex digits the run starts with.
+    pub(super) leading_hex: usize,
 }
 
-impl Separators {
-    pub(super) fn at(s: &[u8], i: usize) -> Separators {
+impl AddressRun {
+    pub(super) fn at(s: &[u8], i: usize) -> AddressRun {
         let run = s[i..]
             .iter()
             .take_while(|&&b| is_hex(b) || matches!(b, b'x' | b'X' | b':' | b'.' | b'-'));
-        let mut seps = Separators {
-            colon: false,
-            dot: false,
-            dash: false,
+        let mut counts = AddressRun {
+            colons: 0,
+            dots: 0,
+            dashes: 0,
+            leading_hex: run_len(s, i, is_hex),
         };
         for &b in run {
             match b {
-                b':' => seps.colon = true,
-                b'.' => seps.dot = true,
-                b'-' => seps.dash = true,
+                b':' => counts.colons += 1,
+                b'.' => counts.dots += 1,
+                b'-' => counts.dashes += 1,
                 _ => {}
             }
         }
-        seps
-    }
-
-    pub(super) fn has(self, sep: u8) -> bool {
-        match sep {
-            b':' => self.colon,
-            b'.' => self.dot,
-            b'-' => self.dash,
-            _ => true,
-        }
+        counts
     }
 }
 
-pub(super) fn mac_len(s: &[u8], i: usize, seps: Separators) -> Option<usize> {
+pub(super) fn mac_len(s: &[u8], i: usize, run: AddressRun) -> Option<usize> {
     use El::*;
     let mut best: Option<usize> = None;
-    for sep in [b':', b'-', b'.'].into_iter().filter(|&sep| seps.has(sep)) {
+    // Six bytes with five separators.
+    for (sep, count) in [(b':', run.colons), (b'-', run.dashes), (b'.', run.dots)] {
+        if count < 5 {
+            continue;
+        }
         let pat = [
             B,
             Lit(sep),
@@ -145,20 +174,32 @@ pub(super) fn mac_len(s: &[u8], i: usize, seps: Separators) -> Option<usize> {
         ];
         best = best.max(longest(s, i, &pat));
     }
-    if seps.dot {
+    // Three groups of four hex digits, with two dots or none.
+    if run.dots >= 2 && run.leading_hex >= 4 {
         best = best.max(longest(s, i, &[B2, Lit(b'.'), B2, Lit(b'.'), B2]));
     }
-    best = best.max(longest(s, i, &[B2, B2, B2]));
+    if run.leading_hex >= 12 {
+        best = best.max(longest(s, i, &[B2, B2, B2]));
+    }
     best
 }
 
+/// The longest of `N.N`, `N.N.N` and `N.N.N.N` at `i`. Every dotted IPv4 token goes through
+/// here, so rather than with the general [`longest`] it is matched greedily, which gives the
+/// same end: of the ends of an `N`, only the farthest can be followed by a `.` (the others are
+/// followed by a digit, or by the `x` of `0x`).
 pub(super) fn hid_len(s: &[u8], i: usize) -> Option<usize> {
-    use El::*;
-    // `N.N`, `N.N.N` and `N.N.N.N`: prefixes of one pattern.
-    const DOTTED: [El; 7] = [N, Lit(b'.'), N, Lit(b'.'), N, Lit(b'.'), N];
+    let mut end = num_end(s, i)?;
     let mut best = None;
-    for parts in 2..=4 {
-        best = best.max(longest(s, i, &DOTTED[..2 * parts - 1]));
+    for _ in 1..4 {
+        if s.get(end) != Some(&b'.') {
+            break;
+        }
+        let Some(part_end) = num_end(s, end + 1) else {
+            break;
+        };
+        end = part_end;
+        best = Some(end);
     }
     best
 }
@@ -283,8 +324,9 @@ pub(super) fn convert_number(text: &str) -> Result<u32, ParseErrorKind> {
         (10, text)
     };
     let mut n: u32 = 0;
-    for c in digits.chars() {
-        let d = c.to_digit(radix).ok_or_else(overflow)?;
+    // Bytes, not chars: the number rule matched ASCII digits only.
+    for b in digits.bytes() {
+        let d = char::from(b).to_digit(radix).ok_or_else(overflow)?;
         n = n
             .checked_mul(radix)
             .and_then(|n| n.checked_add(d))

@@ -81,12 +81,17 @@ impl Parser<'_> {
         &mut self,
         first: Option<(Arith, usize)>,
     ) -> PResult<(Arith, usize)> {
-        let mut vals: Vec<(Arith, usize)> = Vec::new();
         let mut ops: Vec<StackOp> = Vec::new();
-        match first {
-            Some(f) => vals.push(f),
-            None => self.arith_operand(&mut vals, &mut ops)?,
+        let first = match first {
+            Some(f) => f,
+            None => self.arith_operand(&mut ops)?,
+        };
+        // Most arithmetic is one operand (`ether[0]`, the `1` of `= 1`): nothing to reduce, and
+        // no value stack to allocate.
+        if ops.is_empty() && binop(self.peek()).is_none() {
+            return Ok(first);
         }
+        let mut vals = vec![first];
         while let Some(op) = binop(self.peek()) {
             while let Some(&top) = ops.last() {
                 if !should_reduce(top, op) {
@@ -96,7 +101,8 @@ impl Parser<'_> {
             }
             self.bump();
             ops.push(StackOp::Bin(op));
-            self.arith_operand(&mut vals, &mut ops)?;
+            let operand = self.arith_operand(&mut ops)?;
+            vals.push(operand);
         }
         while !ops.is_empty() {
             self.reduce(&mut vals, &mut ops)?;
@@ -131,13 +137,9 @@ impl Parser<'_> {
         Ok(())
     }
 
-    /// Unary minuses, then a primary: `NUM`, `len`, `proto [ arth ]`, `proto [ arth : NUM ]`,
-    /// `( narth )`, `( pnum )`.
-    fn arith_operand(
-        &mut self,
-        vals: &mut Vec<(Arith, usize)>,
-        ops: &mut Vec<StackOp>,
-    ) -> PResult<()> {
+    /// Unary minuses, pushed on `ops`, then a primary, returned: `NUM`, `len`, `proto [ arth ]`,
+    /// `proto [ arth : NUM ]`, `( narth )`, `( pnum )`.
+    fn arith_operand(&mut self, ops: &mut Vec<StackOp>) -> PResult<(Arith, usize)> {
         while *self.peek() == Tok::Minus {
             ops.push(StackOp::Neg(self.span().start));
             self.bump();
@@ -146,7 +148,7 @@ impl Parser<'_> {
             return Err(ParseError::new(ParseErrorKind::TooDeep, self.span()));
         }
         let start = self.span();
-        let v = match self.peek().clone() {
+        let v = match *self.peek() {
             Tok::Num(n) => {
                 self.bump();
                 (Arith::Num(n, start), 1)
@@ -186,7 +188,6 @@ impl Parser<'_> {
             },
             _ => return Err(self.unexpected("a number, `len`, `proto[...]` or `(`")),
         };
-        vals.push(v);
-        Ok(())
+        Ok(v)
     }
 }

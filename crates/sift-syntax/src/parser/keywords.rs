@@ -56,7 +56,7 @@ impl Parser<'_> {
         }
         match kw {
             Kw::Src | Kw::Dst | Kw::Addr(_) => {
-                let t = self.bump();
+                self.bump();
                 let dir = match kw {
                     Kw::Src | Kw::Dst => {
                         let other = if kw == Kw::Src { Kw::Dst } else { Kw::Src };
@@ -89,7 +89,6 @@ impl Parser<'_> {
                     Kw::Addr(d) => d,
                     _ => unreachable!(),
                 };
-                let _ = t;
                 let addr = match self.peek() {
                     Tok::Kw(Kw::Host, _) => AddrKind::Host,
                     Tok::Kw(Kw::Net, _) => AddrKind::Net,
@@ -216,11 +215,8 @@ impl Parser<'_> {
             }
             Kw::Llc => {
                 self.bump();
-                let sub = match self.peek().clone() {
-                    Tok::Id(s) => {
-                        self.bump();
-                        Some(s)
-                    }
+                let sub = match self.peek() {
+                    Tok::Id(_) => Some(self.expect_id()?),
                     Tok::Kw(Kw::PfRnr, _) => {
                         self.bump();
                         Some("rnr".to_string())
@@ -259,7 +255,7 @@ impl Parser<'_> {
 
     fn head_id(&mut self, q: Qualifiers) -> PResult<(Expr, Qualifiers)> {
         if self.at_word(extension::IN) {
-            let start = self.bump().span.start;
+            let start = self.bump().start;
             let set = self.parse_set_source()?;
             let span = Span::new(start, self.prev_end());
             return Ok((prim(PrimitiveKind::InSet { q, set }, span), q));

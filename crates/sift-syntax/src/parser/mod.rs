@@ -119,12 +119,25 @@ impl Parser<'_> {
             self.toks[self.pos - 1].span.end
         }
     }
-    fn bump(&mut self) -> Token {
-        let t = self.toks[self.pos].clone();
+    /// Consumes the current token, returning its span (the final `Eof` is never consumed).
+    fn bump(&mut self) -> Span {
+        let span = self.span();
         if self.pos + 1 < self.toks.len() {
             self.pos += 1;
         }
-        t
+        span
+    }
+    /// Consumes the current token and returns it with its payload (a name, an address, a
+    /// string, a set), to be moved into the tree rather than cloned. An `Eof` with the same span
+    /// stays behind: the parser never looks back at a consumed token except for its span
+    /// ([`Parser::prev_end`]). The final `Eof` is never consumed.
+    fn take(&mut self) -> Tok {
+        if self.pos + 1 == self.toks.len() {
+            return Tok::Eof;
+        }
+        let tok = std::mem::replace(&mut self.toks[self.pos].tok, Tok::Eof);
+        self.pos += 1;
+        tok
     }
 
     /// The error for an unexpected current token. At the end of the tokens a pending lexical
@@ -144,7 +157,7 @@ impl Parser<'_> {
         )
     }
 
-    fn expect(&mut self, t: Tok, what: &str) -> PResult<Token> {
+    fn expect(&mut self, t: Tok, what: &str) -> PResult<Span> {
         if *self.peek() == t {
             Ok(self.bump())
         } else {
@@ -163,10 +176,12 @@ impl Parser<'_> {
     }
 
     fn expect_id(&mut self) -> PResult<String> {
-        match self.peek().clone() {
-            Tok::Id(s) => {
-                self.bump();
-                Ok(s)
+        match self.peek() {
+            Tok::Id(_) => {
+                let Tok::Id(name) = self.take() else {
+                    unreachable!("just peeked")
+                };
+                Ok(name)
             }
             _ => Err(self.unexpected("a name")),
         }
@@ -265,7 +280,7 @@ impl Parser<'_> {
                 Tok::Or => false,
                 _ => return Ok((e, q, d)),
             };
-            let op_span = self.bump().span;
+            let op_span = self.bump();
             let u = self.parse_unit(TERM_OR_ID, q)?;
             let (rhs, rq, rd) = match u {
                 Unit::Term(r, rq, rd) | Unit::Id(r, rq, rd) => (r, rq, rd),
@@ -290,8 +305,7 @@ impl Parser<'_> {
 
     fn parse_unit_inner(&mut self, allow: Allow, q: Qualifiers) -> PResult<Unit> {
         let start = self.span();
-        let tok = self.peek().clone();
-        let unit = match tok {
+        let unit = match *self.peek() {
             Tok::Not if allow.term || allow.id => {
                 self.bump();
                 let inner_allow = Allow {
@@ -319,10 +333,7 @@ impl Parser<'_> {
                     }
                 };
             }
-            Tok::Num(n) => {
-                let t = self.bump();
-                Unit::Pnum(n, t.span)
-            }
+            Tok::Num(n) => Unit::Pnum(n, self.bump()),
             Tok::LParen => self.parse_group(allow, q)?,
             Tok::Minus | Tok::Kw(Kw::Len, _) if allow.term || allow.arith => {
                 let (a, d) = self.parse_arith_from(None)?;
@@ -412,7 +423,7 @@ impl Parser<'_> {
     /// `( ... )` where `allow` says what the whole parenthesized thing may be: `paren expr ')'`
     /// (a term), `paren narth ')'` (arithmetic), `paren pnum ')'`, `paren pid ')'` (an id).
     fn parse_group(&mut self, allow: Allow, q: Qualifiers) -> PResult<Unit> {
-        let open = self.bump().span;
+        let open = self.bump();
         let expr_ok = allow.term;
         let narth_ok = allow.term || allow.arith;
         let pid_ok = allow.id && allow.paren_pid;
@@ -446,7 +457,7 @@ impl Parser<'_> {
         };
         let close = self.expect(Tok::RParen, "`)`")?;
         Ok(match unit {
-            Unit::Pnum(n, _) => Unit::Pnum(n, open.to(close.span)),
+            Unit::Pnum(n, _) => Unit::Pnum(n, open.to(close)),
             u => u,
         })
     }
@@ -464,7 +475,7 @@ impl Parser<'_> {
                 Tok::Or => false,
                 _ => return Ok((e, q, d)),
             };
-            let op_span = self.bump().span;
+            let op_span = self.bump();
             let (rhs, rq, rd) = self.parse_id(q)?;
             (e, d) = self.chain(is_and, e, d, rhs, rd, op_span)?;
             q = rq;
@@ -482,9 +493,8 @@ impl Parser<'_> {
 
     /// `nid` without the `not id` alternative (handled by [`Parser::parse_unit`]).
     fn parse_nid(&mut self, q: Qualifiers) -> PResult<Expr> {
-        let t = self.bump();
-        let start = t.span;
-        let kind = match t.tok {
+        let start = self.span();
+        let kind = match self.take() {
             Tok::Id(name) => {
                 if q.addr == AddrKind::Undef {
                     return Err(self.no_qualifiers(start));
@@ -503,9 +513,11 @@ impl Parser<'_> {
                 }
                 Tok::Kw(Kw::Mask, _) => {
                     self.bump();
-                    match self.peek().clone() {
-                        Tok::Hid(mask) => {
-                            self.bump();
+                    match self.peek() {
+                        Tok::Hid(_) => {
+                            let Tok::Hid(mask) = self.take() else {
+                                unreachable!("just peeked")
+                            };
                             PrimitiveKind::Ipv4Masked { q, text, mask }
                         }
                         _ => return Err(self.unexpected("a dotted network mask")),

@@ -16,7 +16,7 @@ impl Parser<'_> {
 
     /// `payload contains [nocase] STRING | payload matches STRING | payload[OFF[:LEN]] op VALUE`
     pub(super) fn parse_payload(&mut self) -> PResult<Expr> {
-        let start = self.bump().span.start;
+        let start = self.bump().start;
         let test = if self.at_word(extension::CONTAINS) {
             self.bump();
             let nocase = self.at_word(extension::NOCASE);
@@ -75,9 +75,11 @@ impl Parser<'_> {
     /// given), or a number written in `len` bytes (1 when not given; at most 4), big-endian.
     fn payload_value(&mut self, len: Option<(u32, Span)>) -> PResult<Vec<u8>> {
         let at = self.span();
-        match self.peek().clone() {
-            Tok::Str(bytes) => {
-                self.bump();
+        match self.peek() {
+            Tok::Str(_) => {
+                let Tok::Str(bytes) = self.take() else {
+                    unreachable!("just peeked")
+                };
                 if bytes.is_empty() {
                     return Err(self.payload_error("empty string", at));
                 }
@@ -92,7 +94,7 @@ impl Parser<'_> {
                     _ => Ok(bytes),
                 }
             }
-            Tok::Num(value) => {
+            &Tok::Num(value) => {
                 self.bump();
                 let (n, len_span) = len.unwrap_or((1, at));
                 if !(1..=4).contains(&n) {
@@ -113,22 +115,28 @@ impl Parser<'_> {
     }
 
     fn expect_string(&mut self) -> PResult<(Vec<u8>, Span)> {
-        match self.peek().clone() {
-            Tok::Str(bytes) => Ok((bytes, self.bump().span)),
+        match self.peek() {
+            Tok::Str(_) => {
+                let span = self.span();
+                let Tok::Str(bytes) = self.take() else {
+                    unreachable!("just peeked")
+                };
+                Ok((bytes, span))
+            }
             _ => Err(self.unexpected("a quoted string")),
         }
     }
 
     /// `{ item, ... }` or `@file` after `in`.
     pub(super) fn parse_set_source(&mut self) -> PResult<SetSource> {
-        match self.peek().clone() {
-            Tok::SetLit(items) => {
-                self.bump();
-                Ok(SetSource::Items(items))
-            }
-            Tok::FileRef(path) => {
-                let span = self.bump().span;
-                Ok(SetSource::File { path, span })
+        match self.peek() {
+            Tok::SetLit(_) | Tok::FileRef(_) => {
+                let span = self.span();
+                match self.take() {
+                    Tok::SetLit(items) => Ok(SetSource::Items(items)),
+                    Tok::FileRef(path) => Ok(SetSource::File { path, span }),
+                    _ => unreachable!("just peeked"),
+                }
             }
             _ => Err(self.unexpected("a set `{...}` or a set file `@path`")),
         }
