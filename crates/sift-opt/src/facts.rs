@@ -150,6 +150,13 @@ impl<'r> Facts<'r> {
         }
     }
 
+    /// Makes room for `n` inequalities `x != k`. Undoing leaves them in their table (see the
+    /// `ne` field), so on a long chain it grows to one entry per test, and growing it step by
+    /// step rehashed every entry several times.
+    pub fn reserve_ne(&mut self, n: usize) {
+        self.ne.reserve(n);
+    }
+
     pub fn mark(&self) -> usize {
         self.undo.len()
     }

@@ -61,6 +61,9 @@ pub fn run_with(f: &mut Function, analysis: &mut Analysis) -> usize {
     // The assertion entering each block through its only incoming edge, from the terminators
     // as they are before this run changes any of them.
     let mut entry: Vec<Option<Assertion>> = vec![None; f.blocks.len()];
+    // The inequalities `x != k` the walk may record: at most one per test, and one per key of
+    // a `switch` (on its default edge).
+    let mut inequalities = 0;
     for &p in &cfg.rpo {
         let term = &f.block(p).term;
         for (i, t) in crate::cfg::targets(term).enumerate() {
@@ -68,8 +71,14 @@ pub fn run_with(f: &mut Function, analysis: &mut Analysis) -> usize {
                 entry[t.block.index()] = edge_assertion(f, term, i);
             }
         }
+        inequalities += match term {
+            Terminator::Branch { .. } => 1,
+            Terminator::Switch { cases, .. } => cases.len(),
+            _ => 0,
+        };
     }
     let mut facts = Facts::new(&ranges);
+    facts.reserve_ne(inequalities);
     let mut marks: Vec<usize> = Vec::new();
     let mut budget = hop_budget(f);
     let mut changes = 0;
@@ -98,9 +107,19 @@ pub fn run_with(f: &mut Function, analysis: &mut Analysis) -> usize {
             Visit::Enter(b) => b,
         };
         let term = &f.block(b).term;
+        // Whether `b`'s edges make assertions. A test the walk decided on entering `b` is a
+        // jump now, whose edge no longer asserts what its target was entered with.
+        let edges_assert = !matches!(term, Terminator::Jump(_));
         moved.clear();
         for (i, start) in crate::cfg::targets(term).enumerate() {
             let m = facts.mark();
+            // A successor entered only through this edge, with the assertion this edge still
+            // makes, had its test tried with exactly these facts when the walk entered it (its
+            // immediate dominator is `b`). Had they decided it, it would be a jump now; so
+            // deciding it again here, the first step, cannot succeed. (In a chain of tests this
+            // was every other assertion and decision of the pass.)
+            let mut tried_on_entry = cfg.incoming[start.block.index()] == 1
+                && entry[start.block.index()].is_some() == edges_assert;
             // The edge's assertion is only needed to decide a skipped block's test: most edges
             // lead to a block that computes or returns, where nothing is decided.
             let mut assumed = false;
@@ -112,6 +131,9 @@ pub fn run_with(f: &mut Function, analysis: &mut Analysis) -> usize {
                 }
                 let next = match &s.term {
                     Terminator::Jump(n) => n,
+                    Terminator::Branch { .. } | Terminator::Switch { .. } if tried_on_entry => {
+                        break
+                    }
                     other @ (Terminator::Branch { .. } | Terminator::Switch { .. }) => {
                         if !assumed {
                             assumed = true;
@@ -128,6 +150,7 @@ pub fn run_with(f: &mut Function, analysis: &mut Analysis) -> usize {
                 };
                 budget -= 1;
                 t = next;
+                tried_on_entry = false;
             }
             facts.undo_to(m);
             if t != start {

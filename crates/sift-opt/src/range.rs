@@ -158,9 +158,11 @@ pub fn compute(f: &Function) -> Vec<Range> {
 /// [`compute`], given the reverse postorder of `f`.
 pub fn compute_over(f: &Function, rpo: &[sift_ir::Block]) -> Vec<Range> {
     let mut r = vec![Range::FULL; f.values.len()];
+    let mut any_params = false;
     for &b in rpo {
         for &p in &f.block(b).params {
             r[p.index()] = Range::EMPTY;
+            any_params = true;
         }
     }
     for &b in rpo {
@@ -169,7 +171,9 @@ pub fn compute_over(f: &Function, rpo: &[sift_ir::Block]) -> Vec<Range> {
             let x = of_inst(f.inst(v), |o| r[o.index()]);
             r[v.index()] = x;
         }
-        if let Terminator::Unset = data.term {
+        // Edges carry ranges only to parameters. Without any (a chain after value numbering
+        // has none), visiting every edge's target block, most of the work here, is skipped.
+        if !any_params || matches!(data.term, Terminator::Unset) {
             continue;
         }
         for t in crate::cfg::targets(&data.term) {
@@ -179,10 +183,12 @@ pub fn compute_over(f: &Function, rpo: &[sift_ir::Block]) -> Vec<Range> {
         }
     }
     // A parameter no reachable edge feeds is never read; keep it FULL rather than EMPTY.
-    for &b in rpo {
-        for &p in &f.block(b).params {
-            if r[p.index()].is_empty() {
-                r[p.index()] = Range::FULL;
+    if any_params {
+        for &b in rpo {
+            for &p in &f.block(b).params {
+                if r[p.index()].is_empty() {
+                    r[p.index()] = Range::FULL;
+                }
             }
         }
     }

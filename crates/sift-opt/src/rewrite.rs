@@ -123,12 +123,14 @@ pub fn remove_blocks(f: &mut Function, keep: &[bool]) -> (usize, Vec<u32>) {
     if removed == 0 {
         return (0, new_index);
     }
-    let old = std::mem::take(&mut f.blocks);
+    let old = std::mem::replace(&mut f.blocks, Vec::with_capacity(next as usize));
     for (i, mut data) in old.into_iter().enumerate() {
         if !keep[i] {
             continue;
         }
-        for t in data.term.targets_mut() {
+        // Without collecting the targets: the blocks left after lookup tables replace a long
+        // chain are a few switches with thousands of cases.
+        for t in crate::cfg::targets_mut(&mut data.term) {
             t.block = Block(new_index[t.block.index()]);
         }
         let nb = Block(new_index[i]);
@@ -218,7 +220,7 @@ pub fn canonicalize_over(f: &mut Function, rpo: &[Block]) {
         data.params = data.params.iter().map(|&v| remap(v)).collect();
         data.insts = data.insts.iter().map(|&v| remap(v)).collect();
         data.term.map_operands(remap);
-        for t in data.term.targets_mut() {
+        for t in crate::cfg::targets_mut(&mut data.term) {
             t.block = Block(block_map[t.block.index()]);
         }
         blocks.push(data);

@@ -147,7 +147,9 @@ pub fn run_with(f: &mut Function, min_keys: usize, analysis: &mut Analysis) -> u
         // Group the keys by value, in order of first appearance.
         let mut order: Vec<Value> = Vec::new();
         let mut groups: FastMap<Value, Vec<u32>> = FastMap::default();
+        // Every link has a key or more: sized once rather than rehashed as a long chain fills it.
         let mut seen: FastSet<(Value, u32)> = FastSet::default();
+        seen.reserve(links.len());
         for l in &links {
             let g = groups.entry(l.value).or_insert_with(|| {
                 order.push(l.value);
