@@ -35,25 +35,6 @@ fn unescape(s: &str) -> String {
     s.replace("\\n", "\n").replace("\\t", "\t")
 }
 
-fn chain(kind: &str, n: usize) -> String {
-    let term = |i: usize| match kind {
-        "host" => format!("host 10.{}.{}.1", i / 256, i % 256),
-        "net" => format!("net 10.{}.{}.0/24", i / 256, i % 256),
-        "port" => format!("port {}", 1000 + i),
-        "ether" => format!("ether[{i}]=1"),
-        "nothost" => format!("not host 10.{}.{}.1", i / 256, i % 256),
-        "mixed" => match i % 4 {
-            0 => format!("host 10.{}.{}.1", i / 256, i % 256),
-            1 => format!("port {}", 1000 + i),
-            2 => format!("udp port {}", 2000 + i),
-            _ => format!("tcp and net 10.{}.{}.0/24", i / 256, i % 256),
-        },
-        _ => unreachable!(),
-    };
-    let joiner = if kind == "nothost" { " and " } else { " or " };
-    (0..n).map(term).collect::<Vec<_>>().join(joiner)
-}
-
 fn lowered(expr: &str, linktype: u32, optimize: bool) -> String {
     let opts = sift_lower::Options {
         optimize,
@@ -109,7 +90,13 @@ fn main() {
     }
     for kind in ["host", "net", "port", "ether", "nothost", "mixed"] {
         for n in [100, 1_000, 10_000] {
-            groups.push((format!("{kind} {n}"), vec![(chain(kind, n), 1)]));
+            groups.push((
+                format!("{kind} {n}"),
+                vec![(
+                    sift_testgen::chains::chain(kind, n).expect("a chain kind"),
+                    1,
+                )],
+            ));
         }
     }
     for (name, exprs) in groups {

@@ -23,16 +23,10 @@
 
 use std::time::Instant;
 
-/// `kind` chain of `n` terms, as the BENCHMARKS.md files are generated.
+/// `kind` chain of `n` terms (`sift_testgen::chains`), as the BENCHMARKS.md figures are made.
 fn chain(kind: &str, n: usize) -> String {
-    let term = |i: usize| match kind {
-        "host" => format!("host 10.{}.{}.1", i / 256, i % 256),
-        "net" => format!("net 10.{}.{}.0/24", i / 256, i % 256),
-        "port" => format!("port {}", 1000 + i),
-        "ether" => format!("ether[{i}]=1"),
-        _ => panic!("unknown chain kind {kind:?} (host, net, port, ether)"),
-    };
-    (0..n).map(term).collect::<Vec<_>>().join(" or ")
+    sift_testgen::chains::chain(kind, n)
+        .unwrap_or_else(|| panic!("unknown chain kind {kind:?} (host, net, port, ether)"))
 }
 
 /// Options for Ethernet captures; `libpcap_optimizer` as tcpdump without `-O`.

@@ -23,15 +23,6 @@ const LINKTYPES: [(&str, u32); 6] = [
     ("LINUX_SLL2", 276),
 ];
 
-fn chain(kind: &str, n: usize) -> String {
-    let term = |i: usize| match kind {
-        "host" => format!("host 10.{}.{}.1", i / 256, i % 256),
-        "net" => format!("net 10.{}.{}.0/24", i / 256, i % 256),
-        _ => format!("port {}", 1000 + i),
-    };
-    (0..n).map(term).collect::<Vec<_>>().join(" or ")
-}
-
 fn lower(out: &Path) {
     let shared = Path::new(concat!(
         env!("CARGO_MANIFEST_DIR"),
@@ -56,7 +47,10 @@ fn lower(out: &Path) {
     }
     for kind in ["host", "net", "port"] {
         for n in [3, 100, 1_000, 10_000] {
-            exprs.push((chain(kind, n), 1));
+            exprs.push((
+                sift_testgen::chains::chain(kind, n).expect("a chain kind"),
+                1,
+            ));
         }
     }
     let mut text = String::new();

@@ -1,5 +1,5 @@
-//! Parses a long `or` chain, as `sift-opt`'s `chain_time` builds them, and prints the fastest of
-//! `runs` parses in milliseconds. Small enough to profile the parser alone:
+//! Parses a long `or` chain (`sift_testgen::chains`, as `chain_time` uses) and prints the
+//! fastest of `runs` parses in milliseconds. Small enough to profile the parser alone:
 //!
 //! ```text
 //! cargo run --release -p sift-syntax --example parse_chain -- host 10000 [runs]   # host, net, port, ether
@@ -8,18 +8,6 @@
 //! ```
 
 use std::time::Instant;
-
-/// `kind` chain of `n` terms (the same text as `chain_time`'s).
-fn chain(kind: &str, n: usize) -> String {
-    let term = |i: usize| match kind {
-        "host" => format!("host 10.{}.{}.1", i / 256, i % 256),
-        "net" => format!("net 10.{}.{}.0/24", i / 256, i % 256),
-        "port" => format!("port {}", 1000 + i),
-        "ether" => format!("ether[{i}]=1"),
-        _ => panic!("unknown chain kind {kind:?} (host, net, port, ether)"),
-    };
-    (0..n).map(term).collect::<Vec<_>>().join(" or ")
-}
 
 fn main() {
     let args: Vec<String> = std::env::args().skip(1).collect();
@@ -30,7 +18,8 @@ fn main() {
     let runs = args
         .get(2)
         .map_or(5, |s| s.parse().expect("number of runs"));
-    let expr = chain(kind, n);
+    let expr = sift_testgen::chains::chain(kind, n)
+        .unwrap_or_else(|| panic!("unknown chain kind {kind:?} (host, net, port, ether)"));
     let best = (0..runs)
         .map(|_| {
             let t = Instant::now();

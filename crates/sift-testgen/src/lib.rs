@@ -12,10 +12,12 @@
 //! * [`random_expression`] produces expressions from the whole filter language, about a fifth of
 //!   them invalid in ways libpcap rejects;
 //! * [`pools`] holds the addresses, ports and numbers both generators draw from, so random filters
-//!   actually match random packets.
+//!   actually match random packets;
+//! * [`chains::chain`] writes the long `or` chains the compile-time benchmarks use.
 
 #![warn(missing_docs)]
 
+pub mod chains;
 pub mod expr;
 pub mod packet;
 pub mod pools;
