@@ -115,6 +115,17 @@ pub fn lower(lang: Lang, expr: &str, opts: &Options) -> Result<Function> {
     })
 }
 
+/// The IR the back ends compile, without building a runnable filter (no bytecode, no native
+/// code): optimized by sift-opt when `optimize`, else as lowered; verified either way.
+pub fn code_ir(lang: Lang, expr: &str, opts: &Options, optimize: bool) -> Result<Function> {
+    let lowered = lower(lang, expr, opts)?;
+    if optimize {
+        return Ok(sift::optimized_ir(&lowered)?);
+    }
+    sift::sift_ir::verify(&lowered).map_err(sift::Error::InvalidIr)?;
+    Ok(lowered)
+}
+
 /// `--extensions` extends the pcap language only.
 pub fn check_extensions(lang: Lang, extensions: bool) -> Result<()> {
     if extensions && lang != Lang::Pcap {

@@ -262,7 +262,8 @@ fn run(cli: Cli) -> Result<ExitCode> {
                 extensions,
                 ..Options::new(linktype, snaplen)
             };
-            let filter = || compile(lang, &expr, &opts);
+            // Only `bytecode` needs the runnable filter; the other stages are code.
+            let code_ir = |optimize| lang::code_ir(lang, &expr, &opts, optimize);
             match stage.as_str() {
                 "ast" if lang == Lang::Pcap => {
                     let ast = sift::sift_syntax::parse_with(&expr, extensions)
@@ -272,11 +273,11 @@ fn run(cli: Cli) -> Result<ExitCode> {
                         None => emit(format_args!("(empty: matches every packet)\n"))?,
                     }
                 }
-                "ir" => emit(format_args!("{}", filter()?.ir()))?,
-                "ir-opt" | "opt" => emit(format_args!("{}", filter()?.optimized_ir()))?,
-                "bytecode" => emit(format_args!("{}", filter()?.bytecode()))?,
+                "ir" => emit(format_args!("{}", code_ir(false)?))?,
+                "ir-opt" | "opt" => emit(format_args!("{}", code_ir(true)?))?,
+                "bytecode" => emit(format_args!("{}", compile(lang, &expr, &opts)?.bytecode()))?,
                 "cbpf" => {
-                    let cbpf = sift_bpf::compile(filter()?.optimized_ir())?;
+                    let cbpf = sift_bpf::compile(&code_ir(true)?)?;
                     let program = sift_bpf::Program(cbpf.insns().to_vec());
                     emit(format_args!("{}", sift_bpf::disasm::disassemble(&program)))?;
                 }
@@ -354,16 +355,7 @@ fn run(cli: Cli) -> Result<ExitCode> {
                 extensions,
                 ..Options::new(linktype, snaplen)
             };
-            // Code only: no runnable filter (bytecode, native code) is built.
-            let lowered = lang::lower(lang, &expr, &opts)?;
-            let optimized;
-            let ir = if level > 0 {
-                optimized = sift::optimized_ir(&lowered)?;
-                &optimized
-            } else {
-                sift::sift_ir::verify(&lowered).map_err(sift::Error::InvalidIr)?;
-                &lowered
-            };
+            let ir = &lang::code_ir(lang, &expr, &opts, level > 0)?;
             if target == Target::Ebpf {
                 let ty = sift_ebpf::ProgramType::from_name(&program_type).ok_or_else(|| {
                     anyhow!("unknown eBPF program type {program_type:?} (socket, xdp or tc)")
