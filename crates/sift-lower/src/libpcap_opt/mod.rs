@@ -48,9 +48,10 @@
 //! nothing (`thread_check.rs`, its groups of tests kept between such rounds), and finds the
 //! blocks laid out in reverse postorder (`renumber.rs`). A round that decides no branch
 //! computes its edge facts only for threading, leaving out the chains it has just regrouped
-//! (as pullups do); the facts are found by the comparisons' dense numbers and a galloping
-//! search (`subtrees.rs`), and they and threading's walks read the terminators once, into a
-//! compact snapshot (`terms.rs`); a long walk passes a run of equality tests on one value,
+//! (as pullups do); threading visits the blocks in a walk of the dominator tree that keeps
+//! the facts in force in tables indexed by the comparisons' dense numbers (`fact_ids.rs`),
+//! and the facts and the walks read the terminators once, into a compact snapshot
+//! (`terms.rs`); a long walk passes a run of equality tests on one value,
 //! which an equality with another constant decides false, in one step (`equality_runs.rs`).
 //! [`reference_mode`] turns the shortcuts off; `pullup_equivalence.rs` compares the two on
 //! generated chains and random IR, and tests assert every reused numbering, skipped dead-code
@@ -60,6 +61,7 @@ mod branches;
 mod dead_code;
 mod edges;
 mod equality_runs;
+mod fact_ids;
 mod fast_hash;
 mod grouping;
 mod interning;
@@ -69,7 +71,6 @@ mod pullup;
 mod pullup_equivalence;
 mod renumber;
 mod runs;
-mod subtrees;
 mod terms;
 mod thread_check;
 mod threading;
@@ -82,11 +83,11 @@ use branches::{
     relation_peephole, set_outcomes, swap_mask_tests, unmask,
 };
 use dead_code::remove_dead_code;
+use fact_ids::FactIds;
 use grouping::group_closed_chains;
 use interning::merge_equal_blocks;
 use numbering::Numbering;
 use pullup::{pullups, DomIntervals, Levels};
-use subtrees::FactIds;
 use terms::Terms;
 use thread_check::{nothing_to_thread, TestGroups};
 #[cfg(test)]
@@ -163,12 +164,12 @@ pub(crate) fn apply(f: &mut Function) -> Result<(), OptimizerError> {
         // The comparisons' numbers, shared by every table of facts this round.
         let mut ids = FactIds::default();
         let facts_at_start = (!to_decide.is_empty() || !shortcuts || !mask_tests.is_empty())
-            .then(|| FactsInForce::new(f, &numbers, &mut ids, &dom, &dom_rpo, &[]));
+            .then(|| FactsInForce::new(f, &numbers, &mut ids, &idom, &dom_rpo, &[]));
         // Tests check the facts computed later against these.
         #[cfg(test)]
         let facts_check = facts_at_start
             .is_none()
-            .then(|| FactsInForce::new(f, &numbers, &mut ids, &dom, &dom_rpo, &[]));
+            .then(|| FactsInForce::new(f, &numbers, &mut ids, &idom, &dom_rpo, &[]));
         swap_mask_tests(f, &mask_tests);
         changed |= !mask_tests.is_empty();
         if only_pulled {
@@ -222,24 +223,20 @@ pub(crate) fn apply(f: &mut Function) -> Result<(), OptimizerError> {
             // into the snapshot threading reads next.
             let mut terms = Terms::new(f, &numbers, &mut ids);
             let facts = facts_at_start.unwrap_or_else(|| {
-                FactsInForce::with_terms(f, &mut terms, &dom, &dom_rpo, &regrouped)
+                FactsInForce::with_terms(f, &mut terms, &idom, &dom_rpo, &regrouped)
             });
-            thread_edges_with(f, &mut terms, used, &facts, &dom_rpo, &regrouped)
+            thread_edges_with(f, &mut terms, used, &facts, &regrouped)
         };
         #[cfg(test)]
         if let (Some(facts), false) = (&facts_check, skip_threading) {
             let mut copy = before_threading;
-            thread_edges(
-                &mut copy, &numbers, &mut ids, used, facts, &dom_rpo, &regrouped,
-            );
+            thread_edges(&mut copy, &numbers, &mut ids, used, facts, &regrouped);
             assert!(copy == *f, "facts computed late thread differently");
         }
         #[cfg(test)]
         if skip_threading {
-            let facts = FactsInForce::new(f, &numbers, &mut ids, &dom, &dom_rpo, &regrouped);
-            assert_threading_moves_nothing(
-                f, &numbers, &mut ids, used, &facts, &dom_rpo, &regrouped,
-            );
+            let facts = FactsInForce::new(f, &numbers, &mut ids, &idom, &dom_rpo, &regrouped);
+            assert_threading_moves_nothing(f, &numbers, &mut ids, used, &facts, &regrouped);
         }
         let pulled = pullups(f, &numbers, &dom, &levels, &regrouped, params_anywhere);
         // The first round's peepholes change branches' operands, which leaves the `sub`s
@@ -372,11 +369,10 @@ fn assert_threading_moves_nothing(
     ids: &mut FactIds,
     used: &[bool],
     facts: &FactsInForce,
-    rpo: &[sift_ir::Block],
     regrouped: &[bool],
 ) {
     let mut copy = f.clone();
-    let moved = thread_edges(&mut copy, numbers, ids, used, facts, rpo, regrouped);
+    let moved = thread_edges(&mut copy, numbers, ids, used, facts, regrouped);
     assert!(!moved, "threading was skipped but moves an edge");
 }
 

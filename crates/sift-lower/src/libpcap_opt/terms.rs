@@ -9,8 +9,8 @@
 use sift_ir::{Block, Function, Terminator};
 
 use super::branches::Code;
+use super::fact_ids::{FactIds, NO_ID};
 use super::numbering::{Numbering, Vn};
-use super::subtrees::{FactIds, NO_ID};
 use super::threading::Test;
 
 #[derive(Clone, Copy, PartialEq, Eq)]

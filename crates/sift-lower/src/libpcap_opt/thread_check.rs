@@ -15,10 +15,10 @@ use sift_ir::{Block, Function, Terminator};
 
 use super::branches::Code;
 use super::edges::successors;
+use super::fact_ids::FactIds;
 use super::numbering::Numbering;
 use super::pullup::DomIntervals;
 use super::renumber::moved;
-use super::subtrees::FactIds;
 use super::threading::{edge_fact, is_const_equality, single_incoming, Incoming};
 
 const NONE: u32 = u32::MAX;

@@ -5,11 +5,10 @@ use sift_ir::{Block, Function, Terminator, Value};
 use super::branches::{libpcap_form, Code};
 use super::edges::{edge as edge_at, edge_count, edge_mut, successors};
 use super::equality_runs::EqualityRuns;
+use super::fact_ids::{FactIds, NO_ID};
 use super::grouping::is_marked;
 use super::numbering::{Numbering, Vn};
-use super::pullup::DomIntervals;
-use super::subtrees::{FactIds, OutermostSubtrees, Subtree, NO_ID};
-use super::terms::{EdgeFact, Step, Terms, TestIds};
+use super::terms::{EdgeFact, Terms, TestIds};
 
 /// What an edge knows: the comparison it passed through and its outcome.
 #[derive(Clone, Copy, PartialEq, Eq, Hash)]
@@ -86,23 +85,22 @@ pub(super) fn thread_edges(
     ids: &mut FactIds,
     used_elsewhere: &[bool],
     facts: &FactsInForce,
-    rpo: &[Block],
     regrouped: &[bool],
 ) -> bool {
     let mut terms = Terms::new(f, numbers, ids);
-    thread_edges_with(f, &mut terms, used_elsewhere, facts, rpo, regrouped)
+    thread_edges_with(f, &mut terms, used_elsewhere, facts, regrouped)
 }
 
 /// Sends edges past branches their facts decide (libpcap's `opt_j`); returns whether an edge
-/// moved. `facts` and `rpo` (the blocks to visit, in reverse postorder) describe the graph as
-/// it was at the start of the round, as libpcap's edge dominators do; `used_elsewhere` is
+/// moved. `facts` (the facts and the blocks to visit) describes the graph as it was at the
+/// start of the round, as libpcap's edge dominators do; `used_elsewhere` is
 /// [`used_outside_own_block`] for `f`.
 ///
 /// The order matters: libpcap threads the blocks of the lowest levels (nearest the returns)
 /// first, so a walk through a block follows that block's edges as already moved. A walk only
 /// reads blocks below its start, so any order that visits every block after its successors
-/// gives libpcap's result: here, reverse postorder backwards (edges only ever move further
-/// down, so that order stays valid while they move).
+/// gives libpcap's result: here, the order of [`FactsInForce`]'s walk (edges only ever move
+/// further down, so that order stays valid while they move).
 ///
 /// Blocks marked in `regrouped` (closed chains sorted since `facts` was computed, see
 /// `grouping.rs`) keep their edges: no fact decides a test of such a chain, and what `facts`
@@ -116,84 +114,88 @@ pub(super) fn thread_edges_with(
     terms: &mut Terms,
     used_elsewhere: &[bool],
     facts: &FactsInForce,
-    rpo: &[Block],
     regrouped: &[bool],
 ) -> bool {
     let mut changed = false;
     // Made when a walk first gets long.
     let mut runs: Option<EqualityRuns> = None;
     let shortcuts = !super::reference_mode();
-    for &b in rpo.iter().rev() {
-        if is_marked(regrouped, b) {
+    let mut in_force = InForce::new(terms.ids());
+    for &step in &facts.walk {
+        if step & LEAVE == 0 {
+            in_force.enter(facts.incoming[step as usize]);
             continue;
         }
-        // Branches and jumps from the snapshot, switches from the terminator.
-        let (succ, is_branch) = terms.edges(f, b);
-        let count = succ.map_or_else(|| edge_count(&f.block(b).term), |s| s.len());
-        for edge in 0..count {
-            let own = if is_branch {
-                terms.edge_fact(f, b, edge == 0)
-            } else {
-                None
-            };
-            let mut at = match succ {
-                Some(s) => Block(s[edge]),
-                None => edge_at(&f.block(b).term, edge).expect("edge exists").block,
-            };
-            // The block and edge whose target the walk stands at, once it has moved.
-            let mut came_by = None;
-            // Each step moves strictly forward in an acyclic graph, so this terminates; the
-            // bound only guards against a malformed graph.
-            for step in 0..f.blocks.len() {
-                // A run of tests that an equality in force decides false, in one step, once
-                // the walk is long (most are a few steps, which the records would only slow).
-                if shortcuts && step >= LONG_WALK {
-                    let runs = runs.get_or_insert_with(|| EqualityRuns::new(f));
-                    let walk = (b, own, at);
-                    if let Some((from, (next, by))) =
-                        pass_run(runs, f, terms, used_elsewhere, facts, walk)
-                    {
-                        came_by = Some((from, by));
-                        at = next;
-                        continue;
-                    }
-                }
-                let decide = |test| facts.decide(b, own, test);
-                match terms.step(f, used_elsewhere, at, decide) {
-                    Some((next, by)) => {
-                        came_by = Some((at, by));
-                        at = next;
-                    }
-                    None => break,
-                }
-            }
-            // A walk that moved ends at another block (edges go forward), so the edge moves.
-            if let Some((from, by)) = came_by {
-                let target = edge_at(&f.block(from).term, by)
-                    .expect("edge exists")
-                    .clone();
-                *edge_mut(&mut f.block_mut(b).term, edge).expect("edge exists") = target;
-                terms.moved(f, b);
-                changed = true;
-            }
+        let b = Block(step & !LEAVE);
+        if !is_marked(regrouped, b) {
+            changed |= thread_block(f, terms, used_elsewhere, &in_force, &mut runs, b, shortcuts);
         }
+        in_force.leave();
     }
     changed
 }
 
-/// [`EqualityRuns::pass`] for a walk from an edge of `b` (with the edge's own fact) now at
-/// `at`; kept out of the walk's loop, which most walks never leave.
-#[inline(never)]
-fn pass_run(
-    runs: &mut EqualityRuns,
-    f: &Function,
+/// Threads the edges of `b`, with the facts in force there; returns whether an edge moved.
+fn thread_block(
+    f: &mut Function,
     terms: &mut Terms,
     used_elsewhere: &[bool],
-    facts: &FactsInForce,
-    (b, own, at): (Block, Option<EdgeFact>, Block),
-) -> Option<(Block, Step)> {
-    let equality = |id| facts.equality_in_force(b, own, id);
-    runs.pass(f, terms, used_elsewhere, at, equality)
+    in_force: &InForce,
+    runs: &mut Option<EqualityRuns>,
+    b: Block,
+    shortcuts: bool,
+) -> bool {
+    let mut changed = false;
+    // Branches and jumps from the snapshot, switches from the terminator.
+    let (succ, is_branch) = terms.edges(f, b);
+    let count = succ.map_or_else(|| edge_count(&f.block(b).term), |s| s.len());
+    for edge in 0..count {
+        let own = if is_branch {
+            terms.edge_fact(f, b, edge == 0)
+        } else {
+            None
+        };
+        let mut at = match succ {
+            Some(s) => Block(s[edge]),
+            None => edge_at(&f.block(b).term, edge).expect("edge exists").block,
+        };
+        // The block and edge whose target the walk stands at, once it has moved.
+        let mut came_by = None;
+        // Each step moves strictly forward in an acyclic graph, so this terminates; the
+        // bound only guards against a malformed graph.
+        for step in 0..f.blocks.len() {
+            // A run of tests that an equality in force decides false, in one step, once
+            // the walk is long (most are a few steps, which the records would only slow).
+            if shortcuts && step >= LONG_WALK {
+                let runs = runs.get_or_insert_with(|| EqualityRuns::new(f));
+                let equality = |id| in_force.equality_in_force(own, id);
+                if let Some((from, (next, by))) = runs.pass(f, terms, used_elsewhere, at, equality)
+                {
+                    came_by = Some((from, by));
+                    at = next;
+                    continue;
+                }
+            }
+            let decide = |test| in_force.decide(own, test);
+            match terms.step(f, used_elsewhere, at, decide) {
+                Some((next, by)) => {
+                    came_by = Some((at, by));
+                    at = next;
+                }
+                None => break,
+            }
+        }
+        // A walk that moved ends at another block (edges go forward), so the edge moves.
+        if let Some((from, by)) = came_by {
+            let target = edge_at(&f.block(from).term, by)
+                .expect("edge exists")
+                .clone();
+            *edge_mut(&mut f.block_mut(b).term, edge).expect("edge exists") = target;
+            terms.moved(f, b);
+            changed = true;
+        }
+    }
+    changed
 }
 
 /// The single edge entering each reachable block, if there is exactly one (with whether it is
@@ -257,44 +259,61 @@ pub(super) enum Incoming {
     Many,
 }
 
-/// The facts in force at each block, answering libpcap's `fold_edge` for any block in any
-/// order.
+/// The facts edges carry at the start of a round, and the order threading visits the blocks
+/// in, answering libpcap's `fold_edge` at each block as the visit reaches it.
 ///
 /// `fold_edge` takes the earliest fact (nearest the root) that decides a comparison: a fact
 /// about the same operands gives its outcome, and an equality with a constant that held
 /// decides an equality with another constant as false. The fact of a block's single incoming
-/// edge is in force in the block's dominator subtree, an interval of entry times, and along
-/// one path from the root entry times grow, so "earliest" is the smallest entry time. For
-/// each kind of fact only the outermost intervals matter (an inner one is never the earliest);
-/// they are disjoint, so a binary search finds the one holding a block. A long `or` chain piles
-/// up thousands of facts about one value (`ethertype != 0x800` on every false edge); this
-/// finds the deciding one without scanning them.
-pub(super) struct FactsInForce<'a> {
-    dom: &'a DomIntervals,
-    /// Facts per `(comparison, lhs, rhs)`, with whether they hold.
-    exact: OutermostSubtrees<bool>,
-    /// Equalities with a constant that held, per `(comparison, lhs)`, with the constant.
-    const_equalities: OutermostSubtrees<Vn>,
+/// edge is in force in the block's dominator subtree. Threading visits the blocks in a
+/// depth-first walk of the dominator tree, each block when the walk leaves it, so the facts in
+/// force are those of the blocks the walk is inside: a stack of scopes. Per comparison the
+/// outermost fact answers, so a table indexed by the comparison's number holds it while the
+/// walk is inside its block. A long `or` chain piles up thousands of facts about one value
+/// (`ethertype != 0x800` on every false edge); this finds the deciding one in one lookup.
+///
+/// Leaving blocks in that order visits every block after its successors, as threading needs:
+/// the children of a block are walked in decreasing reverse-postorder position, and an edge
+/// from `b` to a block `s` that `b` does not dominate lands in the subtree of an earlier
+/// sibling of `b`'s ancestor (the one below `s`'s immediate dominator), since `s` comes
+/// after that ancestor in reverse postorder.
+pub(super) struct FactsInForce {
+    /// The fact of each block's single incoming edge (`exact == NO_ID`: none).
+    incoming: Vec<EdgeFact>,
+    /// The walk: a block as the walk enters it, `LEAVE | block` as it leaves.
+    walk: Vec<u32>,
 }
 
-impl<'a> FactsInForce<'a> {
-    /// The facts of `f` as it is: `dom` is its dominator tree, `rpo` its reachable blocks.
+/// Marks a block the walk leaves in [`FactsInForce::walk`].
+const LEAVE: u32 = 1 << 31;
+
+/// No fact: the entry of a block without a single incoming edge that carries one.
+const NO_FACT: EdgeFact = EdgeFact {
+    exact: NO_ID,
+    equality: NO_ID,
+    rhs: 0,
+    holds: false,
+};
+
+impl FactsInForce {
+    /// The facts of `f` as it is: `idom` is its dominator tree, `rpo` its reachable blocks
+    /// in reverse postorder.
     ///
     /// Blocks marked in `left_out` (closed chains regrouped this round, see `grouping.rs`)
-    /// are left out, as sources of edges and as blocks entered. The facts left answer as all
-    /// of them would for every block outside those chains that has edges: a chain's tests
-    /// enter only each other and returns, so they dominate nothing else, and the edges
-    /// entering other blocks are unchanged by the regrouping. `ids` numbers the comparisons,
-    /// as for the [`Terms`] the facts will answer.
+    /// are left out as sources of edges, and their own incoming edges carry nothing. The facts
+    /// left answer as all of them would for every block outside those chains that has edges:
+    /// a chain's tests enter only each other and returns, so they dominate nothing else, and
+    /// the edges entering other blocks are unchanged by the regrouping. `ids` numbers the
+    /// comparisons, as for the [`Terms`] the facts will answer.
     pub(super) fn new(
         f: &Function,
         numbers: &Numbering,
         ids: &mut FactIds,
-        dom: &'a DomIntervals,
+        idom: &[Option<Block>],
         rpo: &[Block],
         left_out: &[bool],
-    ) -> FactsInForce<'a> {
-        Self::with_terms(f, &mut Terms::new(f, numbers, ids), dom, rpo, left_out)
+    ) -> FactsInForce {
+        Self::with_terms(f, &mut Terms::new(f, numbers, ids), idom, rpo, left_out)
     }
 
     /// [`FactsInForce::new`] reading the terminators through `terms`, a snapshot of `f` as it
@@ -302,84 +321,156 @@ impl<'a> FactsInForce<'a> {
     pub(super) fn with_terms(
         f: &Function,
         terms: &mut Terms,
-        dom: &'a DomIntervals,
+        idom: &[Option<Block>],
         rpo: &[Block],
         left_out: &[bool],
-    ) -> FactsInForce<'a> {
+    ) -> FactsInForce {
         let kept = || rpo.iter().filter(|&&b| !is_marked(left_out, b));
         let incoming = single_incoming_with(f, terms, kept());
-        let mut exact = Vec::new();
-        let mut const_equalities = Vec::new();
+        let mut facts = vec![NO_FACT; f.blocks.len()];
         for &d in kept() {
-            let Incoming::One(pred, then_edge) = incoming[d.index()] else {
-                continue;
-            };
-            let Some(fact) = terms.edge_fact(f, pred, then_edge) else {
-                continue;
-            };
-            let (enter, exit) = (dom.enter[d.index()], dom.exit[d.index()]);
-            exact.push(Subtree {
-                id: fact.exact,
-                enter,
-                exit,
-                payload: fact.holds,
-            });
-            if fact.equality != NO_ID {
-                const_equalities.push(Subtree {
-                    id: fact.equality,
-                    enter,
-                    exit,
-                    payload: fact.rhs,
-                });
+            if let Incoming::One(pred, then_edge) = incoming[d.index()] {
+                if let Some(fact) = terms.edge_fact(f, pred, then_edge) {
+                    facts[d.index()] = fact;
+                }
             }
         }
         FactsInForce {
-            dom,
-            exact: OutermostSubtrees::new(exact, terms.ids().exact_count()),
-            const_equalities: OutermostSubtrees::new(
-                const_equalities,
-                terms.ids().equality_count(),
-            ),
+            incoming: facts,
+            walk: dominator_walk(idom, rpo),
+        }
+    }
+}
+
+/// The depth-first walk of the dominator tree of the blocks `rpo` lists (in reverse
+/// postorder, entry first), each block's children in decreasing reverse-postorder position.
+fn dominator_walk(idom: &[Option<Block>], rpo: &[Block]) -> Vec<u32> {
+    let n = idom.len();
+    // Children lists in one array: filled from the end of `rpo` backwards, each list comes
+    // out in decreasing position.
+    let mut start = vec![0u32; n + 1];
+    for &b in rpo {
+        if let Some(d) = idom[b.index()] {
+            start[d.index() + 1] += 1;
+        }
+    }
+    for i in 1..=n {
+        start[i] += start[i - 1];
+    }
+    let mut fill = start.clone();
+    let mut children = vec![0u32; start[n] as usize];
+    for &b in rpo.iter().rev() {
+        if let Some(d) = idom[b.index()] {
+            children[fill[d.index()] as usize] = b.0;
+            fill[d.index()] += 1;
+        }
+    }
+    let mut walk = Vec::with_capacity(2 * rpo.len());
+    let Some(&root) = rpo.first() else {
+        return walk;
+    };
+    let mut stack = vec![(root.0, start[root.index()])];
+    walk.push(root.0);
+    while let Some((b, next)) = stack.last_mut() {
+        if *next < start[*b as usize + 1] {
+            let c = children[*next as usize];
+            *next += 1;
+            walk.push(c);
+            stack.push((c, start[c as usize]));
+        } else {
+            walk.push(LEAVE | *b);
+            stack.pop();
+        }
+    }
+    walk
+}
+
+/// The facts in force where the walk of a [`FactsInForce`] stands.
+struct InForce {
+    /// Per exact number: when its outermost fact in force came into force, and whether it
+    /// holds (`NOT_IN_FORCE`: none).
+    exact: Vec<(u32, bool)>,
+    /// Per equality number: when its outermost equality in force came into force, and the
+    /// constant.
+    equality: Vec<(u32, Vn)>,
+    /// Per block the walk is inside: the numbers its fact put in force (`NO_ID`: none).
+    scopes: Vec<(u32, u32)>,
+    clock: u32,
+}
+
+const NOT_IN_FORCE: u32 = u32::MAX;
+
+impl InForce {
+    fn new(ids: &FactIds) -> InForce {
+        InForce {
+            exact: vec![(NOT_IN_FORCE, false); ids.exact_count()],
+            equality: vec![(NOT_IN_FORCE, 0); ids.equality_count()],
+            scopes: Vec::new(),
+            clock: 0,
+        }
+    }
+
+    /// The walk enters a block whose incoming edge carries `fact`.
+    fn enter(&mut self, fact: EdgeFact) {
+        self.clock += 1;
+        let mut scope = (NO_ID, NO_ID);
+        if let Some(slot) = self.exact.get_mut(fact.exact as usize) {
+            if slot.0 == NOT_IN_FORCE {
+                *slot = (self.clock, fact.holds);
+                scope.0 = fact.exact;
+            }
+        }
+        if let Some(slot) = self.equality.get_mut(fact.equality as usize) {
+            if slot.0 == NOT_IN_FORCE {
+                *slot = (self.clock, fact.rhs);
+                scope.1 = fact.equality;
+            }
+        }
+        self.scopes.push(scope);
+    }
+
+    /// The walk leaves the block it entered last.
+    fn leave(&mut self) {
+        let (exact, equality) = self.scopes.pop().expect("entered");
+        if let Some(slot) = self.exact.get_mut(exact as usize) {
+            slot.0 = NOT_IN_FORCE;
+        }
+        if let Some(slot) = self.equality.get_mut(equality as usize) {
+            slot.0 = NOT_IN_FORCE;
         }
     }
 
     /// The constant of the equality `equality` (an equality number) that `decide` would use
-    /// on an edge leaving `b`: the earliest in force there, else the edge's own.
-    fn equality_in_force(&self, b: Block, own: Option<EdgeFact>, equality: u32) -> Option<Vn> {
-        let at = self.dom.enter[b.index()];
-        self.earliest_equality(at, own, equality)
+    /// on an edge leaving the current block: the earliest in force there, else the edge's own.
+    fn equality_in_force(&self, own: Option<EdgeFact>, equality: u32) -> Option<Vn> {
+        self.earliest_equality(own, equality)
             .map(|(_, constant)| constant)
     }
 
-    /// The equality numbered `equality` in force at entry time `at`, with its entry time and
-    /// constant: the earliest there, else the edge's own fact (entered at [`OWN`], after every
+    /// The equality numbered `equality` in force, with when it came into force and its
+    /// constant: the earliest, else the edge's own fact (in force at [`OWN`], after every
     /// other). `None` for `NO_ID`, which no fact's equality matches.
-    fn earliest_equality(
-        &self,
-        at: u32,
-        own: Option<EdgeFact>,
-        equality: u32,
-    ) -> Option<(u32, Vn)> {
-        if equality == NO_ID {
-            return None;
+    fn earliest_equality(&self, own: Option<EdgeFact>, equality: u32) -> Option<(u32, Vn)> {
+        match self.equality.get(equality as usize) {
+            Some(&(since, constant)) if since != NOT_IN_FORCE => Some((since, constant)),
+            _ => own
+                .filter(|fact| fact.equality == equality && equality != NO_ID)
+                .map(|fact| (OWN, fact.rhs)),
         }
-        self.const_equalities.holding(equality, at).or_else(|| {
-            own.filter(|fact| fact.equality == equality)
-                .map(|fact| (OWN, fact.rhs))
-        })
     }
 
-    /// The outcome of `test` on an edge leaving `b`, if a fact in force there decides it;
-    /// `own` is the edge's own fact, the last in force.
-    fn decide(&self, b: Block, own: Option<EdgeFact>, test: TestIds) -> Option<bool> {
-        let at = self.dom.enter[b.index()];
-        let own_exact = own
-            .filter(|fact| fact.exact == test.exact)
-            .map(|fact| (OWN, fact.holds));
-        let exact = self.exact.holding(test.exact, at).or(own_exact);
+    /// The outcome of `test` on an edge leaving the current block, if a fact in force there
+    /// decides it; `own` is the edge's own fact, the last in force.
+    fn decide(&self, own: Option<EdgeFact>, test: TestIds) -> Option<bool> {
+        let exact = match self.exact.get(test.exact as usize) {
+            Some(&(since, holds)) if since != NOT_IN_FORCE => Some((since, holds)),
+            _ => own
+                .filter(|fact| fact.exact == test.exact)
+                .map(|fact| (OWN, fact.holds)),
+        };
         let equality = self
-            .earliest_equality(at, own, test.equality)
-            .map(|(enter, constant)| (enter, constant == test.rhs));
+            .earliest_equality(own, test.equality)
+            .map(|(since, constant)| (since, constant == test.rhs));
         match (exact, equality) {
             (Some((a, holds)), Some((b, _))) if a <= b => Some(holds),
             (_, Some((_, holds))) => Some(holds),
@@ -430,11 +521,72 @@ mod tests {
             .unwrap()
             .0;
         let used = used_outside_own_block(&f);
-        let dom = DomIntervals::new(&idom);
         let mut ids = FactIds::default();
-        let facts = FactsInForce::new(&f, &numbers, &mut ids, &dom, &rpo, &[]);
-        thread_edges(&mut f, &numbers, &mut ids, &used, &facts, &rpo, &[]);
+        let facts = FactsInForce::new(&f, &numbers, &mut ids, &idom, &rpo, &[]);
+        thread_edges(&mut f, &numbers, &mut ids, &used, &facts, &[]);
         f
+    }
+
+    /// On random acyclic graphs the walk leaves every reachable block once, after all its
+    /// successors, and while it is inside exactly the block's dominators.
+    #[test]
+    fn the_dominator_walk_leaves_successors_first_inside_the_dominators() {
+        let mut state = 0x2545_f491_4f6c_dd1du64;
+        let mut next = move |bound: usize| {
+            state ^= state << 13;
+            state ^= state >> 7;
+            state ^= state << 17;
+            (state % bound as u64) as usize
+        };
+        for _ in 0..300 {
+            let n = 2 + next(40);
+            let mut text = String::new();
+            for b in 0..n {
+                let later = |k: usize| b + 1 + k % (n - b - 1).max(1);
+                if b + 1 == n || next(8) == 0 {
+                    text += &format!("block{b}:\n    ret 0\n");
+                } else if next(5) == 0 {
+                    text += &format!("block{b}:\n    jump block{}\n", later(next(n)));
+                } else {
+                    let (t, e) = (later(next(3)), later(next(n)));
+                    text += &format!(
+                        "block{b}:\n    v{b} = load.b [{b}]\n    br eq v{b}, v{b}, block{t}, block{e}\n"
+                    );
+                }
+            }
+            let f = parse_function(&text).unwrap();
+            let (idom, rpo) = dominators(&f);
+            let tree = sift_ir::verify::DominatorTree::new(&idom);
+            let walk = dominator_walk(&idom, &rpo);
+            let mut left = vec![false; n];
+            let mut inside: Vec<u32> = Vec::new();
+            for &step in &walk {
+                if step & LEAVE == 0 {
+                    inside.push(step);
+                    continue;
+                }
+                let b = Block(step & !LEAVE);
+                assert_eq!(inside.pop(), Some(b.0), "{text}");
+                assert!(!left[b.index()], "{text}");
+                left[b.index()] = true;
+                for s in successors(&f.block(b).term) {
+                    assert!(
+                        left[s.index()],
+                        "block{} left before block{}\n{text}",
+                        b.0,
+                        s.0
+                    );
+                }
+                let dominators = inside.iter().chain([&b.0]).map(|&d| Block(d));
+                let expected = rpo.iter().filter(|&&d| tree.dominates(d, b)).count();
+                assert_eq!(dominators.clone().count(), expected, "{text}");
+                assert!(
+                    dominators.into_iter().all(|d| tree.dominates(d, b)),
+                    "{text}"
+                );
+            }
+            assert!(rpo.iter().all(|b| left[b.index()]), "{text}");
+        }
     }
 
     /// A walk follows the edges of the blocks below it as already threaded: block 1's edges
