@@ -215,6 +215,9 @@ impl TestedUnder {
     }
 }
 
+/// Steps after which a pullup's walk skips whole runs ([`Runs`]).
+const SHORT_WALK: usize = 4;
+
 struct Sweep<'a> {
     /// The value each block's branch compares (what libpcap's A register holds on exit);
     /// pullups move edges only, so this holds for the whole sweep.
@@ -287,6 +290,7 @@ impl<'a> Sweep<'a> {
         // Walk down while the tests compare the chain's value; `diff` is the first that does
         // not, `diff_owner` the block whose chain edge leads to it (None: b's predecessors).
         let (mut diff, mut diff_owner) = (b, None);
+        let mut steps = 0;
         loop {
             let Some(mut next) = in_chain(self, f, diff) else {
                 return false;
@@ -295,7 +299,10 @@ impl<'a> Sweep<'a> {
                 break;
             }
             let mut owner = diff;
-            if let Some(last) = self.skip_run(f, chain, b, diff) {
+            steps += 1;
+            if steps < SHORT_WALK {
+                // Most walks are a step or two, which the run records would only slow.
+            } else if let Some(last) = self.skip_run(f, chain, b, diff) {
                 owner = last;
                 next = chain.edges(f, last).expect("a run's blocks branch").1;
             }
@@ -307,7 +314,7 @@ impl<'a> Sweep<'a> {
         // The test pulled up is a block of the chain, so dominated by `b`: past a few steps,
         // if no block there compares the value, the walk would find nothing (and change
         // nothing), so it stops.
-        let mut steps = 0;
+        steps = 0;
         let pull = loop {
             steps += 1;
             if steps == 8 && self.skip_runs {
@@ -319,8 +326,10 @@ impl<'a> Sweep<'a> {
                     return false;
                 }
             }
-            if let Some(last) = self.skip_run(f, chain, b, same_owner) {
-                same_owner = last;
+            if steps >= SHORT_WALK {
+                if let Some(last) = self.skip_run(f, chain, b, same_owner) {
+                    same_owner = last;
+                }
             }
             let Some((_, same)) = chain.edges(f, same_owner) else {
                 return false;
