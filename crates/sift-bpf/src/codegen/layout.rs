@@ -88,17 +88,33 @@ pub(super) fn resolve(items: &[Item]) -> Vec<Insn> {
     // Dense by item index (a 10^4-case table makes thousands of islands, looked up in the
     // reach loop for every jump): an empty list is no island.
     let mut islands: Vec<Vec<Label>> = vec![Vec::new(); items.len()];
-    // The item indices whose island is not empty, in order.
-    let mut with_islands = std::collections::BTreeSet::new();
+    // Per label, the islands holding an entry for it, in item order, with the entry: a
+    // shared island holds hundreds of entries, too many to search for every jump.
+    let mut holding: Vec<Vec<(usize, usize)>> = vec![Vec::new(); max_label + 1];
     let mut own = vec![(false, false); items.len()];
     let mut via: Vec<(Via, Via)> = vec![(Via::Direct, Via::Direct); items.len()];
     let addr = loop {
         let addr = addresses(items, &elided, &own, &islands, max_label);
         let mut changed = false;
+        let base = |c: usize| match addr.island[c] {
+            NO_ISLAND => addr.item[c],
+            at => at,
+        };
+        // The islands after the jump and within its reach are `candidates[first..last]` (a
+        // contiguous run: the candidates are in address order); both ends only move forward
+        // from one jump to the next.
+        let (mut first, mut in_reach) = (0, 0);
         for (i, it) in items.iter().enumerate() {
             let Item::Cond { t, f, .. } = it else {
                 continue;
             };
+            while first < candidates.len() && candidates[first] <= i {
+                first += 1;
+            }
+            while in_reach < candidates.len() && base(candidates[in_reach]) <= addr.item[i] + 256 {
+                in_reach += 1;
+            }
+            let last = in_reach.max(first);
             let mut route = |l: Label, own_set: &mut bool| -> Via {
                 if *own_set {
                     return Via::Own;
@@ -107,27 +123,17 @@ pub(super) fn resolve(items: &[Item]) -> Vec<Insn> {
                 if reach(addr.label[l]) {
                     return Via::Direct;
                 }
-                // Islands after the jump, before the target, within reach (a contiguous run of
-                // the candidates, which are in address order): reuse an entry, else add one to
-                // the farthest.
-                let base = |c: usize| match addr.island[c] {
-                    NO_ISLAND => addr.item[c],
-                    at => at,
-                };
-                let first = candidates.partition_point(|&c| c <= i);
-                let last = candidates
-                    .partition_point(|&c| base(c) <= addr.item[i] + 256)
-                    .max(first);
+                // Islands after the jump, before the target, within reach: reuse an entry,
+                // else add one to the farthest.
                 let before_target = |c: usize| addr.item[c] < addr.label[l];
-                // Reuse the first island in reach that has an entry for the target: only
-                // candidates with islands can, and they are few.
+                // Reuse the first island in reach that has an entry for the target.
                 if first < last {
-                    let span = candidates[first]..=candidates[last - 1];
-                    for &c in with_islands.range(span).filter(|&&c| before_target(c)) {
-                        if let Some(k) = islands[c].iter().position(|&x| x == l) {
-                            if reach(base(c) + k as i64) {
-                                return Via::Island(c, k);
-                            }
+                    let (lo, hi) = (candidates[first], candidates[last - 1]);
+                    let held = &holding[l];
+                    let from = held.partition_point(|&(c, _)| c < lo);
+                    for &(c, k) in held[from..].iter().take_while(|&&(c, _)| c <= hi) {
+                        if before_target(c) && reach(base(c) + k as i64) {
+                            return Via::Island(c, k);
                         }
                     }
                 }
@@ -140,10 +146,13 @@ pub(super) fn resolve(items: &[Item]) -> Vec<Insn> {
                 changed = true;
                 match farthest {
                     Some(c) => {
-                        with_islands.insert(c);
                         let e = &mut islands[c];
                         e.push(l);
-                        Via::Island(c, e.len() - 1)
+                        let k = e.len() - 1;
+                        let held = &mut holding[l];
+                        let at = held.partition_point(|&(d, _)| d <= c);
+                        held.insert(at, (c, k));
+                        Via::Island(c, k)
                     }
                     None => {
                         *own_set = true;
