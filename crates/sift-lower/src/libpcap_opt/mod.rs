@@ -76,7 +76,7 @@ mod thread_check;
 mod threading;
 
 use sift_ir::verify::dominators;
-use sift_ir::{Block, Function, Terminator};
+use sift_ir::{Block, Function, Inst, Terminator, Value};
 
 use branches::{
     branches_to_decide, decide_branches, first_round_jset_peephole, jset_peephole,
@@ -86,7 +86,7 @@ use dead_code::remove_dead_code;
 use fact_ids::FactIds;
 use grouping::group_closed_chains;
 use interning::merge_equal_blocks;
-use numbering::Numbering;
+use numbering::{Numbering, Vn};
 use pullup::{pullups, DomIntervals, Levels};
 use terms::Terms;
 use thread_check::{nothing_to_thread, TestGroups};
@@ -406,12 +406,19 @@ fn with_reference_mode<T>(run: impl FnOnce() -> T) -> T {
 /// whatever the outcome are skipped; the entry's own statements move to the first real block,
 /// those of the skipped blocks after it are lost, and if the first real block returns, no
 /// statement runs at all (a filter has no side effects). Returns whether the entry changed.
+///
+/// Losing those statements loses what they left in the accumulator: when every block entering
+/// the first real block ends with its accumulator holding the value that block loads first,
+/// libpcap has removed that load (the value is already there), and once the skipped blocks'
+/// statements are gone the block reads what the entry's statements left instead: the entry's
+/// compared value (see [`accumulator_lost`]).
 fn skip_undecided_root(f: &mut Function) -> bool {
     let mut target = match &f.block(Function::ENTRY).term {
         Terminator::Branch { then_, else_, .. } if then_ == else_ => then_.clone(),
         Terminator::Jump(t) => t.clone(),
         _ => return false,
     };
+    let mut skipped_after_entry = 0;
     // Bounded by the number of blocks: every step goes forward in an acyclic graph.
     for _ in 0..f.blocks.len() {
         match &f.block(target.block).term {
@@ -419,8 +426,12 @@ fn skip_undecided_root(f: &mut Function) -> bool {
             Terminator::Jump(t) if f.block(target.block).params.is_empty() => target = t.clone(),
             _ => break,
         }
+        skipped_after_entry += 1;
     }
     let final_term = f.block(target.block).term.clone();
+    if skipped_after_entry > 0 && !matches!(final_term, Terminator::Return(_)) {
+        accumulator_lost(f, target.block);
+    }
     let term = &mut f.block_mut(Function::ENTRY).term;
     match final_term {
         ret @ (Terminator::Return(_) | Terminator::ReturnValue(_)) => *term = ret,
@@ -431,6 +442,92 @@ fn skip_undecided_root(f: &mut Function) -> bool {
         }
     }
     true
+}
+
+/// The loads `opt_root` loses from `root`, the first real block, on when blocks were skipped
+/// between it and the entry. libpcap keeps a value's number in the accumulator from block to
+/// block (every branch compares the accumulator, so a block ends holding its compared value),
+/// a block inherits it when all the blocks entering it agree, and a block whose first
+/// statement loads the value it inherits loses that load. In `root` the value was left by a
+/// skipped block, whose statements are gone: `root` computes with the entry's compared value
+/// instead, the last thing the entry's statements (which `opt_root` keeps) put there. The
+/// blocks after it that inherit from it alone read what it really left, and so on.
+fn accumulator_lost(f: &mut Function, root: Block) {
+    let Terminator::Branch {
+        lhs: entry_value, ..
+    } = f.block(Function::ENTRY).term
+    else {
+        return;
+    };
+    let rpo = f.reverse_postorder();
+    let Ok((numbers, _)) = Numbering::compute(&mut f.clone(), Phase::FoldStatements, &rpo) else {
+        return;
+    };
+    // What each block leaves in the accumulator as libpcap numbers it (its compared value
+    // before any rewriting here), and the blocks entering each block.
+    let compared = |f: &Function, b: Block| match f.block(b).term {
+        Terminator::Branch { lhs, .. } => Some(lhs),
+        _ => None,
+    };
+    let believed: Vec<Option<Vn>> = (0..f.blocks.len())
+        .map(|b| compared(f, Block(b as u32)).map(|v| numbers.vn(v)))
+        .collect();
+    let mut entering: Vec<Vec<Block>> = vec![Vec::new(); f.blocks.len()];
+    for &p in &rpo {
+        for s in edges::successors(&f.block(p).term) {
+            if entering[s.index()].last() != Some(&p) {
+                entering[s.index()].push(p);
+            }
+        }
+    }
+    // The first statement that writes the accumulator, when it is an absolute load: the first
+    // instruction that is not a constant (constants are immediates in libpcap's statements).
+    let first_load = |f: &Function, b: Block| {
+        let first = *f
+            .block(b)
+            .insts
+            .iter()
+            .find(|&&v| !matches!(f.inst(v), Inst::Const(_)))?;
+        matches!(f.inst(first), Inst::Load { index: None, .. }).then_some(first)
+    };
+    // The value really in the accumulator where a block starts, for the blocks that lose
+    // their first load.
+    let mut really_there: Vec<Option<Value>> = vec![None; f.blocks.len()];
+    really_there[root.index()] = Some(entry_value);
+    let root_inherits = |b: Block| {
+        let mut from = entering[b.index()].iter().map(|p| believed[p.index()]);
+        let first = from.next().flatten();
+        first.filter(|_| from.all(|vn| vn == first))
+    };
+    let start = rpo.iter().position(|&b| b == root).unwrap_or(rpo.len());
+    for &b in &rpo[start..] {
+        let Some(there) = really_there[b.index()] else {
+            continue;
+        };
+        let Some(load) = first_load(f, b) else {
+            continue;
+        };
+        if b == root && root_inherits(b) != Some(numbers.vn(load)) {
+            continue;
+        }
+        let insts = f.block(b).insts.clone();
+        for &v in &insts {
+            f.values[v.index()].map_operands(|x| if x == load { there } else { x });
+        }
+        f.block_mut(b)
+            .term
+            .map_operands(|x| if x == load { there } else { x });
+        // The blocks entered from this block alone that lose their first load read what it
+        // really leaves.
+        let (Some(left), Some(vn)) = (compared(f, b), believed[b.index()]) else {
+            continue;
+        };
+        for s in edges::successors(&f.block(b).term).collect::<Vec<_>>() {
+            if entering[s.index()] == [b] && first_load(f, s).is_some_and(|l| numbers.vn(l) == vn) {
+                really_there[s.index()] = Some(left);
+            }
+        }
+    }
 }
 
 /// An error libpcap's optimizer reports (and so `tcpdump` without `-O`): a constant it folds
@@ -645,6 +742,38 @@ block2:
     ret 0
 ");
         assert_eq!(out, "block0:\n    ret 1\n");
+    }
+
+    /// On a raw IPv4 link the entry's test (`ld #0; jeq #0`) is decided and skipped, and so is
+    /// the first address test once both its edges reach one block: that block's load of the
+    /// source address, which libpcap dropped because the accumulator held it, goes with the
+    /// skipped test's statements, and the block masks the entry's constant 0 instead (libpcap
+    /// 1.10: `ld #0x0; and #0xffffff00; jeq #0xa000000`). The blocks entered from it alone
+    /// inherit the loss.
+    #[test]
+    fn skipped_root_statements_take_the_accumulator_with_them() {
+        let lowered = |text: &str, linktype| {
+            let expr = sift_syntax::parse(text).expect("parses");
+            crate::lower(expr.as_ref(), &crate::Options::new(linktype, 262_144))
+                .expect("lowers")
+                .to_string()
+        };
+        let out = lowered(
+            "ip src host 10.0.0.4 and ip src net 10.0.0.0/24 or 10.0.0.0/24",
+            228,
+        );
+        assert!(!out.contains("load"), "{out}");
+        assert!(out.contains("const 0xffffff00"), "{out}");
+        // libpcap: `ld #0x0; jeq #0x86dd ...; jeq #0x800 ...`: both EtherType tests compare 0.
+        let out = lowered(
+            "ether[7:1] & 0 = 13 or ether[12:2] = 0x8100 and ip6 or ip6 || udp",
+            1,
+        );
+        assert!(!out.contains("load.h [12]"), "{out}");
+        assert!(
+            out.contains("br eq v3, v13,") && out.contains("br eq v3, v17,"),
+            "{out}"
+        );
     }
 
     #[test]
