@@ -444,7 +444,7 @@ fn skip_undecided_root(f: &mut Function) -> bool {
     true
 }
 
-/// The loads `opt_root` loses from `root`, the first real block, on when blocks were skipped
+/// The loads `opt_root` loses from `root`, the first real block, when blocks were skipped
 /// between it and the entry. libpcap keeps a value's number in the accumulator from block to
 /// block (every branch compares the accumulator, so a block ends holding its compared value),
 /// a block inherits it when all the blocks entering it agree, and a block whose first
