@@ -1,0 +1,199 @@
+//! libpcap's index register read where nothing set it: the value number outlives the store.
+//!
+//! A block that loads `4*([k]&0xf)` into X (`ldxb`, the IP header length) for a packet load
+//! whose value a fold then made unused (`tcp[k] & 0`) keeps only that `ldxb`. libpcap's
+//! dead-store pass deletes it (the blocks below load X themselves, when the pass starts), but
+//! the block's record of X's value number stays. A block entered from it alone (typically once
+//! the block's branch is decided and both its edges lead there) inherits that number, and its
+//! own identical `ldxb` becomes a no-op: its loads read whatever X held before, and X starts
+//! at 0 in a filter that never set it. So do the blocks after it that inherit in turn.
+//! `tests/libpcap_x_register.rs` checks that libpcap reads an unset X on every open case.
+//!
+//! Here, after libpcap's second loop: the blocks whose index computations the optimizer
+//! removed as dead code, and then, in reverse postorder, X as libpcap believes it (the last
+//! `ldxb`'s offset) against X as it is (the index value, or unset) at each block. Blocks that
+//! put anything else into X end the model there.
+
+use sift_ir::{BinOp, Block, Function, Inst, LoadSize, Terminator, Value};
+
+/// The byte offset `k` when `index` is `4*([k]&0xf)` computed as libpcap's `ldxb` does, or
+/// that plus a constant (which libpcap's peephole folds into the load's offset, leaving X the
+/// `ldxb`'s value).
+fn header_length_offset(f: &Function, index: Value) -> Option<u32> {
+    let konst = |v: Value| f.const_value(v);
+    let index = match *f.inst(index) {
+        Inst::Binary(BinOp::Add, a, b) if konst(b).is_some() => a,
+        Inst::Binary(BinOp::Add, a, b) if konst(a).is_some() => b,
+        _ => index,
+    };
+    let Inst::Binary(BinOp::Shl, masked, two) = *f.inst(index) else {
+        return None;
+    };
+    let Inst::Binary(BinOp::And, byte, fifteen) = *f.inst(masked) else {
+        return None;
+    };
+    let Inst::Load {
+        index: None,
+        offset,
+        size: LoadSize::Byte,
+    } = *f.inst(byte)
+    else {
+        return None;
+    };
+    (konst(two) == Some(2) && konst(fifteen) == Some(15)).then_some(offset)
+}
+
+/// The index values of `b`'s packet loads, in order, each once.
+fn indices(f: &Function, b: Block) -> Vec<Value> {
+    let mut out: Vec<Value> = Vec::new();
+    for &v in &f.block(b).insts {
+        if let Inst::Load { index: Some(x), .. } = *f.inst(v) {
+            if !out.contains(&x) {
+                out.push(x);
+            }
+        }
+    }
+    out
+}
+
+/// Per block, the `ldxb` offsets of its index computations, in order, before the optimizer
+/// deletes any.
+pub(super) fn header_length_loads(f: &Function) -> Vec<Vec<u32>> {
+    (0..f.blocks.len())
+        .map(|b| {
+            indices(f, Block(b as u32))
+                .into_iter()
+                .filter_map(|x| header_length_offset(f, x))
+                .collect()
+        })
+        .collect()
+}
+
+/// X as a block leaves it.
+#[derive(Clone, Copy, PartialEq, Eq)]
+enum Real {
+    /// Nothing set X on any path.
+    Unset,
+    Set(Value),
+    /// The paths disagree.
+    Unknown,
+}
+
+#[derive(Clone, Copy, PartialEq, Eq)]
+struct State {
+    /// The offset of the `ldxb` libpcap believes X holds.
+    believed: Option<u32>,
+    real: Real,
+    /// Whether `real` differs from what `believed` says (a lost `ldxb` since).
+    stale: bool,
+}
+
+/// Rewrites the packet loads that read X where libpcap's program reads a stale X; `before`
+/// is [`header_length_loads`] from before the optimizer ran, `rpo` the reachable blocks now.
+/// Returns whether anything changed.
+pub(super) fn read_stale_index(f: &mut Function, before: &[Vec<u32>], rpo: &[Block]) -> bool {
+    let mut entering: Vec<Vec<Block>> = vec![Vec::new(); f.blocks.len()];
+    for &p in rpo {
+        for s in super::edges::successors(&f.block(p).term) {
+            if entering[s.index()].last() != Some(&p) {
+                entering[s.index()].push(p);
+            }
+        }
+    }
+    let mut out: Vec<Option<State>> = vec![None; f.blocks.len()];
+    let mut changed = false;
+    for &b in rpo {
+        let mut from = entering[b.index()].iter().filter_map(|p| out[p.index()]);
+        let mut state = match from.next() {
+            None => State {
+                believed: None,
+                real: Real::Unset,
+                stale: false,
+            },
+            Some(first) => from.fold(first, |acc, s| State {
+                believed: acc.believed.filter(|&k| s.believed == Some(k)),
+                real: if acc.real == s.real {
+                    acc.real
+                } else {
+                    Real::Unknown
+                },
+                stale: acc.stale && s.stale,
+            }),
+        };
+        let now = indices(f, b);
+        if sets_x_otherwise(f, b, &now) {
+            // Not modelled: X holds something else from here on.
+            out[b.index()] = Some(State {
+                believed: None,
+                real: Real::Unknown,
+                stale: false,
+            });
+            continue;
+        }
+        for x in &now {
+            let offset = header_length_offset(f, *x);
+            let nop = offset.is_some() && offset == state.believed;
+            match (nop && state.stale, state.real) {
+                (true, Real::Unset) => {
+                    let zero = Value(f.values.len() as u32);
+                    f.values.push(Inst::Const(0));
+                    f.block_mut(b).insts.insert(0, zero);
+                    replace_index(f, b, *x, zero);
+                    changed = true;
+                }
+                (true, Real::Set(v)) => {
+                    replace_index(f, b, *x, v);
+                    changed = true;
+                }
+                (true, Real::Unknown) => {}
+                (false, _) => {
+                    state = State {
+                        believed: offset,
+                        real: Real::Set(*x),
+                        stale: false,
+                    };
+                }
+            }
+        }
+        // The block's own `ldxb` went with its dead load: libpcap still believes it. Not in
+        // the entry block, whose statements libpcap keeps when it skips the block (`opt_root`).
+        if now.is_empty() && b != Function::ENTRY {
+            if let Some(&lost) = before[b.index()].last() {
+                state.believed = Some(lost);
+                state.stale = true;
+            }
+        }
+        out[b.index()] = Some(state);
+    }
+    changed
+}
+
+/// Whether libpcap's code for `b` puts into X something other than an `ldxb`: the right
+/// operand of a comparison or an operation with two computed operands (`jge x`, `add x`), or
+/// an index that is not a header length (`tax`).
+fn sets_x_otherwise(f: &Function, b: Block, indices: &[Value]) -> bool {
+    let computed = |v: Value| f.const_value(v).is_none();
+    let term = match f.block(b).term {
+        Terminator::Branch { rhs, .. } => computed(rhs),
+        _ => false,
+    };
+    term || indices
+        .iter()
+        .any(|&x| header_length_offset(f, x).is_none())
+        || f.block(b).insts.iter().any(|&v| match *f.inst(v) {
+            Inst::Binary(_, l, r) => computed(l) && computed(r),
+            _ => false,
+        })
+}
+
+/// Makes `b`'s packet loads indexed by `old` use `new`.
+fn replace_index(f: &mut Function, b: Block, old: Value, new: Value) {
+    let insts = f.block(b).insts.clone();
+    for v in insts {
+        if let Inst::Load { index, .. } = &mut f.values[v.index()] {
+            if *index == Some(old) {
+                *index = Some(new);
+            }
+        }
+    }
+}
