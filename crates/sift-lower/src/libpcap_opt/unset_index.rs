@@ -56,15 +56,15 @@ fn indices(f: &Function, b: Block) -> Vec<Value> {
     out
 }
 
-/// Per block, the `ldxb` offsets of its index computations, in order, before the optimizer
-/// deletes any.
-pub(super) fn header_length_loads(f: &Function) -> Vec<Vec<u32>> {
+/// Per block, the `ldxb` offset of its last index computation before the optimizer deletes
+/// any (`None`: no header-length index).
+pub(super) fn header_length_loads(f: &Function) -> Vec<Option<u32>> {
     (0..f.blocks.len())
         .map(|b| {
             indices(f, Block(b as u32))
                 .into_iter()
                 .filter_map(|x| header_length_offset(f, x))
-                .collect()
+                .last()
         })
         .collect()
 }
@@ -91,26 +91,22 @@ struct State {
 /// Rewrites the packet loads that read X where libpcap's program reads a stale X; `before`
 /// is [`header_length_loads`] from before the optimizer ran, `rpo` the reachable blocks now.
 /// Returns whether anything changed.
-pub(super) fn read_stale_index(f: &mut Function, before: &[Vec<u32>], rpo: &[Block]) -> bool {
-    let mut entering: Vec<Vec<Block>> = vec![Vec::new(); f.blocks.len()];
-    for &p in rpo {
-        for s in super::edges::successors(&f.block(p).term) {
-            if entering[s.index()].last() != Some(&p) {
-                entering[s.index()].push(p);
-            }
-        }
+pub(super) fn read_stale_index(f: &mut Function, before: &[Option<u32>], rpo: &[Block]) -> bool {
+    // The blocks whose `ldxb` went with its dead load: libpcap still believes it. Not the entry
+    // block, whose statements libpcap keeps when it skips the block (`opt_root`).
+    let lost = |f: &Function, b: Block| {
+        before[b.index()].filter(|_| b != Function::ENTRY && indices(f, b).is_empty())
+    };
+    if !rpo.iter().any(|&b| lost(f, b).is_some()) {
+        return false;
     }
-    let mut out: Vec<Option<State>> = vec![None; f.blocks.len()];
-    let mut changed = false;
-    for &b in rpo {
-        let mut from = entering[b.index()].iter().filter_map(|p| out[p.index()]);
-        let mut state = match from.next() {
-            None => State {
-                believed: None,
-                real: Real::Unset,
-                stale: false,
-            },
-            Some(first) => from.fold(first, |acc, s| State {
+    // What the blocks entering each block leave, merged as they are visited (every block
+    // entering another comes before it in reverse postorder).
+    let mut entering: Vec<Option<State>> = vec![None; f.blocks.len()];
+    let merge = |into: &mut Option<State>, s: State| {
+        *into = Some(match *into {
+            None => s,
+            Some(acc) => State {
                 believed: acc.believed.filter(|&k| s.believed == Some(k)),
                 real: if acc.real == s.real {
                     acc.real
@@ -118,54 +114,72 @@ pub(super) fn read_stale_index(f: &mut Function, before: &[Vec<u32>], rpo: &[Blo
                     Real::Unknown
                 },
                 stale: acc.stale && s.stale,
-            }),
-        };
-        let now = indices(f, b);
-        if sets_x_otherwise(f, b, &now) {
-            // Not modelled: X holds something else from here on.
-            out[b.index()] = Some(State {
-                believed: None,
-                real: Real::Unknown,
-                stale: false,
-            });
-            continue;
+            },
+        });
+    };
+    let mut changed = false;
+    for &b in rpo {
+        let state = entering[b.index()].unwrap_or(State {
+            believed: None,
+            real: Real::Unset,
+            stale: false,
+        });
+        let state = visit(f, b, state, lost(f, b), &mut changed);
+        for s in super::edges::successors(&f.block(b).term).collect::<Vec<_>>() {
+            merge(&mut entering[s.index()], state);
         }
-        for x in &now {
-            let offset = header_length_offset(f, *x);
-            let nop = offset.is_some() && offset == state.believed;
-            match (nop && state.stale, state.real) {
-                (true, Real::Unset) => {
-                    let zero = Value(f.values.len() as u32);
-                    f.values.push(Inst::Const(0));
-                    f.block_mut(b).insts.insert(0, zero);
-                    replace_index(f, b, *x, zero);
-                    changed = true;
-                }
-                (true, Real::Set(v)) => {
-                    replace_index(f, b, *x, v);
-                    changed = true;
-                }
-                (true, Real::Unknown) => {}
-                (false, _) => {
-                    state = State {
-                        believed: offset,
-                        real: Real::Set(*x),
-                        stale: false,
-                    };
-                }
-            }
-        }
-        // The block's own `ldxb` went with its dead load: libpcap still believes it. Not in
-        // the entry block, whose statements libpcap keeps when it skips the block (`opt_root`).
-        if now.is_empty() && b != Function::ENTRY {
-            if let Some(&lost) = before[b.index()].last() {
-                state.believed = Some(lost);
-                state.stale = true;
-            }
-        }
-        out[b.index()] = Some(state);
     }
     changed
+}
+
+/// The model at block `b`, entered with `state`, whose `ldxb` at `lost` went with its dead
+/// load; returns the state it leaves.
+fn visit(
+    f: &mut Function,
+    b: Block,
+    mut state: State,
+    lost: Option<u32>,
+    changed: &mut bool,
+) -> State {
+    let now = indices(f, b);
+    if sets_x_otherwise(f, b, &now) {
+        // Not modelled: X holds something else from here on.
+        return State {
+            believed: None,
+            real: Real::Unknown,
+            stale: false,
+        };
+    }
+    for x in &now {
+        let offset = header_length_offset(f, *x);
+        let nop = offset.is_some() && offset == state.believed;
+        match (nop && state.stale, state.real) {
+            (true, Real::Unset) => {
+                let zero = Value(f.values.len() as u32);
+                f.values.push(Inst::Const(0));
+                f.block_mut(b).insts.insert(0, zero);
+                replace_index(f, b, *x, zero);
+                *changed = true;
+            }
+            (true, Real::Set(v)) => {
+                replace_index(f, b, *x, v);
+                *changed = true;
+            }
+            (true, Real::Unknown) => {}
+            (false, _) => {
+                state = State {
+                    believed: offset,
+                    real: Real::Set(*x),
+                    stale: false,
+                };
+            }
+        }
+    }
+    if let Some(lost) = lost {
+        state.believed = Some(lost);
+        state.stale = true;
+    }
+    state
 }
 
 /// Whether libpcap's code for `b` puts into X something other than an `ldxb`: the right
