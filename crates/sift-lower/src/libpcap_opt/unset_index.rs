@@ -63,8 +63,8 @@ pub(super) fn header_length_loads(f: &Function) -> Vec<Option<u32>> {
         .map(|b| {
             indices(f, Block(b as u32))
                 .into_iter()
-                .filter_map(|x| header_length_offset(f, x))
-                .last()
+                .rev()
+                .find_map(|x| header_length_offset(f, x))
         })
         .collect()
 }
