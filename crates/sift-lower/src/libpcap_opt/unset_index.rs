@@ -153,7 +153,14 @@ fn visit(
     for x in &now {
         let offset = header_length_offset(f, *x);
         let nop = offset.is_some() && offset == state.believed;
-        match (nop && state.stale, state.real) {
+        // X itself: the `ldxb`'s value, without a constant the load's offset absorbed. Only
+        // loads indexed by it alone are rewritten.
+        let (held, alone) = match *f.inst(*x) {
+            Inst::Binary(BinOp::Add, a, c) if f.const_value(c).is_some() => (a, false),
+            Inst::Binary(BinOp::Add, c, a) if f.const_value(c).is_some() => (a, false),
+            _ => (*x, true),
+        };
+        match (nop && state.stale && alone, state.real) {
             (true, Real::Unset) => {
                 let zero = Value(f.values.len() as u32);
                 f.values.push(Inst::Const(0));
@@ -166,10 +173,12 @@ fn visit(
                 *changed = true;
             }
             (true, Real::Unknown) => {}
+            // A stale read this model does not rewrite: X keeps what libpcap believes.
+            (false, _) if nop && state.stale => {}
             (false, _) => {
                 state = State {
                     believed: offset,
-                    real: Real::Set(*x),
+                    real: Real::Set(held),
                     stale: false,
                 };
             }
