@@ -92,10 +92,15 @@ struct State {
 /// is [`header_length_loads`] from before the optimizer ran, `rpo` the reachable blocks now.
 /// Returns whether anything changed.
 pub(super) fn read_stale_index(f: &mut Function, before: &[Option<u32>], rpo: &[Block]) -> bool {
-    // The blocks whose `ldxb` went with its dead load: libpcap still believes it. Not the entry
-    // block, whose statements libpcap keeps when it skips the block (`opt_root`).
+    // The blocks whose `ldxb` went with its dead load, and whose branch the fold decided (both
+    // edges lead to one place): libpcap still believes X holds it. Not the entry block, whose
+    // statements libpcap keeps when it skips the block (`opt_root`).
     let lost = |f: &Function, b: Block| {
-        before[b.index()].filter(|_| b != Function::ENTRY && indices(f, b).is_empty())
+        let decided = matches!(
+            &f.block(b).term,
+            Terminator::Branch { then_, else_, .. } if then_ == else_
+        );
+        before[b.index()].filter(|_| decided && b != Function::ENTRY && indices(f, b).is_empty())
     };
     if !rpo.iter().any(|&b| lost(f, b).is_some()) {
         return false;
