@@ -57,14 +57,12 @@ fn indices(f: &Function, b: Block) -> Vec<Value> {
 }
 
 /// Per block, the `ldxb` offset of its last index computation before the optimizer deletes
-/// any (`None`: no header-length index).
+/// any (`None`: none, or the last index is not a header length).
 pub(super) fn header_length_loads(f: &Function) -> Vec<Option<u32>> {
     (0..f.blocks.len())
         .map(|b| {
-            indices(f, Block(b as u32))
-                .into_iter()
-                .rev()
-                .find_map(|x| header_length_offset(f, x))
+            let last = *indices(f, Block(b as u32)).last()?;
+            header_length_offset(f, last)
         })
         .collect()
 }
