@@ -32,7 +32,10 @@
 //! * equal blocks: blocks that are the same code with the same successors become one
 //!   (`interning.rs`, libpcap's `intern_blocks`);
 //! * the root: undecided blocks at the entry are skipped, and nothing runs when they lead to a
-//!   return (libpcap's `opt_root`).
+//!   return (libpcap's `opt_root`); the statements of the blocks skipped after the entry are
+//!   lost, and with them the accumulator value the next block relied on;
+//! * the index register: a decided block's `ldxb` that lost its load to a fold is deleted while
+//!   libpcap still believes X holds it, so the blocks below read X unset (`unset_index.rs`).
 //!
 //! Which rule runs in which of libpcap's two loops matters; see [`apply`]. libpcap disables its
 //! optimizer for `protochain` and `geneve`; so does the caller of this module.
