@@ -258,8 +258,17 @@ impl<'a> Sweep<'a> {
 
     /// The last block of the run from `x` (a block of `b`'s chain), when every block of that
     /// run belongs to the chain, so that a block-by-block walk would pass them all.
-    fn skip_run(&mut self, f: &Function, chain: Chain, b: Block, x: Block) -> Option<Block> {
-        if !self.skip_runs {
+    /// `steps`: how far the walk has come; most walks end within a step or two, which the run
+    /// records would only slow, so short walks go block by block.
+    fn skip_run(
+        &mut self,
+        f: &Function,
+        chain: Chain,
+        b: Block,
+        x: Block,
+        steps: usize,
+    ) -> Option<Block> {
+        if !self.skip_runs || steps < SHORT_WALK {
             return None;
         }
         let run = self.runs(chain).suffix(f, x);
@@ -300,9 +309,7 @@ impl<'a> Sweep<'a> {
             }
             let mut owner = diff;
             steps += 1;
-            if steps < SHORT_WALK {
-                // Most walks are a step or two, which the run records would only slow.
-            } else if let Some(last) = self.skip_run(f, chain, b, diff) {
+            if let Some(last) = self.skip_run(f, chain, b, diff, steps) {
                 owner = last;
                 next = chain.edges(f, last).expect("a run's blocks branch").1;
             }
@@ -326,10 +333,8 @@ impl<'a> Sweep<'a> {
                     return false;
                 }
             }
-            if steps >= SHORT_WALK {
-                if let Some(last) = self.skip_run(f, chain, b, same_owner) {
-                    same_owner = last;
-                }
+            if let Some(last) = self.skip_run(f, chain, b, same_owner, steps) {
+                same_owner = last;
             }
             let Some((_, same)) = chain.edges(f, same_owner) else {
                 return false;
