@@ -61,7 +61,7 @@ use crate::membership::as_set;
 use crate::outcome::Outcomes;
 use crate::ranges::as_runs;
 use crate::translate::{exit_with, Plan};
-use safe_loads::{bounds_above, fixed_need, MAX_LONG, ZEROS, ZEROS_LEN};
+use safe_loads::{bounds_above, fixed_need, ZeroReads, MAX_LONG, ZEROS, ZEROS_LEN};
 
 /// Largest program (in reachable instructions) evaluated without branches: every instruction
 /// runs for every packet, so beyond this the work outweighs the mispredictions saved.
@@ -198,6 +198,8 @@ struct Emitter<'a, 'b, 'p> {
     outcomes: Outcomes,
     /// Bases already checked: (start, checked bytes) -> (fits, start, start or the zeros).
     bases: HashMap<(Value, u64), (Value, Value, Value)>,
+    /// Checks that need no guard, and the loads that read zeros where they fail.
+    zero_reads: ZeroReads,
     /// Per instruction: reachable instructions from there on that are not `ret`s.
     tail: Vec<usize>,
     /// Per `switch`: the later one that shares its lookup ([`shared_tests`]), and the
@@ -294,6 +296,7 @@ fn evaluate(
         guards: Vec::new(),
         outcomes: Outcomes::new(p.code.len()),
         bases: HashMap::new(),
+        zero_reads: ZeroReads::new(plan),
         tail,
         partners: shared_tests::partners(plan),
         shared: HashMap::new(),

@@ -6,7 +6,7 @@
 
 use cranelift_codegen::ir::condcodes::IntCC;
 use cranelift_codegen::ir::{types, InstBuilder, Value};
-use sift_bytecode::{Insn, Operand, Program, Reg};
+use sift_bytecode::{Insn, Operand, Reg};
 
 use super::{Emitter, Pred, State};
 use crate::bounds::Guard;
@@ -61,47 +61,120 @@ pub(super) fn bounds_above(plan: &Plan<'_>, entry: u64) -> usize {
     bounds.len()
 }
 
-/// Whether every way on from the load at `i`, with 0 loaded, returns 0, taking only branches
-/// that the loaded value decides: then a failed bounds check there, where the load reads zeros,
-/// already ends in the interpreter's result, and the block needs no guard for it.
-pub(super) fn zero_rejects(p: &Program, i: usize) -> bool {
-    let Some(&Insn::Load { dst, .. }) = p.code.get(i) else {
-        return false;
+/// Per instruction: the bounds checks that need no guard, and the bound whose safe base
+/// other loads read from so that they see zeros where such a check fails.
+pub(super) struct ZeroReads {
+    /// A load with a bounds check whose failure already ends in `ret 0` ([`zero_walk`]).
+    pub unguarded: Vec<bool>,
+    /// The bound a load's base is selected by (0: its own): the largest failed check it must
+    /// read zeros after.
+    pub base_bound: Vec<u64>,
+}
+
+impl ZeroReads {
+    pub(super) fn new(plan: &Plan<'_>) -> ZeroReads {
+        let n = plan.program.code.len();
+        let mut reads = ZeroReads {
+            unguarded: vec![false; n],
+            base_bound: vec![0; n],
+        };
+        for i in 0..n {
+            let Guard::Check(checked) = plan.bounds.guard[i] else {
+                continue;
+            };
+            if !plan.flow.reachable[i] || plan.pairs[i].is_some() {
+                continue;
+            }
+            if let Some(loads) = zero_walk(plan, i, checked) {
+                reads.unguarded[i] = true;
+                for j in loads {
+                    reads.base_bound[j] = reads.base_bound[j].max(checked);
+                }
+            }
+        }
+        reads
+    }
+}
+
+/// Whether every way on from the load at `i`, with 0 loaded, returns 0 when the loads after it
+/// read 0 too, taking only branches that loaded values decide. Then a failed bounds check at
+/// `i` (`checked` bytes), where the load reads zeros, already ends in the interpreter's result
+/// and the block needs no guard for it, provided the later loads read zeros whenever that check
+/// fails: returns those loads, each at a constant offset below `checked` (so reading at the
+/// base that check selects stays inside the packet or the zeros), after a load at a constant
+/// offset itself. Every instruction on the way
+/// has one predecessor, so every path to those loads passed the check, and on every path where
+/// it holds they read the packet as before.
+pub(super) fn zero_walk(plan: &Plan<'_>, i: usize, checked: u64) -> Option<Vec<usize>> {
+    let p = plan.program;
+    let Some(&Insn::Load { dst, base, .. }) = p.code.get(i) else {
+        return None;
     };
+    // An indexed load's check counts bytes from its index: other loads cannot share its base.
+    let shares_base = base.is_none();
+    let mut zero = [false; 16];
+    zero[dst.index() & 15] = true;
+    let is_zero = |zero: &[bool; 16], r: Reg| zero[r.index() & 15];
+    let mut loads = Vec::new();
     let mut at = i + 1;
     // Targets lie forward: each step moves on.
     while let Some(insn) = p.code.get(at) {
+        if let Insn::Return {
+            value: Operand::Imm(0),
+        } = insn
+        {
+            return Some(loads);
+        }
+        if plan.flow.preds[at] != 1 {
+            return None;
+        }
         at = match *insn {
+            Insn::Load {
+                dst,
+                width,
+                base: None,
+                offset,
+            } if shares_base && plan.pairs[at].is_none() => {
+                match plan.bounds.guard[at] {
+                    Guard::Covered if u64::from(offset) + u64::from(width.bytes()) <= checked => {
+                        loads.push(at)
+                    }
+                    // Its own base already reads zeros where `checked` fails.
+                    Guard::Check(n) if n >= checked => {}
+                    Guard::Reject => return Some(loads),
+                    _ => return None,
+                }
+                zero[dst.index() & 15] = true;
+                at + 1
+            }
             Insn::Branch {
                 cond,
                 lhs,
                 rhs: Operand::Imm(k),
                 then_,
                 else_,
-            } if lhs == dst => {
+            } if is_zero(&zero, lhs) => {
                 if cond.eval(0, k) {
-                    then_
+                    then_ as usize
                 } else {
-                    else_
+                    else_ as usize
                 }
             }
             Insn::Switch {
                 key,
                 table,
                 default,
-            } if key == dst => p.tables[table as usize]
+            } if is_zero(&zero, key) => p.tables[table as usize]
                 .entries
                 .iter()
                 .find(|&&(k, _)| k == 0)
-                .map_or(default, |&(_, target)| target),
-            Insn::Jump { target } => target,
-            Insn::Return {
-                value: Operand::Imm(0),
-            } => return true,
-            _ => return false,
-        } as usize;
+                .map_or(default, |&(_, target)| target)
+                as usize,
+            Insn::Jump { target } => target as usize,
+            _ => return None,
+        };
     }
-    false
+    None
 }
 
 impl Emitter<'_, '_, '_> {
@@ -121,10 +194,12 @@ impl Emitter<'_, '_, '_> {
             unreachable!("loads only");
         };
         let end = u64::from(offset) + u64::from(width.bytes()) * u64::from(units);
+        // A load that must read zeros where an earlier check fails reads at that check's base.
         let checked = match self.plan.bounds.guard[i] {
             Guard::Check(n) => n,
             _ => end,
-        };
+        }
+        .max(self.zero_reads.base_bound[i]);
         if base.is_none() && checked <= self.long {
             // The long-packet path: every constant-offset bound holds.
             let address = self.b.ins().iadd_imm_u(self.data, i64::from(offset));
@@ -163,8 +238,8 @@ impl Emitter<'_, '_, '_> {
         };
         let reach = match self.plan.bounds.guard[i] {
             // The interpreter rejects here when the checked bytes do not fit; so does the
-            // code on the zeros the load then reads, where every way on from a 0 rejects.
-            Guard::Check(_) if units == 1 && zero_rejects(self.plan.program, i) => reach,
+            // code on the zeros this load and those after it then read.
+            Guard::Check(_) if units == 1 && self.zero_reads.unguarded[i] => reach,
             Guard::Check(_) => {
                 self.guards.push(fits);
                 self.and(reach, fits)

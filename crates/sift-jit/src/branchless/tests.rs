@@ -2,7 +2,8 @@
 //! `brif`), and that the branch-free code agrees with the interpreter on packets and all
 //! their truncations.
 
-use super::safe_loads::zero_rejects;
+use super::safe_loads::ZeroReads;
+use crate::translate::Plan;
 use crate::{JitFilter, Options};
 
 fn filter_ir(text: &str, options: &Options) -> String {
@@ -76,27 +77,74 @@ fn long_packets_skip_the_bounds_logic_of_several_bounds() {
 }
 
 /// `ip src 10.1.1.1 or ip dst 10.2.2.2 or ip proto 6`: a destination of 0 goes on to the
-/// protocol test, so a failed bounds check at the destination must still reject.
+/// protocol test, which on a protocol of 0 rejects.
 const OR_THEN_PROTO: &str = "ld.h r0, [12]\n jeq r0, 2048, L2, L8\nL2:\n ld.w r0, [26]\n jeq r0, 167837953, L9, L4\nL4:\n ld.w r0, [30]\n jeq r0, 167903746, L9, L6\nL6:\n ld.b r0, [23]\n jeq r0, 6, L9, L8\nL8:\n ret 0\nL9:\n ret 96\n";
 
-/// A load whose 0 (what it reads on a packet too short for it) leads only to `ret 0` needs no
-/// guard; one whose 0 goes on to other tests keeps it.
+/// The same, with the protocol test also reached by packets that are not IPv4: there a
+/// failed check at the destination must still reject, since the protocol byte must be read
+/// from the packet on the other path.
+const OR_THEN_SHARED_PROTO: &str = "ld.h r0, [12]\n jeq r0, 2048, L2, L6\nL2:\n ld.w r0, [26]\n jeq r0, 167837953, L9, L4\nL4:\n ld.w r0, [30]\n jeq r0, 167903746, L9, L6\nL6:\n ld.b r0, [23]\n jeq r0, 6, L9, L8\nL8:\n ret 0\nL9:\n ret 96\n";
+
+/// The destination test followed by a test of the source, loaded before it: that value is not
+/// 0 where the destination's check fails.
+const OR_THEN_SOURCE_AGAIN: &str = "ld.h r0, [12]\n jeq r0, 2048, L2, L8\nL2:\n ld.w r1, [26]\n jeq r1, 167837953, L9, L4\nL4:\n ld.w r0, [30]\n jeq r0, 167903746, L9, L6\nL6:\n jgt r1, 5, L9, L8\nL8:\n ret 0\nL9:\n ret 96\n";
+
+/// A load at an index (`ip[ether[6]:4] = 8 or icmp`, found by the random expressions): its
+/// check counts bytes from the index, so the protocol byte cannot read at its base.
+const INDEXED_THEN_PROTO: &str = "ld.h r0, [12]\n jeq r0, 2048, L2, L7\nL2:\n ld.b r1, [6]\n ld.w r0, [r1+14]\n jeq r0, 8, L8, L5\nL5:\n ld.b r0, [23]\n jeq r0, 1, L8, L7\nL7:\n ret 0\nL8:\n ret 96\n";
+
+/// A load whose 0 (what it reads on a packet too short for it) leads only to `ret 0`, with the
+/// loads after it reading 0 as well, needs no guard; those loads then read at its base.
 #[test]
 fn a_load_whose_zero_rejects_needs_no_guard() {
-    let program = |text: &str| sift_bytecode::assemble(text).unwrap();
-    assert!(zero_rejects(&program(OR_PAIR), 4));
-    assert!(!zero_rejects(&program(OR_PAIR), 2));
-    assert!(!zero_rejects(&program(OR_THEN_PROTO), 4));
+    let zero_reads = |text: &str| {
+        let program = sift_bytecode::assemble(text).unwrap();
+        let reads = ZeroReads::new(&Plan::new(&program, &Options::default()));
+        (reads.unguarded, reads.base_bound)
+    };
+    let (unguarded, _) = zero_reads(OR_PAIR);
+    assert!(unguarded[4]);
+    assert!(!unguarded[2]);
+    let (unguarded, base_bound) = zero_reads(OR_THEN_PROTO);
+    assert!(unguarded[4]);
+    assert_eq!(
+        base_bound[6], 34,
+        "the protocol reads zeros where the destination fails"
+    );
+    for (text, load) in [
+        (OR_THEN_SHARED_PROTO, 4),
+        (OR_THEN_SOURCE_AGAIN, 4),
+        (INDEXED_THEN_PROTO, 3),
+    ] {
+        let (unguarded, base_bound) = zero_reads(text);
+        assert!(!unguarded[load], "{text}");
+        assert!(base_bound.iter().all(|&b| b == 0), "{text}");
+    }
     if !crate::supported() {
         return;
     }
     // A packet whose protocol is 6 and whose addresses do not match: with 30 to 33 bytes the
-    // destination does not fit, and the interpreter rejects.
+    // destination does not fit, and the interpreter rejects. Not IPv4, the protocol byte
+    // alone decides.
+    let mut not_ipv4 = ipv4_like([10, 9, 9, 9], 6, 5);
+    not_ipv4[12] = 0x86;
+    // An index of 255 puts the indexed word beyond every packet here.
+    let mut icmp_far_index = ipv4_like([10, 9, 9, 9], 1, 5);
+    icmp_far_index[6] = 255;
     let packets = vec![
         ipv4_like([10, 9, 9, 9], 6, 5),
         ipv4_like([10, 1, 1, 1], 17, 5),
+        ipv4_like([10, 9, 9, 9], 17, 5),
+        not_ipv4,
+        icmp_far_index,
     ];
-    for text in [OR_PAIR, OR_THEN_PROTO] {
+    for text in [
+        OR_PAIR,
+        OR_THEN_PROTO,
+        OR_THEN_SHARED_PROTO,
+        OR_THEN_SOURCE_AGAIN,
+        INDEXED_THEN_PROTO,
+    ] {
         agrees(text, &Options::default(), &packets);
     }
 }
