@@ -179,7 +179,7 @@ impl<'a> PacketRef<'a> {
 }
 
 /// What the translation of `program` decides before emitting code.
-fn plan<'p>(program: &'p VerifiedProgram, options: &Options) -> translate::Plan<'p> {
+pub(crate) fn plan<'p>(program: &'p VerifiedProgram, options: &Options) -> translate::Plan<'p> {
     let mut plan = translate::Plan::new(program.program(), options);
     plan.short_packets_fail = plan.branchless && branchless::short_packets_fail(program, &plan);
     plan
@@ -200,7 +200,8 @@ impl fmt::Debug for JitFilter {
 }
 
 impl JitFilter {
-    /// Compiles a verified program with every optimization.
+    /// Compiles a verified program with every optimization. The batch entry
+    /// ([`JitFilter::run_batch`]) is compiled when the first batch runs.
     pub fn compile(program: &VerifiedProgram) -> Result<JitFilter, JitError> {
         JitFilter::compile_with(program, &Options::default())
     }
@@ -225,17 +226,14 @@ impl JitFilter {
             }
         };
         Ok(JitFilter {
-            code: native::Code::compile(&plan, calls, None)?,
+            code: native::Code::compile(&plan, program, options, calls)?,
         })
     }
 
     /// Compiles `program` and returns the Cranelift IR and machine code of both entry points
     /// (for inspecting what the translation does).
     pub fn listing(program: &VerifiedProgram, options: &Options) -> Result<String, JitError> {
-        let plan = plan(program, options);
-        let mut text = String::new();
-        native::Code::compile(&plan, None, Some(&mut text))?;
-        Ok(text)
+        native::Code::listing(&plan(program, options))
     }
 
     /// Runs the filter on one packet: `packet` holds the captured bytes, `wire_len` the length on

@@ -1,5 +1,5 @@
 //! The one module that touches machine code: it asks Cranelift to compile and map the two
-//! functions, turns their addresses into function pointers, calls them, and frees the code.
+//! entry points (the batch one on first use), turns their addresses into function pointers, calls them, and frees the code.
 //!
 //! Why calling is sound rests on the translation ([`crate::translate`]): the generated code reads
 //! only the packet below `caplen` (every load is checked or covered by an earlier check that holds
@@ -28,7 +28,8 @@ use cranelift_module::{default_libcall_names, FuncId, Linkage, Module, ModuleRel
 use crate::calls::{self, CallContext};
 use crate::frame;
 use crate::translate::{translate, Plan, Shape};
-use crate::{CodegenStage, HostUnsupported, JitError, PacketRef};
+use crate::{CodegenStage, HostUnsupported, JitError, Options, PacketRef};
+use sift_bytecode::VerifiedProgram;
 
 /// `(packet, caplen, wire_len, call context) -> result`.
 type SingleFn = unsafe extern "C" fn(*const u8, u64, u32, *mut c_void) -> u32;
@@ -71,11 +72,11 @@ pub(crate) fn host_isa() -> Result<OwnedTargetIsa, JitError> {
     .clone()
 }
 
-/// Compiled code for one filter: both entry points, the memory they live in, and the tables
-/// they read.
+/// Compiled code for one filter: the single-packet entry, the memory it lives in and the
+/// tables it reads; the batch entry is compiled on first use (half the compile time of a filter
+/// that only ever runs one packet at a time, as most do).
 pub(crate) struct Code {
     single: SingleFn,
-    batch: BatchFn,
     /// Frees the code when dropped.
     _memory: CodeMemory,
     /// Read by the code through addresses embedded in it: must outlive the code, which
@@ -84,49 +85,105 @@ pub(crate) struct Code {
     /// The tables the program's calls use, and whether it searches (needs the memo); `None`
     /// when it makes no calls.
     calls: Option<(Arc<Coprocessors>, bool)>,
+    /// What the batch entry is compiled from.
+    source: (VerifiedProgram, Options),
+    /// The batch entry once compiled; `None` if Cranelift failed on it, when batches run
+    /// through the single entry.
+    batch: OnceLock<Option<Batch>>,
+}
+
+/// The batch entry: its own module of code, and its tables.
+struct Batch {
+    run: BatchFn,
+    _memory: CodeMemory,
+    _tables: Vec<Box<[u32]>>,
+}
+
+/// One entry point compiled into a module of its own.
+struct Entry {
+    address: *const u8,
+    /// The memory that holds the code.
+    memory: CodeMemory,
+    /// The tables the code reads.
+    tables: Vec<Box<[u32]>>,
+}
+
+/// Compiles the entry point `shape` of `plan`; with `listing`, appends its Cranelift IR and
+/// machine code there.
+fn compile_entry(
+    plan: &Plan<'_>,
+    shape: Shape,
+    listing: Option<&mut String>,
+) -> Result<Entry, JitError> {
+    let mut functions = Functions::new()?;
+    let mut tables = Vec::new();
+    let (name, params, returns): (_, &[Type], &[Type]) = match shape {
+        Shape::Single => ("filter", &[I64, I64, I32, I64], &[I32]),
+        Shape::Batch => ("batch", &[I64; 4], &[]),
+    };
+    functions.add(
+        name,
+        params,
+        returns,
+        |b| translate(b, plan, shape, &mut tables),
+        listing,
+    )?;
+    let (addresses, memory) = functions.finish()?;
+    Ok(Entry {
+        address: addresses[0],
+        memory,
+        tables,
+    })
 }
 
 impl Code {
-    /// Compiles both entry points; with `listing`, appends Cranelift's IR and the machine code
-    /// of each to it.
+    /// Compiles the single-packet entry of `program` (which `plan` was made of, with `options`).
     pub(crate) fn compile(
         plan: &Plan<'_>,
+        program: &VerifiedProgram,
+        options: &Options,
         calls: Option<(Arc<Coprocessors>, bool)>,
-        mut listing: Option<&mut String>,
     ) -> Result<Code, JitError> {
-        let mut functions = Functions::new()?;
-        let mut tables = Vec::new();
-        for shape in [Shape::Single, Shape::Batch] {
-            let (name, params, returns): (_, &[Type], &[Type]) = match shape {
-                Shape::Single => ("filter", &[I64, I64, I32, I64], &[I32]),
-                Shape::Batch => ("batch", &[I64; 4], &[]),
-            };
-            functions.add(
-                name,
-                params,
-                returns,
-                |b| translate(b, plan, shape, &mut tables),
-                listing.as_deref_mut(),
-            )?;
-        }
-        let (addresses, memory) = functions.finish()?;
-        let (single, batch) = (addresses[0], addresses[1]);
-        // SAFETY: both addresses are functions Cranelift just compiled and mapped executable,
-        // with exactly these signatures in the host's default calling convention (the C one on
-        // every supported target); they stay mapped until `Drop` frees the module.
-        let (single, batch) = unsafe {
-            (
-                std::mem::transmute::<*const u8, SingleFn>(single),
-                std::mem::transmute::<*const u8, BatchFn>(batch),
-            )
-        };
+        let entry = compile_entry(plan, Shape::Single, None)?;
+        // SAFETY: a function Cranelift just compiled and mapped executable, with exactly this
+        // signature in the host's default calling convention (the C one on every supported
+        // target); it stays mapped until `Drop` frees the module.
+        let single = unsafe { std::mem::transmute::<*const u8, SingleFn>(entry.address) };
         Ok(Code {
             single,
-            batch,
-            _memory: memory,
-            _tables: tables,
+            _memory: entry.memory,
+            _tables: entry.tables,
             calls,
+            source: (program.clone(), options.clone()),
+            batch: OnceLock::new(),
         })
+    }
+
+    /// The Cranelift IR and the machine code of both entry points of `plan`.
+    pub(crate) fn listing(plan: &Plan<'_>) -> Result<String, JitError> {
+        let mut text = String::new();
+        for shape in [Shape::Single, Shape::Batch] {
+            compile_entry(plan, shape, Some(&mut text))?;
+        }
+        Ok(text)
+    }
+
+    /// The batch entry, compiled now if it was not yet.
+    fn batch(&self) -> Option<&Batch> {
+        self.batch
+            .get_or_init(|| {
+                let (program, options) = &self.source;
+                let plan = crate::plan(program, options);
+                let entry = compile_entry(&plan, Shape::Batch, None).ok()?;
+                // SAFETY: as for the single entry in `compile`, with the batch signature.
+                let run = unsafe { std::mem::transmute::<*const u8, BatchFn>(entry.address) };
+                Some(Batch {
+                    run,
+                    _memory: entry.memory,
+                    _tables: entry.tables,
+                })
+            })
+            .as_ref()
     }
 
     /// Where the single-packet entry lies (for diagnosing placement effects).
@@ -178,6 +235,9 @@ impl Code {
     /// Runs the filter on `packets[i]` and stores the result in `out[i]`, for every `i` below
     /// the shorter length.
     pub(crate) fn run_refs(&self, packets: &[PacketRef<'_>], out: &mut [u32]) {
+        let Some(batch) = self.batch() else {
+            return self.run_each(packets, out);
+        };
         let n = packets.len().min(out.len());
         let (refs, count, results) = (packets.as_ptr().cast(), n as u64, out.as_mut_ptr());
         let Some((coprocessors, searches)) = &self.calls else {
@@ -185,13 +245,31 @@ impl Code {
             // length of a live borrowed slice) and, through each, only that packet's captured
             // bytes; it writes `out[..n]`. The lifetime is erased only for the call's duration.
             // A program without calls never uses the null context.
-            return unsafe { (self.batch)(refs, count, results, std::ptr::null_mut()) };
+            return unsafe { (batch.run)(refs, count, results, std::ptr::null_mut()) };
         };
         // The generated loop starts a new packet in the memo before each packet.
         calls::with_context(coprocessors, *searches, |ctx| {
             // SAFETY: as above, with a context that outlives the call (see `run`).
-            unsafe { (self.batch)(refs, count, results, context_pointer(ctx)) }
+            unsafe { (batch.run)(refs, count, results, context_pointer(ctx)) }
         })
+    }
+}
+
+impl Code {
+    /// [`Code::run_refs`] through the single entry, one call per packet.
+    fn run_each(&self, packets: &[PacketRef<'_>], out: &mut [u32]) {
+        for (p, o) in packets.iter().zip(out.iter_mut()) {
+            *o = self.run(p.bytes(), p.wire_len);
+        }
+    }
+}
+
+impl<'a> PacketRef<'a> {
+    /// The captured bytes it was made of.
+    fn bytes(&self) -> &'a [u8] {
+        // SAFETY: `PacketRef::new` took pointer and length from a `&'a [u8]`, which the
+        // lifetime keeps borrowed and unchanged.
+        unsafe { std::slice::from_raw_parts(self.data, self.caplen) }
     }
 }
 
@@ -376,5 +454,45 @@ fn remove_unreachable_blocks(func: &mut cranelift_codegen::ir::Function) {
             func.layout.remove_inst(inst);
         }
         func.layout.remove_block(b);
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    /// The batch entry is compiled on the first batch, and what batches run through when it
+    /// cannot be compiled gives the same results.
+    #[test]
+    fn the_batch_entry_is_compiled_on_first_use() {
+        if !crate::supported() {
+            return;
+        }
+        let program = sift_bytecode::verify(
+            sift_bytecode::assemble(
+                "ld.h r0, [12]\n jeq r0, 2048, L2, L4\nL2:\n ld.b r0, [23]\n jeq r0, 6, L5, L4\nL4:\n ret 0\nL5:\n ret 96\n",
+            )
+            .unwrap(),
+        )
+        .unwrap();
+        let options = Options::default();
+        let code =
+            Code::compile(&crate::plan(&program, &options), &program, &options, None).unwrap();
+        assert!(code.batch.get().is_none());
+        let mut packets = Vec::new();
+        for (ethertype, proto) in [(0x08, 6), (0x08, 17), (0x86, 6)] {
+            let mut p = vec![0u8; 40];
+            p[12] = ethertype;
+            p[23] = proto;
+            packets.push(p);
+        }
+        packets.push(vec![0u8; 20]);
+        let refs: Vec<PacketRef<'_>> = packets.iter().map(|p| PacketRef::new(p, 60)).collect();
+        let (mut batch, mut each) = (vec![7; refs.len()], vec![7; refs.len()]);
+        code.run_refs(&refs, &mut batch);
+        assert!(code.batch.get().is_some_and(Option::is_some));
+        code.run_each(&refs, &mut each);
+        assert_eq!(batch, [96, 0, 0, 0]);
+        assert_eq!(each, batch);
     }
 }
