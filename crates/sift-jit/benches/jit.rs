@@ -1,7 +1,8 @@
 //! JIT benchmark: ns/packet of libpcap's `bpf_filter` (optimized program), the sift bytecode
 //! interpreter, the JIT (one call per packet, and the batch loop), and hand-written Rust
 //! predicates with the same semantics (including their result on truncated packets), on the same
-//! packets; and the JIT's compile latency per filter.
+//! packets; and the JIT's compile latency per filter (until it runs single packets: the batch
+//! entry is compiled on the first batch).
 //!
 //! Run with `CARGO_TARGET_DIR=target-sift-jit cargo bench -p sift-jit --bench jit`.
 //!
@@ -302,7 +303,7 @@ fn pass<'a>(
     }
 }
 
-/// Median microseconds of `JitFilter::compile` over 15 compilations.
+/// Median microseconds of `JitFilter::compile` over 15 compilations (the single-packet entry).
 fn compile_latency(program: &VerifiedProgram) -> f64 {
     let mut samples: Vec<f64> = (0..15)
         .map(|_| {
