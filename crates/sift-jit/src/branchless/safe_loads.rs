@@ -100,11 +100,10 @@ impl ZeroReads {
 /// read 0 too, taking only branches that loaded values decide. Then a failed bounds check at
 /// `i` (`checked` bytes), where the load reads zeros, already ends in the interpreter's result
 /// and the block needs no guard for it, provided the later loads read zeros whenever that check
-/// fails: returns those loads, each at a constant offset below `checked` (so reading at the
-/// base that check selects stays inside the packet or the zeros), after a load at a constant
-/// offset itself. Every instruction on the way
-/// has one predecessor, so every path to those loads passed the check, and on every path where
-/// it holds they read the packet as before.
+/// fails: returns those loads. They lie at constant offsets below `checked`, after a load at a
+/// constant offset itself, so reading at the base that check selects stays inside the packet
+/// or the zeros. Every instruction on the way has one predecessor, so every path to those loads
+/// passed the check, and on every path where it holds they read the packet as before.
 pub(super) fn zero_walk(plan: &Plan<'_>, i: usize, checked: u64) -> Option<Vec<usize>> {
     let p = plan.program;
     let Some(&Insn::Load { dst, base, .. }) = p.code.get(i) else {
