@@ -1,5 +1,6 @@
 //! The one module that touches machine code: it asks Cranelift to compile and map the two
-//! entry points (the batch one on first use), turns their addresses into function pointers, calls them, and frees the code.
+//! entry points (the batch one on first use), turns their addresses into function pointers,
+//! calls them, and frees the code.
 //!
 //! Why calling is sound rests on the translation ([`crate::translate`]): the generated code reads
 //! only the packet below `caplen` (every load is checked or covered by an earlier check that holds
