@@ -210,7 +210,6 @@ impl JitFilter {
         program: &VerifiedProgram,
         options: &Options,
     ) -> Result<JitFilter, JitError> {
-        let plan = plan(program, options);
         let calls = match (program.has_calls(), program.coprocessors()) {
             (false, _) => None,
             (true, Some(c)) => Some((c.clone(), translate::searches(program.program()))),
@@ -226,7 +225,7 @@ impl JitFilter {
             }
         };
         Ok(JitFilter {
-            code: native::Code::compile(&plan, program, options, calls)?,
+            code: native::Code::compile(program, options, calls)?,
         })
     }
 

@@ -138,14 +138,13 @@ fn compile_entry(
 }
 
 impl Code {
-    /// Compiles the single-packet entry of `program` (which `plan` was made of, with `options`).
+    /// Compiles the single-packet entry of `program`.
     pub(crate) fn compile(
-        plan: &Plan<'_>,
         program: &VerifiedProgram,
         options: &Options,
         calls: Option<(Arc<Coprocessors>, bool)>,
     ) -> Result<Code, JitError> {
-        let entry = compile_entry(plan, Shape::Single, None)?;
+        let entry = compile_entry(&crate::plan(program, options), Shape::Single, None)?;
         // SAFETY: a function Cranelift just compiled and mapped executable, with exactly this
         // signature in the host's default calling convention (the C one on every supported
         // target); it stays mapped until `Drop` frees the module.
@@ -254,9 +253,7 @@ impl Code {
             unsafe { (batch.run)(refs, count, results, context_pointer(ctx)) }
         })
     }
-}
 
-impl Code {
     /// [`Code::run_refs`] through the single entry, one call per packet.
     fn run_each(&self, packets: &[PacketRef<'_>], out: &mut [u32]) {
         for (p, o) in packets.iter().zip(out.iter_mut()) {
@@ -477,8 +474,7 @@ mod tests {
         )
         .unwrap();
         let options = Options::default();
-        let code =
-            Code::compile(&crate::plan(&program, &options), &program, &options, None).unwrap();
+        let code = Code::compile(&program, &options, None).unwrap();
         assert!(code.batch.get().is_none());
         let mut packets = Vec::new();
         for (ethertype, proto) in [(0x08, 6), (0x08, 17), (0x86, 6)] {
