@@ -147,7 +147,7 @@ pub(crate) fn apply(f: &mut Function) -> Result<(), OptimizerError> {
         let numbers = match carried.take() {
             Some(numbers) => {
                 #[cfg(test)]
-                assert_same_numbering(f, &numbers)?;
+                assert_same_numbering(f, &numbers, Phase::MoveBranches)?;
                 numbers
             }
             None => {
@@ -261,6 +261,11 @@ pub(crate) fn apply(f: &mut Function) -> Result<(), OptimizerError> {
             changed |= operands_rewritten;
         }
         if !(changed || threaded || pulled) {
+            // The numbering holds into the second loop as it would into another round.
+            let used = cross_block_uses.as_ref().expect("computed this round");
+            if shortcuts && numbering_stays(used) && !operands_rewritten {
+                carried = Some(numbers);
+            }
             break;
         }
         only_pulled = shortcuts && !changed && !threaded;
@@ -287,7 +292,20 @@ pub(crate) fn apply(f: &mut Function) -> Result<(), OptimizerError> {
     let mut settled: Option<Vec<Block>> = None;
     for _ in 0..MAX_ROUNDS {
         let mut rpo = f.reverse_postorder();
-        let (numbers, mut changed) = Numbering::compute(f, Phase::FoldStatements, &rpo)?;
+        // The first loop's last numbering, when folding would change no instruction: the
+        // second loop's first numbering is then the same classes (long chains have nothing
+        // to fold, and numbering them is a tenth of this module's time).
+        let reused = carried
+            .take()
+            .filter(|numbers| numbers.folds_nothing(f, &rpo));
+        let (numbers, mut changed) = match reused {
+            Some(numbers) => {
+                #[cfg(test)]
+                assert_same_numbering(f, &numbers, Phase::FoldStatements)?;
+                (numbers, false)
+            }
+            None => Numbering::compute(f, Phase::FoldStatements, &rpo)?,
+        };
         // The peephole keeps each branch's successors, so the reachable blocks stay.
         changed |= jset_peephole(f, &numbers, &rpo);
         if decide_branches(f, &numbers, &rpo) {
@@ -335,13 +353,19 @@ fn numbering_stays(used_elsewhere: &[bool]) -> bool {
     !used_elsewhere.iter().any(|&u| u)
 }
 
-/// Tests check every carried numbering against a fresh one: the same classes of reachable
-/// values, the same constants.
+/// Tests check every carried numbering against a fresh one of `phase`: the same classes of
+/// reachable values, the same constants, and no instruction folded.
 #[cfg(test)]
-fn assert_same_numbering(f: &mut Function, carried: &Numbering) -> Result<(), OptimizerError> {
+fn assert_same_numbering(
+    f: &Function,
+    carried: &Numbering,
+    phase: Phase,
+) -> Result<(), OptimizerError> {
     use std::collections::HashMap;
     let rpo = f.reverse_postorder();
-    let (fresh, _) = Numbering::compute(f, Phase::MoveBranches, &rpo)?;
+    let mut copy = f.clone();
+    let (fresh, folded) = Numbering::compute(&mut copy, phase, &rpo)?;
+    assert!(!folded, "a carried numbering where an instruction folds");
     let (mut to_fresh, mut to_carried) = (HashMap::new(), HashMap::new());
     for b in rpo {
         let data = f.block(b);

@@ -117,6 +117,18 @@ impl Numbering {
         Ok((this, changed))
     }
 
+    /// Whether the second loop's folding would leave every instruction of the blocks in
+    /// `rpo` as it is, by these numbers: then numbering those blocks with folding gives these
+    /// classes again (the keys are the same), and no error.
+    pub(super) fn folds_nothing(&self, f: &Function, rpo: &[Block]) -> bool {
+        rpo.iter().all(|&b| {
+            f.block(b).insts.iter().all(|&v| {
+                let inst = f.inst(v);
+                matches!(self.fold(&f.values, inst), Ok((folded, None)) if folded == *inst)
+            })
+        })
+    }
+
     /// libpcap's folding of one instruction: the instruction to keep, and the operand it is
     /// equal to when it is an identity (`x + 0`).
     fn fold(&self, values: &[Inst], inst: &Inst) -> Result<(Inst, Option<Value>), OptimizerError> {
