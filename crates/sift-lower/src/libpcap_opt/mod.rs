@@ -298,6 +298,7 @@ pub(crate) fn apply(f: &mut Function) -> Result<(), OptimizerError> {
         let reused = carried
             .take()
             .filter(|numbers| numbers.folds_nothing(f, &rpo));
+        let reusing = reused.is_some();
         let (numbers, mut changed) = match reused {
             Some(numbers) => {
                 #[cfg(test)]
@@ -307,12 +308,25 @@ pub(crate) fn apply(f: &mut Function) -> Result<(), OptimizerError> {
             None => Numbering::compute(f, Phase::FoldStatements, &rpo)?,
         };
         // The peephole keeps each branch's successors, so the reachable blocks stay.
-        changed |= jset_peephole(f, &numbers, &rpo);
+        let peephole = jset_peephole(f, &numbers, &rpo);
+        changed |= peephole;
         if decide_branches(f, &numbers, &rpo) {
             changed = true;
             rpo = f.reverse_postorder();
         }
-        changed |= remove_dead_code(f, &rpo);
+        // With the first loop's numbering nothing folded and no block uses another's values,
+        // and the first loop left no dead code: only the peephole, which tests the operands
+        // of an `and` instead of the `and`, can make an instruction dead (a decided branch
+        // keeps its operands).
+        if reusing && !peephole {
+            #[cfg(test)]
+            assert!(
+                !remove_dead_code(&mut f.clone(), &rpo),
+                "dead code under a reused numbering"
+            );
+        } else {
+            changed |= remove_dead_code(f, &rpo);
+        }
         if !changed {
             settled = Some(rpo);
             break;
