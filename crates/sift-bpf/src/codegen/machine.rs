@@ -180,12 +180,16 @@ fn merge(pieces: &mut [Piece]) -> Vec<usize> {
     const NONE: usize = usize::MAX;
     let n = pieces.len();
     let mut rep = vec![NONE; n];
-    let mut seen: HashMap<(Vec<Insn>, Exit), usize> = HashMap::new();
+    // Each distinct instruction list gets a number once, so that the tables below are keyed by
+    // small copies instead of clones of the lists (long chains have 10^5 pieces).
+    let mut code_ids: HashMap<Vec<Insn>, u32> = HashMap::new();
+    let mut code_of = vec![u32::MAX; n];
+    let mut seen: HashMap<(u32, Exit), usize> = HashMap::new();
     // Conditional pieces by instructions, jump and constant: candidates for un-threading. A
     // twin whose exit reaches no length test cannot lend its exit (`may_take`), so those that
     // can are also listed on their own: in long chains the others are thousands.
-    let mut by_test: HashMap<(Vec<Insn>, u16, u32), Vec<usize>> = HashMap::new();
-    let mut lenders: HashMap<(Vec<Insn>, u16, u32), Vec<usize>> = HashMap::new();
+    let mut by_test: HashMap<(u32, u16, u32), Vec<usize>> = HashMap::new();
+    let mut lenders: HashMap<(u32, u16, u32), Vec<usize>> = HashMap::new();
     // When each representative was listed in `by_test`.
     let (mut listed_at, mut next_listing) = (vec![0usize; n], 0);
     // Per representative of a conditional piece: the pieces merged into it, itself included.
@@ -206,9 +210,18 @@ fn merge(pieces: &mut [Piece]) -> Vec<usize> {
                 exit = Exit::Return;
             }
         }
-        if let Exit::Cond { code, k, .. } = exit {
-            let key = (pieces[p].insns.clone(), exit);
-            let test = (key.0.clone(), code, k);
+        let next_id = code_ids.len() as u32;
+        let code = match code_ids.get(pieces[p].insns.as_slice()) {
+            Some(&id) => id,
+            None => {
+                code_ids.insert(pieces[p].insns.clone(), next_id);
+                next_id
+            }
+        };
+        code_of[p] = code;
+        if let Exit::Cond { code: jump, k, .. } = exit {
+            let key = (code, exit);
+            let test = (code, jump, k);
             if !seen.contains_key(&key) {
                 use super::unthread::{may_take, reaches_len_test};
                 // This piece takes a twin's length test, or a twin (with every piece merged
@@ -230,12 +243,12 @@ fn merge(pieces: &mut [Piece]) -> Vec<usize> {
                 if let Some(twin) = ours {
                     exit = twin;
                 } else if let Some(q) = reaches_len_test(pieces, exit).then(theirs).flatten() {
-                    seen.remove(&(pieces[q].insns.clone(), pieces[q].exit));
+                    seen.remove(&(code_of[q], pieces[q].exit));
                     pieces[q].exit = exit;
                     seen.insert(key, q);
                     // It lends this exit from now on (it reaches a length test); twins are
                     // tried in the order they were listed, as in `by_test`.
-                    let lending = lenders.entry(test.clone()).or_default();
+                    let lending = lenders.entry(test).or_default();
                     if let Err(at) = lending.binary_search_by_key(&listed_at[q], |&l| listed_at[l])
                     {
                         lending.insert(at, q);
@@ -246,16 +259,16 @@ fn merge(pieces: &mut [Piece]) -> Vec<usize> {
         pieces[p].exit = exit;
         rep[p] = match exit {
             Exit::Jump(t) if pieces[p].insns.is_empty() => t,
-            _ => *seen.entry((pieces[p].insns.clone(), exit)).or_insert(p),
+            _ => *seen.entry((code, exit)).or_insert(p),
         };
-        if let (Exit::Cond { code, k, .. }, true) = (exit, rep[p] < n) {
+        if let (Exit::Cond { code: jump, k, .. }, true) = (exit, rep[p] < n) {
             members[rep[p]].push(p);
             if rep[p] == p {
-                let test = (pieces[p].insns.clone(), code, k);
+                let test = (code, jump, k);
                 listed_at[p] = next_listing;
                 next_listing += 1;
                 if super::unthread::reaches_len_test(pieces, exit) {
-                    lenders.entry(test.clone()).or_default().push(p);
+                    lenders.entry(test).or_default().push(p);
                 }
                 by_test.entry(test).or_default().push(p);
             }
