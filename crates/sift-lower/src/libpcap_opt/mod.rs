@@ -44,10 +44,11 @@
 //! one value; the chain needs about log2(n) rounds to sort them). The result here is libpcap's,
 //! computed faster: chains that nothing else sees into are put straight into the order the
 //! pullup rounds would end with (`grouping.rs`), which saves the log2(n) rounds of sorting
-//! them; pullups skip whole runs (`runs.rs`); the first loop numbers the values
-//! once when no block uses another's values (`numbering_stays`), and then has no dead code to
-//! look for after its first round; a round after one that only pulled tests up reuses what
-//! pullups cannot change, skips the threading when a linear check proves it would move
+//! them; pullups skip whole runs (`runs.rs`); the first loop numbers the values once when no
+//! block uses another's values (`numbering_stays`), and then has no dead code to look for
+//! after its first round, nor has the second loop's first round when nothing folds (it starts
+//! from that numbering, `Numbering::folds_nothing`); a round after one that only pulled tests
+//! up reuses what pullups cannot change, skips the threading when a linear check proves it would move
 //! nothing (`thread_check.rs`, its groups of tests kept between such rounds), and finds the
 //! blocks laid out in reverse postorder (`renumber.rs`). A round that decides no branch
 //! computes its edge facts only for threading, leaving out the chains it has just regrouped
