@@ -48,9 +48,9 @@
 //! block uses another's values (`numbering_stays`), and then has no dead code to look for
 //! after its first round, nor has the second loop's first round when nothing folds (it starts
 //! from that numbering, `Numbering::folds_nothing`); a round after one that only pulled tests
-//! up reuses what pullups cannot change, skips the threading when a linear check proves it would move
-//! nothing (`thread_check.rs`, its groups of tests kept between such rounds), and finds the
-//! blocks laid out in reverse postorder (`renumber.rs`). A round that decides no branch
+//! up reuses what pullups cannot change, skips the threading when a linear check proves it
+//! would move nothing (`thread_check.rs`, its groups of tests kept between such rounds), and
+//! finds the blocks laid out in reverse postorder (`renumber.rs`). A round that decides no branch
 //! computes its edge facts only for threading, leaving out the chains it has just regrouped
 //! (as pullups do); threading visits the blocks in a walk of the dominator tree that keeps
 //! the facts in force in tables indexed by the comparisons' dense numbers (`fact_ids.rs`),
