@@ -128,7 +128,7 @@ pub(super) fn read_stale_index(f: &mut Function, before: &[Option<u32>], rpo: &[
             stale: false,
         });
         let state = visit(f, b, state, lost(f, b), &mut changed);
-        for s in super::edges::successors(&f.block(b).term).collect::<Vec<_>>() {
+        for s in super::edges::successors(&f.block(b).term) {
             merge(&mut entering[s.index()], state);
         }
     }
