@@ -56,15 +56,77 @@ fn indices(f: &Function, b: Block) -> Vec<Value> {
     out
 }
 
-/// Per block, the `ldxb` offset of its last index computation before the optimizer deletes
-/// any (`None`: none, or the last index is not a header length).
-pub(super) fn header_length_loads(f: &Function) -> Vec<Option<u32>> {
+/// A block's last index computation before the optimizer deletes any, when it is a header
+/// length.
+#[derive(Clone, Copy)]
+pub(super) struct HeaderLength {
+    /// The `ldxb`'s byte offset.
+    offset: u32,
+    /// Whether the block combines an indexed load with a zero on its left (`0 & tcp[k]`,
+    /// `icmptype * tcp[k]`, `0 / udp[k]`) by an operation whose result is then 0.
+    zero_on_left: bool,
+}
+
+/// Per block, its [`HeaderLength`] (`None`: no index computation, or the last is not a header
+/// length).
+pub(super) fn header_length_loads(f: &Function) -> Vec<Option<HeaderLength>> {
     (0..f.blocks.len())
         .map(|b| {
-            let last = *indices(f, Block(b as u32)).last()?;
-            header_length_offset(f, last)
+            let b = Block(b as u32);
+            let last = *indices(f, b).last()?;
+            Some(HeaderLength {
+                offset: header_length_offset(f, last)?,
+                zero_on_left: zero_on_left(f, b),
+            })
         })
         .collect()
+}
+
+/// Whether a block's instruction is `0 op load` with an indexed load and an operation libpcap
+/// turns into `ld #0` as soon as it sees the zero in the accumulator (`* / % & << >>`), the
+/// zero one that libpcap's folding finds (`8 >> 23`, `-0`, `icmptype`, `len * 0`).
+///
+/// The side matters: `load op 0` becomes `op #0` first and `ld #0` a pass later, and then an
+/// undecided block's successors keep their own `ldxb` (the soak's seed 0xdb65eed). That rule
+/// comes from the soaks (the lines of `sift/tests/data/soak_findings.txt` it fixed, and none
+/// of 600 rounds diverging), not from following libpcap's passes one by one.
+fn zero_on_left(f: &Function, b: Block) -> bool {
+    f.block(b).insts.iter().any(|&v| match *f.inst(v) {
+        Inst::Binary(op, lhs, rhs) => {
+            absorbs_zero(op)
+                && matches!(f.inst(rhs), Inst::Load { index: Some(_), .. })
+                && constant(f, lhs, 8) == Some(0)
+        }
+        _ => false,
+    })
+}
+
+/// The value of `v` when libpcap's folding makes it a constant (at most `depth` operations
+/// deep): operations on constants, and the operations its identities make 0 (`x * 0`, `x & 0`,
+/// `0 op x` for `* / % & << >>`).
+fn constant(f: &Function, v: Value, depth: u32) -> Option<u32> {
+    match *f.inst(v) {
+        Inst::Const(k) => Some(k),
+        Inst::Neg(a) if depth > 0 => Some(constant(f, a, depth - 1)?.wrapping_neg()),
+        Inst::Binary(op, a, b) if depth > 0 => {
+            let (a, b) = (constant(f, a, depth - 1), constant(f, b, depth - 1));
+            match (a, b) {
+                (Some(a), Some(b)) => op.apply(a, b),
+                (_, Some(0)) if matches!(op, BinOp::Mul | BinOp::And) => Some(0),
+                (Some(0), _) if absorbs_zero(op) => Some(0),
+                _ => None,
+            }
+        }
+        _ => None,
+    }
+}
+
+/// Whether `0 op x` is 0 for every `x` in libpcap's folding (even `0 / 0`).
+fn absorbs_zero(op: BinOp) -> bool {
+    matches!(
+        op,
+        BinOp::Mul | BinOp::Div | BinOp::Mod | BinOp::And | BinOp::Shl | BinOp::Shr
+    )
 }
 
 /// X as a block leaves it.
@@ -89,16 +151,25 @@ struct State {
 /// Rewrites the packet loads that read X where libpcap's program reads a stale X; `before`
 /// is [`header_length_loads`] from before the optimizer ran, `rpo` the reachable blocks now.
 /// Returns whether anything changed.
-pub(super) fn read_stale_index(f: &mut Function, before: &[Option<u32>], rpo: &[Block]) -> bool {
-    // The blocks whose `ldxb` went with its dead load, and whose branch the fold decided (both
-    // edges lead to one place): libpcap still believes X holds it. Not the entry block, whose
-    // statements libpcap keeps when it skips the block (`opt_root`).
+pub(super) fn read_stale_index(
+    f: &mut Function,
+    before: &[Option<HeaderLength>],
+    rpo: &[Block],
+) -> bool {
+    // The blocks whose `ldxb` went with its dead load: libpcap still believes X holds it
+    // when the fold decided the block's branch (both edges lead to one place; not the entry
+    // block, whose statements libpcap keeps when it skips the block, `opt_root`), or when the
+    // load was folded away by a zero on its left (`0 & tcp[k]`), decided or not.
     let lost = |f: &Function, b: Block| {
         let decided = matches!(
             &f.block(b).term,
             Terminator::Branch { then_, else_, .. } if then_ == else_
         );
-        before[b.index()].filter(|_| decided && b != Function::ENTRY && indices(f, b).is_empty())
+        before[b.index()]
+            .filter(|h| {
+                (h.zero_on_left || decided && b != Function::ENTRY) && indices(f, b).is_empty()
+            })
+            .map(|h| h.offset)
     };
     if !rpo.iter().any(|&b| lost(f, b).is_some()) {
         return false;
