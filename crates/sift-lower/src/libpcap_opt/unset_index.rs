@@ -3,8 +3,9 @@
 //! A block that loads `4*([k]&0xf)` into X (`ldxb`, the IP header length) for a packet load
 //! whose value a fold then made unused (`tcp[k] & 0`) keeps only that `ldxb`. libpcap's
 //! dead-store pass deletes it (the blocks below load X themselves, when the pass starts), but
-//! the block's record of X's value number stays. A block entered from it alone (typically once
-//! the block's branch is decided and both its edges lead there) inherits that number, and its
+//! the block's record of X's value number stays. A block entered from it alone (once the
+//! block's branch is decided and both its edges lead there, or along either edge when the fold
+//! was a zero on the load's left, `0 & tcp[k]`) inherits that number, and its
 //! own identical `ldxb` becomes a no-op: its loads read whatever X held before, and X starts
 //! at 0 in a filter that never set it. So do the blocks after it that inherit in turn.
 //! `tests/libpcap_x_register.rs` checks that libpcap reads an unset X on every open case.
