@@ -89,8 +89,8 @@ pub(super) fn header_length_loads(f: &Function) -> Vec<Option<HeaderLength>> {
 ///
 /// The side matters: `load op 0` becomes `op #0` first and `ld #0` a pass later, and then an
 /// undecided block's successors keep their own `ldxb` (the soak's seed 0xdb65eed). That rule
-/// comes from the soaks (the lines of `sift/tests/data/soak_findings.txt` it fixed, and none
-/// of 600 rounds diverging), not from following libpcap's passes one by one.
+/// comes from the soaks (the lines of `sift/tests/data/soak_findings.txt` it fixed, and no new
+/// divergence in 600 rounds), not from following libpcap's passes one by one.
 fn zero_on_left(f: &Function, b: Block) -> bool {
     f.block(b).insts.iter().any(|&v| match *f.inst(v) {
         Inst::Binary(op, lhs, rhs) => {
