@@ -78,11 +78,7 @@ pub(crate) fn host_isa() -> Result<OwnedTargetIsa, JitError> {
 /// that only ever runs one packet at a time, as most do).
 pub(crate) struct Code {
     single: SingleFn,
-    /// Frees the code when dropped.
-    _memory: CodeMemory,
-    /// Read by the code through addresses embedded in it: must outlive the code, which
-    /// `_memory`, declared (so dropped) first, frees.
-    _tables: Vec<Box<[u32]>>,
+    _mapped: Mapped,
     /// The tables the program's calls use, and whether it searches (needs the memo); `None`
     /// when it makes no calls.
     calls: Option<(Arc<Coprocessors>, bool)>,
@@ -96,17 +92,22 @@ pub(crate) struct Code {
 /// The batch entry: its own module of code, and its tables.
 struct Batch {
     run: BatchFn,
+    _mapped: Mapped,
+}
+
+/// A module of compiled code and the tables it reads.
+struct Mapped {
+    /// Frees the code when dropped.
     _memory: CodeMemory,
+    /// Read by the code through addresses embedded in it: must outlive the code, which
+    /// `_memory`, declared (so dropped) first, frees.
     _tables: Vec<Box<[u32]>>,
 }
 
 /// One entry point compiled into a module of its own.
 struct Entry {
     address: *const u8,
-    /// The memory that holds the code.
-    memory: CodeMemory,
-    /// The tables the code reads.
-    tables: Vec<Box<[u32]>>,
+    mapped: Mapped,
 }
 
 /// Compiles the entry point `shape` of `plan`; with `listing`, appends its Cranelift IR and
@@ -132,8 +133,10 @@ fn compile_entry(
     let (addresses, memory) = functions.finish()?;
     Ok(Entry {
         address: addresses[0],
-        memory,
-        tables,
+        mapped: Mapped {
+            _memory: memory,
+            _tables: tables,
+        },
     })
 }
 
@@ -151,8 +154,7 @@ impl Code {
         let single = unsafe { std::mem::transmute::<*const u8, SingleFn>(entry.address) };
         Ok(Code {
             single,
-            _memory: entry.memory,
-            _tables: entry.tables,
+            _mapped: entry.mapped,
             calls,
             source: (program.clone(), options.clone()),
             batch: OnceLock::new(),
@@ -179,8 +181,7 @@ impl Code {
                 let run = unsafe { std::mem::transmute::<*const u8, BatchFn>(entry.address) };
                 Some(Batch {
                     run,
-                    _memory: entry.memory,
-                    _tables: entry.tables,
+                    _mapped: entry.mapped,
                 })
             })
             .as_ref()
