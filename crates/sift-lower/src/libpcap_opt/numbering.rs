@@ -176,29 +176,52 @@ impl Numbering {
         a: Value,
         b: Value,
     ) -> Result<(Inst, Option<Value>), OptimizerError> {
-        use BinOp::*;
-        let unchanged = Ok((Inst::Binary(op, a, b), None));
-        match (self.konst(a), self.konst(b)) {
-            (Some(x), Some(y)) => match op.apply(x, y) {
-                Some(k) => Ok((Inst::Const(k), None)),
-                None if op == Div => Err(OptimizerError::DivisionByZero),
-                None => Err(OptimizerError::ModulusByZero),
-            },
-            (None, Some(0)) => match op {
-                Add | Sub | Shl | Shr | Or | Xor => Ok((Inst::Binary(op, a, b), Some(a))),
-                Mul | And => Ok((Inst::Const(0), None)),
-                Div => Err(OptimizerError::DivisionByZero),
-                Mod => Err(OptimizerError::ModulusByZero),
-            },
-            (None, Some(k)) if matches!(op, Shl | Shr) && k > 31 => {
-                Err(OptimizerError::ShiftTooFar)
-            }
-            (Some(0), None) => match op {
-                Add | Or | Xor => Ok((Inst::Binary(op, a, b), Some(b))),
-                Mul | Div | Mod | And | Shl | Shr => Ok((Inst::Const(0), None)),
-                Sub => unchanged,
-            },
-            _ => unchanged,
-        }
+        let kept = Inst::Binary(op, a, b);
+        Ok(match binary_fold(op, self.konst(a), self.konst(b))? {
+            BinaryFold::Const(k) => (Inst::Const(k), None),
+            BinaryFold::Left => (kept, Some(a)),
+            BinaryFold::Right => (kept, Some(b)),
+            BinaryFold::Unchanged => (kept, None),
+        })
+    }
+}
+
+/// What libpcap's folding makes of `a op b`.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub(super) enum BinaryFold {
+    Const(u32),
+    /// The left operand (`x + 0`).
+    Left,
+    /// The right operand (`0 | x`).
+    Right,
+    Unchanged,
+}
+
+/// libpcap's folding of `a op b`, given the operands' constants (`None`: not a constant).
+pub(super) fn binary_fold(
+    op: BinOp,
+    a: Option<u32>,
+    b: Option<u32>,
+) -> Result<BinaryFold, OptimizerError> {
+    use BinOp::*;
+    match (a, b) {
+        (Some(x), Some(y)) => match op.apply(x, y) {
+            Some(k) => Ok(BinaryFold::Const(k)),
+            None if op == Div => Err(OptimizerError::DivisionByZero),
+            None => Err(OptimizerError::ModulusByZero),
+        },
+        (None, Some(0)) => match op {
+            Add | Sub | Shl | Shr | Or | Xor => Ok(BinaryFold::Left),
+            Mul | And => Ok(BinaryFold::Const(0)),
+            Div => Err(OptimizerError::DivisionByZero),
+            Mod => Err(OptimizerError::ModulusByZero),
+        },
+        (None, Some(k)) if matches!(op, Shl | Shr) && k > 31 => Err(OptimizerError::ShiftTooFar),
+        (Some(0), None) => match op {
+            Add | Or | Xor => Ok(BinaryFold::Right),
+            Mul | Div | Mod | And | Shl | Shr => Ok(BinaryFold::Const(0)),
+            Sub => Ok(BinaryFold::Unchanged),
+        },
+        _ => Ok(BinaryFold::Unchanged),
     }
 }

@@ -17,6 +17,8 @@
 
 use sift_ir::{BinOp, Block, Function, Inst, LoadSize, Terminator, Value};
 
+use super::numbering::{binary_fold, BinaryFold};
+
 /// The byte offset `k` when `index` is `4*([k]&0xf)` computed as libpcap's `ldxb` does, or
 /// that plus a constant (which libpcap's peephole folds into the load's offset, leaving X the
 /// `ldxb`'s value).
@@ -94,7 +96,7 @@ pub(super) fn header_length_loads(f: &Function) -> Vec<Option<HeaderLength>> {
 fn zero_on_left(f: &Function, b: Block) -> bool {
     f.block(b).insts.iter().any(|&v| match *f.inst(v) {
         Inst::Binary(op, lhs, rhs) => {
-            absorbs_zero(op)
+            matches!(binary_fold(op, Some(0), None), Ok(BinaryFold::Const(0)))
                 && matches!(f.inst(rhs), Inst::Load { index: Some(_), .. })
                 && constant(f, lhs, 8) == Some(0)
         }
@@ -103,31 +105,20 @@ fn zero_on_left(f: &Function, b: Block) -> bool {
 }
 
 /// The value of `v` when libpcap's folding makes it a constant (at most `depth` operations
-/// deep): operations on constants, and the operations its identities make 0 (`x * 0`, `x & 0`,
-/// `0 op x` for `* / % & << >>`).
+/// deep), following no identity (`x + 0` is not folded to `x`'s value).
 fn constant(f: &Function, v: Value, depth: u32) -> Option<u32> {
     match *f.inst(v) {
         Inst::Const(k) => Some(k),
         Inst::Neg(a) if depth > 0 => Some(constant(f, a, depth - 1)?.wrapping_neg()),
         Inst::Binary(op, a, b) if depth > 0 => {
             let (a, b) = (constant(f, a, depth - 1), constant(f, b, depth - 1));
-            match (a, b) {
-                (Some(a), Some(b)) => op.apply(a, b),
-                (_, Some(0)) if matches!(op, BinOp::Mul | BinOp::And) => Some(0),
-                (Some(0), _) if absorbs_zero(op) => Some(0),
+            match binary_fold(op, a, b) {
+                Ok(BinaryFold::Const(k)) => Some(k),
                 _ => None,
             }
         }
         _ => None,
     }
-}
-
-/// Whether `0 op x` is 0 for every `x` in libpcap's folding (even `0 / 0`).
-fn absorbs_zero(op: BinOp) -> bool {
-    matches!(
-        op,
-        BinOp::Mul | BinOp::Div | BinOp::Mod | BinOp::And | BinOp::Shl | BinOp::Shr
-    )
 }
 
 /// X as a block leaves it.
