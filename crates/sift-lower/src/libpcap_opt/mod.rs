@@ -262,12 +262,13 @@ pub(crate) fn apply(f: &mut Function) -> Result<(), OptimizerError> {
                 relation_peephole(f, &numbers, &f.reverse_postorder()) || !mask_tests.is_empty();
             changed |= operands_rewritten;
         }
+        // The numbering holds into the next round, or into the second loop (laying the blocks
+        // out anew below moves no value).
+        let used = cross_block_uses.as_ref().expect("computed this round");
+        if shortcuts && numbering_stays(used) && !operands_rewritten {
+            carried = Some(numbers);
+        }
         if !(changed || threaded || pulled) {
-            // The numbering holds into the second loop as it would into another round.
-            let used = cross_block_uses.as_ref().expect("computed this round");
-            if shortcuts && numbering_stays(used) && !operands_rewritten {
-                carried = Some(numbers);
-            }
             break;
         }
         only_pulled = shortcuts && !changed && !threaded;
@@ -282,10 +283,6 @@ pub(crate) fn apply(f: &mut Function) -> Result<(), OptimizerError> {
             if let Some(loads) = &mut header_lengths {
                 *loads = renumber::moved(loads, &new_of);
             }
-        }
-        let used = cross_block_uses.as_ref().expect("computed this round");
-        if shortcuts && numbering_stays(used) && !operands_rewritten {
-            carried = Some(numbers);
         }
     }
     // The reachable blocks in reverse postorder once the second loop reached its fixed point

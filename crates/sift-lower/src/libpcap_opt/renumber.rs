@@ -46,10 +46,10 @@ pub(super) fn in_reverse_postorder(f: &mut Function) -> Vec<u32> {
 }
 
 /// `items`, indexed by block, after block `b` became block `new_of[b]`.
-pub(super) fn moved<T: Clone>(items: &[T], new_of: &[u32]) -> Vec<T> {
+pub(super) fn moved<T: Copy>(items: &[T], new_of: &[u32]) -> Vec<T> {
     let mut out = items.to_vec();
     for (old, &new) in new_of.iter().enumerate() {
-        out[new as usize] = items[old].clone();
+        out[new as usize] = items[old];
     }
     out
 }
