@@ -97,6 +97,11 @@ impl Tree {
         if depth(a) < depth(b) {
             std::mem::swap(&mut a, &mut b);
         }
+        // The root is everyone's ancestor: a block joined by a whole chain's exits gets it as
+        // candidate early, and every later edge would climb the chain to learn it again.
+        if depth(b) == 0 {
+            return b;
+        }
         while depth(a) > depth(b) {
             let j = self.jump[a as usize];
             a = if depth(j) >= depth(b) {

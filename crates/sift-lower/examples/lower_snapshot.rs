@@ -5,10 +5,12 @@
 //! cargo run --release -p sift-lower --example lower_snapshot            # hashes
 //! cargo run --release -p sift-lower --example lower_snapshot -- OUT     # also the texts, to OUT
 //! cargo run --release -p sift-lower --example lower_snapshot -- -O [OUT] # without libpcap's optimizer
+//! cargo run --release -p sift-lower --example lower_snapshot -- -d [OUT] # classic BPF
 //! ```
 //!
 //! `-O` (as in tcpdump) checks the code generator alone: the IR as generated, before libpcap's
-//! optimizer rewrites it.
+//! optimizer rewrites it. `-d` (as in `sift compile -d`) checks the whole pipeline: the IR
+//! optimized by sift-opt and compiled to classic BPF, as a listing.
 //!
 //! The corpus: every expression of `/work/shared/exprs` (or `$SIFT_EXPRS`) for Ethernet and for
 //! the link type its table names, 3,000 generated expressions per link type, and `or` / `and`
@@ -35,24 +37,50 @@ fn unescape(s: &str) -> String {
     s.replace("\\n", "\n").replace("\\t", "\t")
 }
 
-fn lowered(expr: &str, linktype: u32, optimize: bool) -> String {
+/// What the snapshot records of each filter.
+#[derive(Clone, Copy, PartialEq)]
+enum Stage {
+    /// The IR as generated, before libpcap's optimizer (`-O`).
+    Generated,
+    /// The IR after libpcap's optimizer.
+    Lowered,
+    /// The classic BPF compiled from the IR sift-opt optimized (`-d`).
+    ClassicBpf,
+}
+
+fn snapshot(expr: &str, linktype: u32, stage: Stage) -> String {
     let opts = sift_lower::Options {
-        optimize,
+        optimize: stage != Stage::Generated,
         ..sift_lower::Options::new(linktype, 262144)
     };
-    match sift_syntax::parse(expr) {
-        Err(e) => format!("parse error: {e:?}\n"),
-        Ok(ast) => match sift_lower::lower(ast.as_ref(), &opts) {
-            Ok(f) => f.to_string(),
-            Err(e) => format!("error: {e}\n"),
-        },
+    let ast = match sift_syntax::parse(expr) {
+        Ok(ast) => ast,
+        Err(e) => return format!("parse error: {e:?}\n"),
+    };
+    let mut f = match sift_lower::lower(ast.as_ref(), &opts) {
+        Ok(f) => f,
+        Err(e) => return format!("error: {e}\n"),
+    };
+    if stage != Stage::ClassicBpf {
+        return f.to_string();
+    }
+    if let Err(e) = sift_opt::try_optimize_with(&mut f, &sift_opt::Options::default()) {
+        return format!("optimizer error: {e}\n");
+    }
+    match sift_bpf::compile(&f) {
+        Ok(p) => sift_bpf::disasm::disassemble(&p.to_program()),
+        Err(e) => format!("codegen error: {e}\n"),
     }
 }
 
 fn main() {
     let mut args: Vec<String> = std::env::args().skip(1).collect();
-    let optimize = args.first().map(String::as_str) != Some("-O");
-    if !optimize {
+    let stage = match args.first().map(String::as_str) {
+        Some("-O") => Stage::Generated,
+        Some("-d") => Stage::ClassicBpf,
+        _ => Stage::Lowered,
+    };
+    if stage != Stage::Lowered {
         args.remove(0);
     }
     let out_path = args.first();
@@ -102,7 +130,7 @@ fn main() {
     for (name, exprs) in groups {
         let mut h = DefaultHasher::new();
         for (expr, lt) in &exprs {
-            let text = lowered(expr, *lt, optimize);
+            let text = snapshot(expr, *lt, stage);
             text.hash(&mut h);
             if let Some(out) = &mut out {
                 writeln!(out, "=== {lt} {expr}\n{text}").unwrap();

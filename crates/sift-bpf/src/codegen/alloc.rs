@@ -11,7 +11,9 @@
 //! loop runs at one point of the order, so no value live across it gets that word, and the
 //! result (stored after the loop, when it is reloaded) may reuse it.
 
-use std::collections::{BTreeSet, HashMap};
+use std::collections::BTreeSet;
+
+use foldhash::{HashMap, HashMapExt};
 
 use sift_ir::Value;
 

@@ -16,7 +16,9 @@
 //! does not conflict with a value copied on another (the linear order puts them side by side);
 //! only writes that fall inside a member's linear interval are examined.
 
-use std::collections::HashMap;
+// Keys are the code generator's own values; the one iteration (`range`) is sorted by its
+// user: a fast hash.
+use foldhash::{HashMap, HashMapExt};
 
 use sift_ir::Value;
 
@@ -161,26 +163,34 @@ fn sound(group: &[Value], acc: &HashMap<Value, Accesses>, flow: &mut Flow) -> bo
 /// The control flow of the item list, for liveness queries.
 struct Flow<'i> {
     items: &'i [Item],
-    /// Position of each label.
-    label_at: HashMap<usize, usize>,
+    /// Position of each label (`usize::MAX` for none).
+    label_at: Vec<usize>,
     memo: HashMap<(usize, Value), bool>,
 }
 
 impl<'i> Flow<'i> {
     fn new(items: &'i [Item]) -> Flow<'i> {
-        let label_at = items
-            .iter()
-            .enumerate()
-            .filter_map(|(pos, i)| match i {
-                Item::Label(l) => Some((*l, pos)),
-                _ => None,
-            })
-            .collect();
+        let mut label_at = Vec::new();
+        for (pos, item) in items.iter().enumerate() {
+            if let Item::Label(l) = *item {
+                if l >= label_at.len() {
+                    label_at.resize(l + 1, usize::MAX);
+                }
+                label_at[l] = pos;
+            }
+        }
         Flow {
             items,
             label_at,
             memo: HashMap::new(),
         }
+    }
+
+    fn position(&self, label: usize) -> Option<usize> {
+        self.label_at
+            .get(label)
+            .copied()
+            .filter(|&p| p != usize::MAX)
     }
 
     /// Whether a path from just after position `w` reads `v`'s word before writing it.
@@ -208,12 +218,12 @@ impl<'i> Flow<'i> {
                     }
                     Item::Walk { value, .. } if *value == v => continue 'paths,
                     Item::Jump(l) => {
-                        stack.extend(self.label_at.get(l));
+                        stack.extend(self.position(*l));
                         continue 'paths;
                     }
                     Item::Cond { t, f, .. } => {
-                        stack.extend(self.label_at.get(t));
-                        stack.extend(self.label_at.get(f));
+                        stack.extend(self.position(*t));
+                        stack.extend(self.position(*f));
                         continue 'paths;
                     }
                     Item::Insn(i) if matches!(i.decode(), Some(Op::RetK | Op::RetA)) => {

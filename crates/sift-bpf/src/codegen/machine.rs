@@ -25,7 +25,7 @@
 use foldhash::HashMap;
 use foldhash::HashMapExt;
 
-use super::select::{Item, Label};
+use super::select::Item;
 use crate::insn::{Insn, Op};
 
 /// How a piece ends.
@@ -100,49 +100,46 @@ fn pieces(items: &[Item]) -> Vec<Piece> {
         })
         .max()
         .unwrap_or(0);
+    // Exits name labels until every label's piece is known.
     let mut out: Vec<Piece> = Vec::new();
-    let mut current: Option<(Vec<Insn>, Vec<Label>)> = Some((Vec::new(), Vec::new()));
-    let mut finished: Vec<(Vec<Insn>, Vec<Label>, Exit)> = Vec::new();
+    let mut piece_of = vec![usize::MAX; max_label + 1];
+    // The instructions of the piece being built (its number is `out.len()`), and whether a
+    // label names it; `None` after a `ret` or a jump, until the next label.
+    let mut current: Option<(Vec<Insn>, bool)> = Some((Vec::new(), false));
     for it in items {
-        match it {
-            Item::Label(l) => match &mut current {
-                Some((insns, labels)) if insns.is_empty() => labels.push(*l),
-                Some((insns, labels)) => {
-                    let done = (std::mem::take(insns), std::mem::take(labels));
-                    finished.push((done.0, done.1, Exit::Jump(*l)));
-                    current = Some((Vec::new(), vec![*l]));
-                }
-                None => current = Some((Vec::new(), vec![*l])),
-            },
-            Item::Insn(insn) => {
-                if let Some((insns, labels)) = &mut current {
-                    insns.push(*insn);
-                    if matches!(insn.decode(), Some(Op::RetK | Op::RetA)) {
-                        finished.push((
-                            std::mem::take(insns),
-                            std::mem::take(labels),
-                            Exit::Return,
-                        ));
-                        current = None;
+        let exit = match it {
+            Item::Label(l) => {
+                match &mut current {
+                    Some((insns, _)) if !insns.is_empty() => {
+                        let insns = std::mem::take(insns);
+                        out.push(Piece {
+                            insns,
+                            exit: Exit::Jump(*l),
+                        });
                     }
+                    _ => {}
                 }
+                current = Some((current.map(|(insns, _)| insns).unwrap_or_default(), true));
+                piece_of[*l] = out.len();
+                continue;
             }
-            Item::Jump(l) => {
-                if let Some((insns, labels)) = current.take() {
-                    finished.push((insns, labels, Exit::Jump(*l)));
+            Item::Insn(insn) => {
+                let Some((insns, _)) = &mut current else {
+                    continue;
+                };
+                insns.push(*insn);
+                if !matches!(insn.decode(), Some(Op::RetK | Op::RetA)) {
+                    continue;
                 }
+                Exit::Return
             }
-            Item::Cond { code, k, t, f } => {
-                if let Some((insns, labels)) = current.take() {
-                    let exit = Exit::Cond {
-                        code: *code,
-                        k: *k,
-                        t: *t,
-                        f: *f,
-                    };
-                    finished.push((insns, labels, exit));
-                }
-            }
+            Item::Jump(l) => Exit::Jump(*l),
+            Item::Cond { code, k, t, f } => Exit::Cond {
+                code: *code,
+                k: *k,
+                t: *t,
+                f: *f,
+            },
             // Allocation replaced these; a leftover is a bug that validation will report.
             Item::Store(_)
             | Item::StoreX(_)
@@ -151,25 +148,27 @@ fn pieces(items: &[Item]) -> Vec<Piece> {
             | Item::Copy { .. }
             | Item::Walk { .. } => {
                 debug_assert!(false, "unallocated slot access");
+                continue;
             }
+        };
+        if let Some((insns, _)) = current.take() {
+            out.push(Piece { insns, exit });
         }
     }
     // A program that runs off its end: make it invalid rather than wrong (cannot happen: every
     // block ends in a terminator).
-    if let Some((insns, labels)) = current {
-        if !insns.is_empty() || !labels.is_empty() {
-            finished.push((insns, labels, Exit::Jump(usize::MAX)));
+    if let Some((insns, labeled)) = current {
+        if !insns.is_empty() || labeled {
+            out.push(Piece {
+                insns,
+                exit: Exit::Jump(usize::MAX),
+            });
         }
     }
-    let mut piece_of = vec![usize::MAX; max_label + 1];
-    for (i, (_, labels, _)) in finished.iter().enumerate() {
-        for &l in labels {
-            piece_of[l] = i;
-        }
-    }
-    for (insns, _, exit) in finished {
-        let exit = exit.map(|l| piece_of.get(l).copied().unwrap_or(usize::MAX));
-        out.push(Piece { insns, exit });
+    for piece in &mut out {
+        piece.exit = piece
+            .exit
+            .map(|l| piece_of.get(l).copied().unwrap_or(usize::MAX));
     }
     out
 }
@@ -182,18 +181,19 @@ fn merge(pieces: &mut [Piece]) -> Vec<usize> {
     let mut rep = vec![NONE; n];
     // Each distinct instruction list gets a number once, so that the tables below are keyed by
     // small copies instead of clones of the lists (long chains have 10^5 pieces).
-    let mut code_ids: HashMap<Vec<Insn>, u32> = HashMap::new();
+    let mut code_ids: HashMap<Vec<Insn>, u32> = HashMap::with_capacity(n);
     let mut code_of = vec![u32::MAX; n];
-    let mut seen: HashMap<(u32, Exit), usize> = HashMap::new();
+    let mut seen: HashMap<(u32, Exit), usize> = HashMap::with_capacity(n);
     // Conditional pieces by instructions, jump and constant: candidates for un-threading. A
     // twin whose exit reaches no length test cannot lend its exit (`may_take`), so those that
     // can are also listed on their own: in long chains the others are thousands.
-    let mut by_test: HashMap<(u32, u16, u32), Vec<usize>> = HashMap::new();
+    let mut by_test: HashMap<(u32, u16, u32), Vec<usize>> = HashMap::with_capacity(n);
     let mut lenders: HashMap<(u32, u16, u32), Vec<usize>> = HashMap::new();
     // When each representative was listed in `by_test`.
     let (mut listed_at, mut next_listing) = (vec![0usize; n], 0);
-    // Per representative of a conditional piece: the pieces merged into it, itself included.
-    let mut members: Vec<Vec<usize>> = vec![Vec::new(); n];
+    // Per representative of a conditional piece: the pieces merged into it, itself included,
+    // as a list threaded through `next_member` (most have only themselves).
+    let (mut first_member, mut next_member) = (vec![NONE; n], vec![NONE; n]);
     let successors_first = postorder(pieces);
     let lengths = super::unthread::intervals(pieces, &successors_first);
     for p in successors_first {
@@ -235,9 +235,14 @@ fn merge(pieces: &mut [Piece]) -> Vec<usize> {
                 let theirs = || {
                     let twins = by_test.get(&test)?;
                     twins.iter().copied().find(|&q| {
-                        members[q]
-                            .iter()
-                            .all(|&m| may_take(pieces, lengths[m], m, pieces[q].exit, exit))
+                        let mut m = first_member[q];
+                        while m != NONE {
+                            if !may_take(pieces, lengths[m], m, pieces[q].exit, exit) {
+                                return false;
+                            }
+                            m = next_member[m];
+                        }
+                        true
                     })
                 };
                 if let Some(twin) = ours {
@@ -262,7 +267,7 @@ fn merge(pieces: &mut [Piece]) -> Vec<usize> {
             _ => *seen.entry((code, exit)).or_insert(p),
         };
         if let (Exit::Cond { code: jump, k, .. }, true) = (exit, rep[p] < n) {
-            members[rep[p]].push(p);
+            next_member[p] = std::mem::replace(&mut first_member[rep[p]], p);
             if rep[p] == p {
                 let test = (code, jump, k);
                 listed_at[p] = next_listing;

@@ -80,12 +80,12 @@ pub(super) fn intervals(pieces: &[Piece], postorder: &[usize]) -> Vec<Option<Int
             continue;
         };
         let (t, f) = edge_intervals(&pieces[p], here);
-        let out: Vec<(usize, Interval)> = match pieces[p].exit {
-            Exit::Return => Vec::new(),
-            Exit::Jump(s) => vec![(s, here)],
-            Exit::Cond { t: st, f: sf, .. } => vec![(st, t), (sf, f)],
+        let out = match pieces[p].exit {
+            Exit::Return => [None, None],
+            Exit::Jump(s) => [Some((s, here)), None],
+            Exit::Cond { t: st, f: sf, .. } => [Some((st, t)), Some((sf, f))],
         };
-        for (s, i) in out {
+        for (s, i) in out.into_iter().flatten() {
             if let Some(e) = entry.get_mut(s) {
                 *e = Some(e.map_or(i, |(lo, hi)| (lo.min(i.0), hi.max(i.1))));
             }
