@@ -124,11 +124,19 @@ impl<'a> Terms<'a> {
         self.ids
     }
 
+    /// `b`'s entry; walks ask several times per block, so the check is inlined and the first
+    /// reading is not.
+    #[inline]
     fn entry(&mut self, f: &Function, b: Block) -> Entry {
         let e = self.entries[b.index()];
         if e.kind != Kind::Unseen {
             return e;
         }
+        self.read(f, b)
+    }
+
+    #[inline(never)]
+    fn read(&mut self, f: &Function, b: Block) -> Entry {
         let data = f.block(b);
         let mut e = Entry {
             kind: Kind::Other,
