@@ -131,14 +131,29 @@ pub struct DominatorTree {
     pub enter: Vec<u32>,
     /// One past the last entry time in each block's subtree.
     pub exit: Vec<u32>,
+    /// The blocks in the order the walk enters them (`preorder[enter[b]] == b`).
+    pub preorder: Vec<Block>,
 }
 
 impl DominatorTree {
     /// The tree of `idom` (as [`dominators`] gives it); the entry and every block without a
-    /// dominator are roots.
+    /// dominator are roots. Children are walked in block order.
     pub fn new(idom: &[Option<Block>]) -> DominatorTree {
+        Self::walked(idom, (0..idom.len()).map(|b| Block(b as u32)))
+    }
+
+    /// [`DominatorTree::new`] with each block's children walked in decreasing position of
+    /// `rpo` (the reverse postorder [`dominators`] gives with `idom`): leaving the blocks in
+    /// that walk visits every block after its successors.
+    pub fn children_latest_first(idom: &[Option<Block>], rpo: &[Block]) -> DominatorTree {
+        Self::walked(idom, rpo.iter().rev().copied())
+    }
+
+    /// The tree, each block's children in the order `order` lists them (it lists every block
+    /// that has a dominator).
+    fn walked(idom: &[Option<Block>], order: impl Iterator<Item = Block>) -> DominatorTree {
         let n = idom.len();
-        // Children lists in one array, in block order.
+        // Children lists in one array, in `order`.
         let mut start = vec![0u32; n + 1];
         for d in idom.iter().flatten() {
             start[d.index() + 1] += 1;
@@ -148,33 +163,37 @@ impl DominatorTree {
         }
         let mut fill = start.clone();
         let mut children = vec![0u32; start[n] as usize];
-        for (b, d) in idom.iter().enumerate() {
-            if let Some(d) = d {
-                children[fill[d.index()] as usize] = b as u32;
+        for b in order {
+            if let Some(d) = idom[b.index()] {
+                children[fill[d.index()] as usize] = b.0;
                 fill[d.index()] += 1;
             }
         }
         let (mut enter, mut exit) = (vec![NONE; n], vec![0; n]);
-        let mut clock = 0u32;
+        let mut preorder = Vec::with_capacity(n);
         let mut stack: Vec<(u32, u32)> = Vec::new();
         for root in (0..n).filter(|&b| idom[b].is_none()) {
             stack.push((root as u32, start[root]));
-            enter[root] = clock;
-            clock += 1;
+            enter[root] = preorder.len() as u32;
+            preorder.push(Block(root as u32));
             while let Some((b, next)) = stack.last_mut() {
                 if *next < start[*b as usize + 1] {
                     let c = children[*next as usize];
                     *next += 1;
-                    enter[c as usize] = clock;
-                    clock += 1;
+                    enter[c as usize] = preorder.len() as u32;
+                    preorder.push(Block(c));
                     stack.push((c, start[c as usize]));
                 } else {
-                    exit[*b as usize] = clock;
+                    exit[*b as usize] = preorder.len() as u32;
                     stack.pop();
                 }
             }
         }
-        DominatorTree { enter, exit }
+        DominatorTree {
+            enter,
+            exit,
+            preorder,
+        }
     }
 
     /// Whether `a` dominates `b` (every block dominates itself; blocks of other roots' trees,

@@ -141,7 +141,7 @@ pub(crate) fn apply(f: &mut Function) -> Result<(), OptimizerError> {
         // edges, and uses throughout: levels, dominators and the facts edges carry. The
         // dominators come with the reachable blocks in reverse postorder.
         let (idom, dom_rpo) = dominators(f);
-        let dom = DomIntervals::new(&idom);
+        let dom = DomIntervals::children_latest_first(&idom, &dom_rpo);
         // The reachable blocks, in reverse postorder until an edge moves; the rules given it
         // only need the set, except numbering, which runs first.
         let mut rpo = dom_rpo.clone();
@@ -178,12 +178,12 @@ pub(crate) fn apply(f: &mut Function) -> Result<(), OptimizerError> {
         // The comparisons' numbers, shared by every table of facts this round.
         let mut ids = FactIds::default();
         let facts_at_start = (!to_decide.is_empty() || !shortcuts || !mask_tests.is_empty())
-            .then(|| FactsInForce::new(f, &numbers, &mut ids, &idom, &dom_rpo, &[]));
+            .then(|| FactsInForce::new(f, &numbers, &mut ids, &dom, &dom_rpo, &[]));
         // Tests check the facts computed later against these.
         #[cfg(test)]
         let facts_check = facts_at_start
             .is_none()
-            .then(|| FactsInForce::new(f, &numbers, &mut ids, &idom, &dom_rpo, &[]));
+            .then(|| FactsInForce::new(f, &numbers, &mut ids, &dom, &dom_rpo, &[]));
         swap_mask_tests(f, &mask_tests);
         changed |= !mask_tests.is_empty();
         if only_pulled {
@@ -237,7 +237,7 @@ pub(crate) fn apply(f: &mut Function) -> Result<(), OptimizerError> {
             // into the snapshot threading reads next.
             let mut terms = Terms::new(f, &numbers, &mut ids);
             let facts = facts_at_start.unwrap_or_else(|| {
-                FactsInForce::with_terms(f, &mut terms, &idom, &dom_rpo, &regrouped)
+                FactsInForce::with_terms(f, &mut terms, &dom, &dom_rpo, &regrouped)
             });
             thread_edges_with(f, &mut terms, used, &facts, &regrouped)
         };
@@ -249,7 +249,7 @@ pub(crate) fn apply(f: &mut Function) -> Result<(), OptimizerError> {
         }
         #[cfg(test)]
         if skip_threading {
-            let facts = FactsInForce::new(f, &numbers, &mut ids, &idom, &dom_rpo, &regrouped);
+            let facts = FactsInForce::new(f, &numbers, &mut ids, &dom, &dom_rpo, &regrouped);
             assert_threading_moves_nothing(f, &numbers, &mut ids, used, &facts, &regrouped);
         }
         let pulled = pullups(f, &numbers, &dom, &levels, &regrouped, params_anywhere);

@@ -8,6 +8,7 @@ use super::equality_runs::EqualityRuns;
 use super::fact_ids::{FactIds, NO_ID};
 use super::grouping::is_marked;
 use super::numbering::{Numbering, Vn};
+use super::pullup::DomIntervals;
 use super::terms::{EdgeFact, Terms, TestIds};
 
 /// What an edge knows: the comparison it passed through and its outcome.
@@ -296,8 +297,8 @@ const NO_FACT: EdgeFact = EdgeFact {
 };
 
 impl FactsInForce {
-    /// The facts of `f` as it is: `idom` is its dominator tree, `rpo` its reachable blocks
-    /// in reverse postorder.
+    /// The facts of `f` as it is: `dom` is its dominator tree with children latest first
+    /// ([`DomIntervals::children_latest_first`]), `rpo` its reachable blocks.
     ///
     /// Blocks marked in `left_out` (closed chains regrouped this round, see `grouping.rs`)
     /// are left out as sources of edges, and their own incoming edges carry nothing. The facts
@@ -309,11 +310,11 @@ impl FactsInForce {
         f: &Function,
         numbers: &Numbering,
         ids: &mut FactIds,
-        idom: &[Option<Block>],
+        dom: &DomIntervals,
         rpo: &[Block],
         left_out: &[bool],
     ) -> FactsInForce {
-        Self::with_terms(f, &mut Terms::new(f, numbers, ids), idom, rpo, left_out)
+        Self::with_terms(f, &mut Terms::new(f, numbers, ids), dom, rpo, left_out)
     }
 
     /// [`FactsInForce::new`] reading the terminators through `terms`, a snapshot of `f` as it
@@ -321,7 +322,7 @@ impl FactsInForce {
     pub(super) fn with_terms(
         f: &Function,
         terms: &mut Terms,
-        idom: &[Option<Block>],
+        dom: &DomIntervals,
         rpo: &[Block],
         left_out: &[bool],
     ) -> FactsInForce {
@@ -337,51 +338,33 @@ impl FactsInForce {
         }
         FactsInForce {
             incoming: facts,
-            walk: dominator_walk(idom, rpo),
+            walk: dominator_walk(dom, Function::ENTRY),
         }
     }
 }
 
-/// The depth-first walk of the dominator tree of the blocks `rpo` lists (in reverse
-/// postorder, entry first), each block's children in decreasing reverse-postorder position.
-fn dominator_walk(idom: &[Option<Block>], rpo: &[Block]) -> Vec<u32> {
-    let n = idom.len();
-    // Children lists in one array: filled from the end of `rpo` backwards, each list comes
-    // out in decreasing position.
-    let mut start = vec![0u32; n + 1];
-    for &b in rpo {
-        if let Some(d) = idom[b.index()] {
-            start[d.index() + 1] += 1;
-        }
-    }
-    for i in 1..=n {
-        start[i] += start[i - 1];
-    }
-    let mut fill = start.clone();
-    let mut children = vec![0u32; start[n] as usize];
-    for &b in rpo.iter().rev() {
-        if let Some(d) = idom[b.index()] {
-            children[fill[d.index()] as usize] = b.0;
-            fill[d.index()] += 1;
-        }
-    }
-    let mut walk = Vec::with_capacity(2 * rpo.len());
-    let Some(&root) = rpo.first() else {
-        return walk;
+/// The depth-first walk of the subtree of `root` in `dom`, entering and leaving each block,
+/// children in the tree's order (for threading, [`DomIntervals::children_latest_first`]).
+fn dominator_walk(dom: &DomIntervals, root: Block) -> Vec<u32> {
+    let Some(&first) = dom.enter.get(root.index()).filter(|&&e| e != u32::MAX) else {
+        return Vec::new();
     };
-    let mut stack = vec![(root.0, start[root.index()])];
-    walk.push(root.0);
-    while let Some((b, next)) = stack.last_mut() {
-        if *next < start[*b as usize + 1] {
-            let c = children[*next as usize];
-            *next += 1;
-            walk.push(c);
-            stack.push((c, start[c as usize]));
-        } else {
-            walk.push(LEAVE | *b);
-            stack.pop();
+    let blocks = &dom.preorder[first as usize..dom.exit[root.index()] as usize];
+    let mut walk = Vec::with_capacity(2 * blocks.len());
+    // The blocks the walk is inside, innermost last.
+    let mut inside: Vec<Block> = Vec::new();
+    for &b in blocks {
+        while let Some(&open) = inside.last() {
+            if dom.exit[open.index()] > dom.enter[b.index()] {
+                break;
+            }
+            walk.push(LEAVE | open.0);
+            inside.pop();
         }
+        walk.push(b.0);
+        inside.push(b);
     }
+    walk.extend(inside.iter().rev().map(|b| LEAVE | b.0));
     walk
 }
 
@@ -522,7 +505,8 @@ mod tests {
             .0;
         let used = used_outside_own_block(&f);
         let mut ids = FactIds::default();
-        let facts = FactsInForce::new(&f, &numbers, &mut ids, &idom, &rpo, &[]);
+        let dom = DomIntervals::children_latest_first(&idom, &rpo);
+        let facts = FactsInForce::new(&f, &numbers, &mut ids, &dom, &rpo, &[]);
         thread_edges(&mut f, &numbers, &mut ids, &used, &facts, &[]);
         f
     }
@@ -556,8 +540,8 @@ mod tests {
             }
             let f = parse_function(&text).unwrap();
             let (idom, rpo) = dominators(&f);
-            let tree = sift_ir::verify::DominatorTree::new(&idom);
-            let walk = dominator_walk(&idom, &rpo);
+            let tree = DomIntervals::children_latest_first(&idom, &rpo);
+            let walk = dominator_walk(&tree, Function::ENTRY);
             let mut left = vec![false; n];
             let mut inside: Vec<u32> = Vec::new();
             for &step in &walk {
