@@ -8,6 +8,13 @@
 //! was a zero on the load's left, `0 & tcp[k]`) inherits that number, and its
 //! own identical `ldxb` becomes a no-op: its loads read whatever X held before, and X starts
 //! at 0 in a filter that never set it. So do the blocks after it that inherit in turn.
+//! Only blocks with one load through the header length count, and for a decided branch only
+//! one at an offset from it: a block that loads through X twice (`tcp[17:2] & (0 %
+//! tcp[16])`), or at offset 0 under a decided branch (`tcp[0:1] & 0 == 8`, where libpcap's
+//! `add x` with a zero accumulator becomes `txa` and the load's `tax` a no-op), keeps its
+//! `ldxb` in libpcap's program, for the block below (the soak's seeds 0x11d65ef1 and
+//! 0x11f35eed; like the side of the zero below, rules the soaks gave, not ones derived pass
+//! by pass).
 //! `tests/libpcap_x_register.rs` checks that libpcap reads an unset X on every open case.
 //!
 //! Here, after libpcap's second loop: the blocks whose index computations the optimizer
@@ -23,11 +30,17 @@ use super::numbering::{binary_fold, BinaryFold};
 /// that plus a constant (which libpcap's peephole folds into the load's offset, leaving X the
 /// `ldxb`'s value).
 fn header_length_offset(f: &Function, index: Value) -> Option<u32> {
+    header_length(f, index).map(|(k, _)| k)
+}
+
+/// [`header_length_offset`], with the constant `index` adds to the header length (0 for
+/// none).
+fn header_length(f: &Function, index: Value) -> Option<(u32, u32)> {
     let konst = |v: Value| f.const_value(v);
-    let index = match *f.inst(index) {
-        Inst::Binary(BinOp::Add, a, b) if konst(b).is_some() => a,
-        Inst::Binary(BinOp::Add, a, b) if konst(a).is_some() => b,
-        _ => index,
+    let (index, added) = match *f.inst(index) {
+        Inst::Binary(BinOp::Add, a, b) if konst(b).is_some() => (a, konst(b)),
+        Inst::Binary(BinOp::Add, a, b) if konst(a).is_some() => (b, konst(a)),
+        _ => (index, Some(0)),
     };
     let Inst::Binary(BinOp::Shl, masked, two) = *f.inst(index) else {
         return None;
@@ -43,7 +56,7 @@ fn header_length_offset(f: &Function, index: Value) -> Option<u32> {
     else {
         return None;
     };
-    (konst(two) == Some(2) && konst(fifteen) == Some(15)).then_some(offset)
+    (konst(two) == Some(2) && konst(fifteen) == Some(15)).then_some((offset, added?))
 }
 
 /// The index values of `b`'s packet loads, in order, each once.
@@ -68,6 +81,11 @@ pub(super) struct HeaderLength {
     /// Whether the block combines an indexed load with a zero on its left (`0 & tcp[k]`,
     /// `icmptype * tcp[k]`, `0 / udp[k]`) by an operation whose result is then 0.
     zero_on_left: bool,
+    /// Whether the block has one packet load through a header length (not two, as in
+    /// `tcp[17:2] & (0 % tcp[16])`).
+    one_load: bool,
+    /// Whether that load adds a byte offset to it (`tcp[17:2]`, not `tcp[0:1]`).
+    at_offset: bool,
 }
 
 /// Per block, its [`HeaderLength`] (`None`: no index computation, or the last is not a header
@@ -77,10 +95,27 @@ pub(super) fn header_length_loads(f: &Function) -> Vec<Option<HeaderLength>> {
         .map(|b| {
             let b = Block(b as u32);
             let last = *indices(f, b).last()?;
+            let offset = header_length_offset(f, last)?;
+            let loads = header_length_loads_of(f, b);
             Some(HeaderLength {
-                offset: header_length_offset(f, last)?,
+                offset,
                 zero_on_left: zero_on_left(f, b),
+                one_load: loads.len() == 1,
+                at_offset: loads.first().is_some_and(|&k| k != 0),
             })
+        })
+        .collect()
+}
+
+/// The byte offsets `b`'s packet loads through a header length add to it (`tcp[17:2]`: 17,
+/// `tcp[0:1]`: 0), in order.
+fn header_length_loads_of(f: &Function, b: Block) -> Vec<u32> {
+    let insts = &f.block(b).insts;
+    insts
+        .iter()
+        .filter_map(|&v| match *f.inst(v) {
+            Inst::Load { index: Some(x), .. } => header_length(f, x).map(|(_, added)| added),
+            _ => None,
         })
         .collect()
 }
@@ -151,7 +186,9 @@ pub(super) fn read_stale_index(
     // The blocks whose `ldxb` went with its dead load: libpcap still believes X holds it
     // when the fold decided the block's branch (both edges lead to one place; not the entry
     // block, whose statements libpcap keeps when it skips the block, `opt_root`), or when the
-    // load was folded away by a zero on its left (`0 & tcp[k]`), decided or not.
+    // load was folded away by a zero on its left (`0 & tcp[k]`), decided or not; in both
+    // cases only when that was the block's one load through a header length, and for a
+    // decided branch one at an offset from it (see the module doc).
     let lost = |f: &Function, b: Block| {
         let decided = matches!(
             &f.block(b).term,
@@ -159,7 +196,9 @@ pub(super) fn read_stale_index(
         );
         before[b.index()]
             .filter(|h| {
-                (h.zero_on_left || decided && b != Function::ENTRY) && indices(f, b).is_empty()
+                h.one_load
+                    && (h.zero_on_left || decided && b != Function::ENTRY && h.at_offset)
+                    && indices(f, b).is_empty()
             })
             .map(|h| h.offset)
     };
