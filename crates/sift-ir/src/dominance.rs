@@ -390,8 +390,20 @@ mod tests {
     fn tree_intervals_answer_dominance() {
         for seed in 0..200 {
             let f = random_graph(seed, 2 + seed as usize % 60, 5, seed % 2 == 0);
-            let idom = dominators(&f).0;
+            let (idom, rpo) = dominators(&f);
             let tree = DominatorTree::new(&idom);
+            // Another order of the children numbers the blocks otherwise, with the same answers.
+            let latest_first = DominatorTree::children_latest_first(&idom, &rpo);
+            for t in [&tree, &latest_first] {
+                for (i, b) in t.preorder.iter().enumerate() {
+                    assert_eq!(
+                        t.enter[b.index()] as usize,
+                        i,
+                        "seed {seed}: preorder of {b}"
+                    );
+                }
+                assert_eq!(t.preorder.len(), f.blocks.len(), "seed {seed}");
+            }
             for a in 0..f.blocks.len() {
                 for b in 0..f.blocks.len() {
                     let mut walk = Some(Block(b as u32));
@@ -405,6 +417,11 @@ mod tests {
                     }
                     let (a, b) = (Block(a as u32), Block(b as u32));
                     assert_eq!(tree.dominates(a, b), by_walk, "seed {seed}: {a} {b}");
+                    assert_eq!(
+                        latest_first.dominates(a, b),
+                        by_walk,
+                        "seed {seed}: {a} {b}"
+                    );
                 }
             }
         }
