@@ -35,8 +35,9 @@
 //!   return (libpcap's `opt_root`); the statements of the blocks skipped after the entry are
 //!   lost, and with them the accumulator value the next block relied on;
 //! * the index register: a block's `ldxb` that lost its only load through it to a fold (one
-//!   that decided the block's branch, or a zero on the load's left) is deleted while libpcap
-//!   still believes X holds it, so the blocks below read X unset (`unset_index.rs`).
+//!   that decided the block's branch, the load at an offset from the header length, or a zero
+//!   on the load's left) is deleted while libpcap still believes X holds it, so the blocks
+//!   below read X unset (`unset_index.rs`).
 //!
 //! Which rule runs in which of libpcap's two loops matters; see [`apply`]. libpcap disables its
 //! optimizer for `protochain` and `geneve`; so does the caller of this module.
