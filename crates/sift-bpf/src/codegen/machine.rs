@@ -109,17 +109,13 @@ fn pieces(items: &[Item]) -> Vec<Piece> {
     for it in items {
         let exit = match it {
             Item::Label(l) => {
-                match &mut current {
-                    Some((insns, _)) if !insns.is_empty() => {
-                        let insns = std::mem::take(insns);
-                        out.push(Piece {
-                            insns,
-                            exit: Exit::Jump(*l),
-                        });
-                    }
-                    _ => {}
+                if let Some((insns, _)) = current.take().filter(|(insns, _)| !insns.is_empty()) {
+                    out.push(Piece {
+                        insns,
+                        exit: Exit::Jump(*l),
+                    });
                 }
-                current = Some((current.map(|(insns, _)| insns).unwrap_or_default(), true));
+                current = Some((Vec::new(), true));
                 piece_of[*l] = out.len();
                 continue;
             }

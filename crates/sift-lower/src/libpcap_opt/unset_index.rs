@@ -96,12 +96,13 @@ pub(super) fn header_length_loads(f: &Function) -> Vec<Option<HeaderLength>> {
             let b = Block(b as u32);
             let last = *indices(f, b).last()?;
             let offset = header_length_offset(f, last)?;
-            let loads = header_length_loads_of(f, b);
+            let mut loads = header_length_loads_of(f, b);
+            let first = loads.next();
             Some(HeaderLength {
                 offset,
                 zero_on_left: zero_on_left(f, b),
-                one_load: loads.len() == 1,
-                at_offset: loads.first().is_some_and(|&k| k != 0),
+                one_load: first.is_some() && loads.next().is_none(),
+                at_offset: first.is_some_and(|k| k != 0),
             })
         })
         .collect()
@@ -109,15 +110,11 @@ pub(super) fn header_length_loads(f: &Function) -> Vec<Option<HeaderLength>> {
 
 /// The byte offsets `b`'s packet loads through a header length add to it (`tcp[17:2]`: 17,
 /// `tcp[0:1]`: 0), in order.
-fn header_length_loads_of(f: &Function, b: Block) -> Vec<u32> {
-    let insts = &f.block(b).insts;
-    insts
-        .iter()
-        .filter_map(|&v| match *f.inst(v) {
-            Inst::Load { index: Some(x), .. } => header_length(f, x).map(|(_, added)| added),
-            _ => None,
-        })
-        .collect()
+fn header_length_loads_of(f: &Function, b: Block) -> impl Iterator<Item = u32> + '_ {
+    f.block(b).insts.iter().filter_map(|&v| match *f.inst(v) {
+        Inst::Load { index: Some(x), .. } => header_length(f, x).map(|(_, added)| added),
+        _ => None,
+    })
 }
 
 /// Whether a block's instruction is `0 op load` with an indexed load and an operation libpcap
