@@ -151,6 +151,12 @@ impl fmt::Display for PassError {
 
 impl std::error::Error for PassError {}
 
+/// The fewest keys of a table formed in the first round, before predicate elimination and
+/// threading. A shorter chain waits for the end: those passes decide its tests one by one on
+/// each way in (`ether proto` tests known false after an earlier one held, say), where a
+/// switch is only decided whole; a chain this long costs them more than it could gain.
+const EARLY_TABLE_KEYS: usize = 64;
+
 /// Optimizes `f` with every pass.
 ///
 /// # Panics
@@ -218,6 +224,13 @@ pub fn try_optimize_with(f: &mut Function, opts: &Options) -> Result<Stats, Pass
             changed += n;
             check(f, &analysis, "gvn", round)?;
             compact_if_sparse(f, &mut analysis);
+            // Long chains become tables as soon as numbering has made their tests read one
+            // value, so that the passes below meet one switch instead of every test.
+            if round == 0 && opts.tables {
+                let min_keys = opts.min_table_keys.max(EARLY_TABLE_KEYS);
+                stats.changes.tables += table::run_with(f, min_keys, &mut analysis);
+                check(f, &analysis, "tables", round)?;
+            }
         }
         if opts.predicates {
             let n = predicate::run_with(f, &mut analysis);
@@ -337,5 +350,61 @@ block5:
         let mut f = orig.clone();
         let stats = optimize(&mut f);
         assert!(stats.after.branches < stats.before.branches, "{stats}\n{f}");
+    }
+
+    /// A chain of `n` tests of one byte, each block loading it again (as libpcap's optimizer
+    /// leaves `host` chains), then one more test.
+    fn byte_chain(n: u32) -> Function {
+        let mut text = String::new();
+        for i in 0..n {
+            let (v, next) = (2 * i, if i + 1 == n { n } else { i + 1 });
+            text += &format!(
+                "block{i}:\n    v{v} = load.b [14]\n    v{} = const {i}\n    br eq v{v}, v{}, block{}, block{next}\n",
+                v + 1,
+                v + 1,
+                n + 1
+            );
+        }
+        text += &format!(
+            "block{n}:\n    v{} = load.b [15]\n    v{} = const 7\n    br eq v{}, v{}, block{}, block{}\n",
+            2 * n,
+            2 * n + 1,
+            2 * n,
+            2 * n + 1,
+            n + 2,
+            n + 3
+        );
+        text += &format!(
+            "block{}:\n    ret 1\nblock{}:\n    ret 2\nblock{}:\n    ret 0\n",
+            n + 1,
+            n + 2,
+            n + 3
+        );
+        parse_function(&text).unwrap()
+    }
+
+    #[test]
+    fn chains_become_one_table_whether_formed_early_or_late() {
+        for n in [EARLY_TABLE_KEYS as u32 - 1, EARLY_TABLE_KEYS as u32] {
+            let orig = byte_chain(n);
+            let mut f = orig.clone();
+            let stats = optimize_with(
+                &mut f,
+                &Options {
+                    verify: true,
+                    ..Options::default()
+                },
+            );
+            assert_same_semantics(&orig, &f);
+            let switches: Vec<usize> = f
+                .blocks
+                .iter()
+                .filter_map(|b| match &b.term {
+                    sift_ir::Terminator::Switch { cases, .. } => Some(cases.len()),
+                    _ => None,
+                })
+                .collect();
+            assert_eq!(switches, [n as usize], "{n} keys\n{stats}\n{f}");
+        }
     }
 }
