@@ -169,9 +169,10 @@ fn pieces(items: &[Item]) -> Vec<Piece> {
     out
 }
 
-/// Jump threading and tail merging, successors first. Returns the representative of each piece
-/// (`usize::MAX` for a dangling target, which validation then refuses).
-fn merge(pieces: &mut [Piece]) -> Vec<usize> {
+/// Jump threading and tail merging, successors first (`successors_first`: [`postorder`] of
+/// `pieces`). Returns the representative of each piece (`usize::MAX` for a dangling target,
+/// which validation then refuses).
+fn merge(pieces: &mut [Piece], successors_first: &[usize]) -> Vec<usize> {
     const NONE: usize = usize::MAX;
     let n = pieces.len();
     let mut rep = vec![NONE; n];
@@ -190,9 +191,8 @@ fn merge(pieces: &mut [Piece]) -> Vec<usize> {
     // Per representative of a conditional piece: the pieces merged into it, itself included,
     // as a list threaded through `next_member` (most have only themselves).
     let (mut first_member, mut next_member) = (vec![NONE; n], vec![NONE; n]);
-    let successors_first = postorder(pieces);
-    let lengths = super::unthread::intervals(pieces, &successors_first);
-    for p in successors_first {
+    let lengths = super::unthread::intervals(pieces, successors_first);
+    for &p in successors_first {
         let mut exit = pieces[p].exit.map(|s| rep.get(s).copied().unwrap_or(NONE));
         if let Exit::Cond { t, f, .. } = exit {
             if t == f {
@@ -338,11 +338,7 @@ fn order(pieces: &[Piece], entry: usize) -> Vec<usize> {
         out.push(p);
         let exit = pieces[p].exit;
         // Conditional successors are pushed not-taken last, so it tends to follow directly.
-        let succ: Vec<usize> = match exit {
-            Exit::Cond { t, f, .. } => vec![t, f],
-            other => other.successors().collect(),
-        };
-        for s in succ {
+        for s in exit.successors() {
             if s >= pieces.len() {
                 continue;
             }
@@ -393,7 +389,8 @@ pub(super) fn optimize(items: &[Item]) -> Vec<Item> {
     let successors_first = postorder(&pieces);
     super::deadregs::remove(&mut pieces, &successors_first);
     super::forward::forward(&mut pieces, &successors_first);
-    let rep = merge(&mut pieces);
+    // Neither pass above changes how pieces leave, so the order stands.
+    let rep = merge(&mut pieces, &successors_first);
     let entry = rep[0];
     let live = postorder_from(&pieces, entry);
     super::suffix::share(&mut pieces, &live);

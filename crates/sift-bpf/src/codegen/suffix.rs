@@ -27,7 +27,10 @@ use super::machine::{Exit, Piece};
 /// Shares common suffixes among the pieces `live` (the representatives the program reaches).
 /// Shared suffixes that no piece already is are appended to `pieces`.
 pub(super) fn share(pieces: &mut Vec<Piece>, live: &[usize]) {
-    for (exit, group) in grouped(live.iter().map(|&p| (pieces[p].exit, p))) {
+    // A piece without instructions has no suffix to share (and in long chains most are
+    // such: one conditional jump each).
+    let with_code = live.iter().filter(|&&p| !pieces[p].insns.is_empty());
+    for (exit, group) in grouped(with_code.map(|&p| (pieces[p].exit, p))) {
         if group.len() >= 2 {
             trie_node(pieces, group, 0, exit);
         }
