@@ -846,6 +846,32 @@ block2:
         );
     }
 
+    /// A pullup reads the first listed predecessor's edges as they are now: after the or
+    /// pullup at `udp port 8080`'s source test moves its predecessors' edges to the destination
+    /// test, the and pullup at the same block starts from the first predecessor's false edge,
+    /// the accepting return, and moves nothing (found by a soak: sift pulled `dst >= 123` up
+    /// to the predecessors' false edges, so a destination port of 1234 was no longer
+    /// accepted by the first range).
+    #[test]
+    fn pullups_start_from_the_edges_as_an_earlier_pullup_left_them() {
+        let expr = sift_syntax::parse(
+            "udp dst portrange 379-2006 or (udp port 8080 and udp dst portrange 123-8080)",
+        )
+        .expect("parses");
+        let f = crate::lower(expr.as_ref(), &crate::Options::new(228, 262_144)).expect("lowers");
+        let filter = sift_ir::Interpreter::new(f).expect("verifies");
+        // IPv4 (20-byte header) and UDP from port 80 to port 1234.
+        let mut packet = vec![0u8; 28];
+        packet[0] = 0x45;
+        packet[9] = 17;
+        packet[20..22].copy_from_slice(&80u16.to_be_bytes());
+        packet[22..24].copy_from_slice(&1234u16.to_be_bytes());
+        let mut cache = sift_ir::Cache::new();
+        assert_eq!(filter.run(&mut cache, &packet, 28), 262_144);
+        packet[22..24].copy_from_slice(&100u16.to_be_bytes());
+        assert_eq!(filter.run(&mut cache, &packet, 28), 0);
+    }
+
     #[test]
     fn repeated_test_is_threaded_and_dead_branch_drops_its_load() {
         // ether[12:2] == 0x800 tested twice: the second test is decided on both edges, and the

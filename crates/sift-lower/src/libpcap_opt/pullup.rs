@@ -178,6 +178,16 @@ impl Predecessors {
     }
 }
 
+/// Where libpcap's pullup at `b` starts its walk, given `first`, the first of `b`'s listed
+/// predecessors: `JT(first)` if it is `b`, else `JF(first)` (`b` itself unless a pullup earlier
+/// in the sweep moved that edge).
+fn entered_from(f: &Function, first: Block, b: Block) -> Block {
+    match &f.block(first).term {
+        Terminator::Branch { then_, else_, .. } if then_.block != b => else_.block,
+        _ => b,
+    }
+}
+
 /// The dominator tree numbered in depth-first order, so that "a dominates b" is an interval
 /// test (`a`'s subtree spans `b`'s entry time) instead of a walk up the tree: long `or`
 /// chains have dominator trees as deep as the chain.
@@ -298,7 +308,10 @@ impl<'a> Sweep<'a> {
         };
         // Walk down while the tests compare the chain's value; `diff` is the first that does
         // not, `diff_owner` the block whose chain edge leads to it (None: b's predecessors).
-        let (mut diff, mut diff_owner) = (b, None);
+        // The walk starts where the first predecessor's edge to `b` leads now: libpcap takes
+        // its true edge if that still enters `b`, else its false edge, wherever an earlier
+        // pullup of this sweep sent it (the lists are not updated within a sweep).
+        let (mut diff, mut diff_owner) = (entered_from(f, first, b), None);
         let mut steps = 0;
         loop {
             let Some(mut next) = in_chain(self, f, diff) else {
