@@ -818,6 +818,14 @@ block2:
         // Without the fold the index is loaded as the filter means.
         let out = lowered("udp[22:2] & 1 = 17 or udp port 22", 228);
         assert!(out.contains("load.b [0]"), "{out}");
+        // Nor when an operation comes between the load and the zero: libpcap keeps the `ldxb`.
+        for text in [
+            "-udp[22:2] * 0 = 17 or udp port 22",
+            "(udp[22:2] + 1) & 0 = 17 or udp port 22",
+        ] {
+            let out = lowered(text, 228);
+            assert!(out.contains("load.b [0]"), "{text}: {out}");
+        }
     }
 
     /// On a raw IPv4 link the entry's test (`ld #0; jeq #0`) is decided and skipped, and so is

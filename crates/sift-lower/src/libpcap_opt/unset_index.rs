@@ -13,8 +13,9 @@
 //! tcp[16])`), or at offset 0 under a decided branch (`tcp[0:1] & 0 == 8`, where libpcap's
 //! `add x` with a zero accumulator becomes `txa` and the load's `tax` a no-op), keeps its
 //! `ldxb` in libpcap's program, for the block below (the soak's seeds 0x11d65ef1 and
-//! 0x11f35eed; like the side of the zero below, rules the soaks gave, not ones derived pass
-//! by pass).
+//! 0x11f35eed); so does a decided block whose zero takes not the load itself but an operation
+//! on it (`-tcp[23:4] * 0`, seed 0x1a715ef1). Like the side of the zero below, these are
+//! rules the soaks gave, not ones derived pass by pass.
 //! `tests/libpcap_x_register.rs` checks that libpcap reads an unset X on every open case.
 //!
 //! Here, after libpcap's second loop: the blocks whose index computations the optimizer
@@ -86,6 +87,9 @@ pub(super) struct HeaderLength {
     one_load: bool,
     /// Whether that load adds a byte offset to it (`tcp[17:2]`, not `tcp[0:1]`).
     at_offset: bool,
+    /// Whether a zero on the right of an operation that then gives 0 takes that load itself
+    /// (`tcp[23:4] * 0`, `tcp[23:4] & icmptype`; not `-tcp[23:4] * 0` or `(tcp[23:4] + 1) & 0`).
+    zero_on_right: bool,
 }
 
 /// Per block, its [`HeaderLength`] (`None`: no index computation, or the last is not a header
@@ -103,6 +107,7 @@ pub(super) fn header_length_loads(f: &Function) -> Vec<Option<HeaderLength>> {
                 zero_on_left: zero_on_left(f, b),
                 one_load: first.is_some() && loads.next().is_none(),
                 at_offset: first.is_some_and(|k| k != 0),
+                zero_on_right: zero_on_right(f, b),
             })
         })
         .collect()
@@ -131,6 +136,24 @@ fn zero_on_left(f: &Function, b: Block) -> bool {
             matches!(binary_fold(op, Some(0), None), Ok(BinaryFold::Const(0)))
                 && matches!(f.inst(rhs), Inst::Load { index: Some(_), .. })
                 && constant(f, lhs, 8) == Some(0)
+        }
+        _ => false,
+    })
+}
+
+/// Whether a block's instruction is `load op 0` with an indexed load and an operation that
+/// gives 0 with a zero on its right (`*`, `&`; the zero one that libpcap's folding finds).
+///
+/// Only the load itself: when another operation comes between (`-tcp[23:4] * 0`,
+/// `(tcp[23:4] | 1) & 0`), the load dies a pass later, by when the blocks below rely on the
+/// block's `ldxb` and libpcap keeps it (the soak's seed 0x1a715ef1; checked against libpcap
+/// on `neg`, `add`, `or` and two `neg`s between).
+fn zero_on_right(f: &Function, b: Block) -> bool {
+    f.block(b).insts.iter().any(|&v| match *f.inst(v) {
+        Inst::Binary(op @ (BinOp::Mul | BinOp::And), lhs, rhs) => {
+            matches!(binary_fold(op, None, Some(0)), Ok(BinaryFold::Const(0)))
+                && matches!(f.inst(lhs), Inst::Load { index: Some(_), .. })
+                && constant(f, rhs, 8) == Some(0)
         }
         _ => false,
     })
@@ -194,7 +217,8 @@ pub(super) fn read_stale_index(
         before[b.index()]
             .filter(|h| {
                 h.one_load
-                    && (h.zero_on_left || decided && b != Function::ENTRY && h.at_offset)
+                    && (h.zero_on_left
+                        || decided && b != Function::ENTRY && h.at_offset && h.zero_on_right)
                     && indices(f, b).is_empty()
             })
             .map(|h| h.offset)
