@@ -11,6 +11,9 @@
 //!   Geneve, plus truncated and mutated packets;
 //! * [`random_expression`] produces expressions from the whole filter language, about a fifth of
 //!   them invalid in ways libpcap rejects;
+//! * [`random_focused_expressions`] tests a few fields with a few values again and again (ports,
+//!   port ranges, protocols, hosts, the length), where libpcap's optimizer threads and pulls
+//!   tests up;
 //! * [`pools`] holds the addresses, ports and numbers both generators draw from, so random filters
 //!   actually match random packets;
 //! * [`chains::chain`] writes the long `or` chains the compile-time benchmarks use.
@@ -19,11 +22,13 @@
 
 pub mod chains;
 pub mod expr;
+pub mod focused;
 pub mod packet;
 pub mod pools;
 mod rng;
 
 pub use expr::{random_expression, random_expression_with, random_expressions, ExprConfig};
+pub use focused::{random_focused_expression, random_focused_expressions};
 pub use packet::{
     ethernet_ports, generate_packet, generate_packets, mutate_packet, supported_linktypes,
     truncate_packet, Packet,

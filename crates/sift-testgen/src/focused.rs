@@ -1,0 +1,97 @@
+//! Random expressions over a few transport and address fields with a few values each.
+//!
+//! [`random_expression`](crate::random_expression) draws from the whole language, so two of its
+//! primitives rarely test the same field. libpcap's optimizer acts where they do: an edge is
+//! threaded past a test an earlier one decided, an `or` (`and`) chain has its tests of one value
+//! pulled together. Here every primitive tests ports, port ranges, protocols, hosts or the
+//! length, with values from small pools that [`crate::generate_packets`] also uses, so that the
+//! same fields are tested again and again under `and`, `or` and `not`, and packets match them.
+
+use crate::Rng;
+
+/// Ports the expressions test (all in [`crate::pools::PORTS`], which packets use).
+const PORTS: &[u16] = &[20, 22, 53, 80, 123, 1234, 8080];
+
+/// Hosts the expressions test (in [`crate::pools::IPV4_UNICAST`]).
+const HOSTS: &[&str] = &["10.0.0.1", "10.0.0.2", "192.168.1.1", "8.8.8.8"];
+
+/// One expression of at most about `max_primitives` primitives, nested at most `max_depth`.
+pub fn random_focused_expression(rng: &mut Rng, max_depth: u32, max_primitives: u32) -> String {
+    let mut budget = max_primitives.max(1);
+    let depth = rng.range(1, u64::from(max_depth.max(1))) as u32;
+    expr(rng, depth, &mut budget)
+}
+
+/// `count` focused expressions, deterministic from `seed` (depth 4, about 6 primitives).
+pub fn random_focused_expressions(seed: u64, count: usize) -> Vec<String> {
+    let mut rng = Rng::new(seed ^ 0xf0c5_0000_0000_0000);
+    (0..count)
+        .map(|_| random_focused_expression(&mut rng, 4, 6))
+        .collect()
+}
+
+fn expr(rng: &mut Rng, depth: u32, budget: &mut u32) -> String {
+    if depth == 0 || *budget <= 1 || rng.chance(1, 5) {
+        *budget = budget.saturating_sub(1);
+        return primitive(rng);
+    }
+    let mut sub = |rng: &mut Rng| expr(rng, depth - 1, budget);
+    match rng.below(8) {
+        0..=2 => {
+            let (a, b) = (sub(rng), sub(rng));
+            format!("({a} and {b})")
+        }
+        3..=5 => {
+            let (a, b) = (sub(rng), sub(rng));
+            format!("({a} or {b})")
+        }
+        6 => format!("not {}", sub(rng)),
+        _ => {
+            let (a, b) = (sub(rng), sub(rng));
+            format!("({a} and not {b})")
+        }
+    }
+}
+
+fn primitive(rng: &mut Rng) -> String {
+    let proto = *rng.pick(&["", "tcp ", "udp ", "", "tcp ", "udp ", "sctp "]);
+    let dir = *rng.pick(&["", "src ", "dst ", "src or dst ", "src and dst "]);
+    let port = |rng: &mut Rng| *rng.pick(PORTS);
+    match rng.below(10) {
+        0..=3 => format!("{proto}{dir}port {}", port(rng)),
+        4..=5 => {
+            let (a, b) = (port(rng), port(rng));
+            format!("{proto}{dir}portrange {}-{}", a.min(b), a.max(b))
+        }
+        6 => (*rng.pick(&["tcp", "udp", "ip", "ip6", "icmp", "ip proto 17"])).to_string(),
+        7 => format!(
+            "{}host {}",
+            rng.pick(&["", "src ", "dst ", "ip "]),
+            rng.pick(HOSTS)
+        ),
+        8 => format!(
+            "len {} {}",
+            rng.pick(&["<", "<=", ">", ">=", "=", "!="]),
+            rng.pick(&[60, 64, 100, 1500])
+        ),
+        _ => format!(
+            "tcp[13] & {} != 0",
+            rng.pick(&["2", "16", "18", "tcp-syn", "tcp-ack"])
+        ),
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn expressions_are_deterministic_and_varied() {
+        let a = random_focused_expressions(7, 50);
+        assert_eq!(a, random_focused_expressions(7, 50));
+        assert!(a.iter().any(|e| e.contains(" or ")), "{a:?}");
+        assert!(a.iter().any(|e| e.contains("portrange")), "{a:?}");
+        let distinct: std::collections::HashSet<_> = a.iter().collect();
+        assert!(distinct.len() > 40, "{a:?}");
+    }
+}
