@@ -3,9 +3,10 @@
 //! [`random_expression`](crate::random_expression) draws from the whole language, so two of its
 //! primitives rarely test the same field. libpcap's optimizer acts where they do: an edge is
 //! threaded past a test an earlier one decided, an `or` (`and`) chain has its tests of one value
-//! pulled together. Here every primitive tests ports, port ranges, protocols, hosts or the
-//! length, with values from small pools that [`crate::generate_packets`] also uses, so that the
-//! same fields are tested again and again under `and`, `or` and `not`, and packets match them.
+//! pulled together. Here every primitive tests ports (as ports, ranges or numbers), protocols,
+//! hosts, networks, IP header bytes or the length, with values from small pools that
+//! [`crate::generate_packets`] also uses, so that the same fields are tested again and again
+//! under `and`, `or` and `not`, and packets match them.
 
 use crate::Rng;
 
@@ -14,6 +15,9 @@ const PORTS: &[u16] = &[20, 22, 53, 80, 123, 1234, 8080];
 
 /// Hosts the expressions test (in [`crate::pools::IPV4_UNICAST`]).
 const HOSTS: &[&str] = &["10.0.0.1", "10.0.0.2", "192.168.1.1", "8.8.8.8"];
+
+/// Networks holding some of [`HOSTS`] (from [`crate::pools::IPV4_NETS`]).
+const NETS: &[&str] = &["10.0.0.0/24", "10.0.0.0/8", "192.168.1.0/24", "8.8.8.8/32"];
 
 /// One expression of at most about `max_primitives` primitives, nested at most `max_depth`.
 pub fn random_focused_expression(rng: &mut Rng, max_depth: u32, max_primitives: u32) -> String {
@@ -57,7 +61,7 @@ fn primitive(rng: &mut Rng) -> String {
     let proto = *rng.pick(&["", "tcp ", "udp ", "", "tcp ", "udp ", "sctp "]);
     let dir = *rng.pick(&["", "src ", "dst ", "src or dst ", "src and dst "]);
     let port = |rng: &mut Rng| *rng.pick(PORTS);
-    match rng.below(10) {
+    match rng.below(13) {
         0..=3 => format!("{proto}{dir}port {}", port(rng)),
         4..=5 => {
             let (a, b) = (port(rng), port(rng));
@@ -74,9 +78,24 @@ fn primitive(rng: &mut Rng) -> String {
             rng.pick(&["<", "<=", ">", ">=", "=", "!="]),
             rng.pick(&[60, 64, 100, 1500])
         ),
-        _ => format!(
+        9 => format!(
             "tcp[13] & {} != 0",
             rng.pick(&["2", "16", "18", "tcp-syn", "tcp-ack"])
+        ),
+        10 => format!("{}net {}", rng.pick(&["", "src ", "dst "]), rng.pick(NETS)),
+        // The port fields compared as numbers, next to the port tests above.
+        11 => format!(
+            "{}[{}:2] {} {}",
+            rng.pick(&["tcp", "udp"]),
+            rng.pick(&[0, 2]),
+            rng.pick(&["<", "<=", ">", ">=", "=", "!="]),
+            port(rng)
+        ),
+        _ => format!(
+            "ip[{}] {} {}",
+            rng.pick(&[1, 8, 9]),
+            rng.pick(&[">", "=", "<"]),
+            rng.pick(&[6, 17, 32, 64])
         ),
     }
 }
