@@ -534,7 +534,8 @@ fn accumulator_lost(f: &mut Function, root: Block) {
             }
         }
     }
-    // The first statement that writes the accumulator, when it is an absolute load: the first
+    // The first statement that writes the accumulator, when it is an absolute load or the
+    // wire length (`ld #pktlen`, which libpcap numbers and drops alike): the first
     // instruction that is not a constant (constants are immediates in libpcap's statements).
     let first_load = |f: &Function, b: Block| {
         let first = *f
@@ -542,7 +543,11 @@ fn accumulator_lost(f: &mut Function, root: Block) {
             .insts
             .iter()
             .find(|&&v| !matches!(f.inst(v), Inst::Const(_)))?;
-        matches!(f.inst(first), Inst::Load { index: None, .. }).then_some(first)
+        matches!(
+            f.inst(first),
+            Inst::Load { index: None, .. } | Inst::WireLen
+        )
+        .then_some(first)
     };
     // The value really in the accumulator where a block starts, for the blocks that lose
     // their first load.
@@ -852,6 +857,14 @@ block2:
             out.contains("br eq v3, v13,") && out.contains("br eq v3, v17,"),
             "{out}"
         );
+        // The wire length too (`ld #pktlen` is numbered and dropped like a load): libpcap 1.10
+        // compiles this on raw IP to `ldb [0]; and #0xf0; jgt #0x64`.
+        let out = lowered(
+            "tcp and udp or (len = 64 or len <= 100) and len <= 100",
+            101,
+        );
+        assert!(!out.contains(" = len"), "{out}");
+        assert!(out.contains("const 240"), "{out}");
     }
 
     /// A pullup reads the first listed predecessor's edges as they are now: after the or
