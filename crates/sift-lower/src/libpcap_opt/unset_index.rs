@@ -102,12 +102,15 @@ pub(super) fn header_length_loads(f: &Function) -> Vec<Option<HeaderLength>> {
             let offset = header_length_offset(f, last)?;
             let mut loads = header_length_loads_of(f, b);
             let first = loads.next();
+            let one_load = first.is_some() && loads.next().is_none();
+            let at_offset = first.is_some_and(|k| k != 0);
             Some(HeaderLength {
                 offset,
                 zero_on_left: zero_on_left(f, b),
-                one_load: first.is_some() && loads.next().is_none(),
-                at_offset: first.is_some_and(|k| k != 0),
-                zero_on_right: zero_on_right(f, b),
+                one_load,
+                at_offset,
+                // Only asked for together with the two above.
+                zero_on_right: one_load && at_offset && zero_on_right(f, b),
             })
         })
         .collect()
