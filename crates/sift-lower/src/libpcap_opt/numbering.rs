@@ -62,6 +62,8 @@ impl Numbering {
         // those over megabytes, a cache miss per lookup.
         let mut table: WordMap<Key, Vn> = WordMap::default();
         let mut changed = false;
+        // The values this pass folded to constants (few: long chains fold nothing).
+        let mut folded_now: Vec<Value> = Vec::new();
         for &b in rpo {
             let data = &f.blocks[b.index()];
             let (params, insts) = (data.params.len(), data.insts.len());
@@ -72,9 +74,17 @@ impl Numbering {
                 } else {
                     data.insts[i - params]
                 };
-                if phase == Phase::FoldStatements {
+                if phase == Phase::FoldStatements && this.zero_divisor_found_now(f, v, &folded_now)
+                {
+                    // libpcap turns `div x` with a known X into `div #k` and only reports a
+                    // zero `k` in the next pass, when the block may no longer be reached.
+                    changed = true;
+                } else if phase == Phase::FoldStatements {
                     let (inst, alias) = this.fold(&f.values, &f.values[v.index()])?;
                     if inst != f.values[v.index()] {
+                        if matches!(inst, Inst::Const(_)) {
+                            folded_now.push(v);
+                        }
                         f.values[v.index()] = inst;
                         changed = true;
                     }
@@ -127,6 +137,19 @@ impl Numbering {
                 matches!(self.fold(&f.values, inst), Ok((folded, None)) if folded == *inst)
             })
         })
+    }
+
+    /// Whether `v` divides a value that is not a constant by a zero this pass folded (`x % (21
+    /// % 3)`): libpcap's `div x` becomes `div #0` now and fails in the next pass (its `div #k`
+    /// check), so the error waits for it. A zero known before the pass fails at once, as does
+    /// a constant divided by zero (both folded now, as libpcap's `fold_op` does).
+    fn zero_divisor_found_now(&self, f: &Function, v: Value, folded_now: &[Value]) -> bool {
+        match f.values[v.index()] {
+            Inst::Binary(BinOp::Div | BinOp::Mod, a, b) => {
+                self.konst(a).is_none() && self.konst(b) == Some(0) && folded_now.contains(&b)
+            }
+            _ => false,
+        }
     }
 
     /// libpcap's folding of one instruction: the instruction to keep, and the operand it is
