@@ -24,8 +24,9 @@
 //! The first six run in rounds until a round changes nothing (or [`Options::max_rounds`] is
 //! reached: the optimizer always terminates, and every pass is linear or near-linear in the
 //! function's size, so a 10,000-term `or` chain optimizes in milliseconds). Lookup tables are
-//! formed once, after the rounds, then [`sink`] moves constants next to their only user and the
-//! function is renumbered. With [`Options::verify`] (on in debug builds) the IR verifier runs
+//! formed after the rounds, and chains of 64 keys or more already in the first round, right
+//! after value numbering (so that the passes after it meet one `switch`, not thousands of
+//! tests); then [`sink`] moves constants next to their only user and the function is renumbered. With [`Options::verify`] (on in debug builds) the IR verifier runs
 //! after every pass and a failure names the pass.
 //!
 //! The predicate algebra is in [`facts`], value ranges in [`range`], the dominator tree in
