@@ -338,7 +338,8 @@ pub(crate) fn apply(f: &mut Function) -> Result<(), OptimizerError> {
     // operand or puts in its place an operand of that operand's instruction, the peephole
     // tests the operands of an instruction of the branch's block, dead code only removes
     // uses. So when no block did at the end of the first loop, none does now.
-    let stale_index = header_lengths.is_some_and(|before| read_stale_index(f, &before, &rpo));
+    let index = header_lengths.map(|before| read_stale_index(f, &before, &rpo));
+    let stale_index = index.as_ref().is_some_and(|i| i.changed);
     let used = match cross_block_uses {
         Some(used) if shortcuts && numbering_stays(&used) && !stale_index => used,
         _ => used_outside_own_block(f),
@@ -349,7 +350,37 @@ pub(crate) fn apply(f: &mut Function) -> Result<(), OptimizerError> {
     if skip_undecided_root(f) || !was_settled || stale_index {
         remove_dead_code(f, &f.reverse_postorder());
     }
+    if let Some(index) = index {
+        keep_index_loads(f, &index.kept);
+    }
     Ok(())
+}
+
+/// Puts back the byte loads of the `ldxb`s libpcap keeps for the blocks below
+/// ([`unset_index::Index::kept`]): dead in the filter's meaning, they still reject a packet
+/// too short for them. Not where the block now returns (then `opt_root` runs nothing) or is
+/// no longer reached.
+fn keep_index_loads(f: &mut Function, kept: &[(Block, u32)]) {
+    if kept.is_empty() {
+        return;
+    }
+    let reached = f.reverse_postorder();
+    for &(b, offset) in kept {
+        let returns = matches!(
+            f.block(b).term,
+            Terminator::Return(_) | Terminator::ReturnValue(_)
+        );
+        if returns || !reached.contains(&b) {
+            continue;
+        }
+        let load = Value(f.values.len() as u32);
+        f.values.push(Inst::Load {
+            index: None,
+            offset,
+            size: sift_ir::LoadSize::Byte,
+        });
+        f.block_mut(b).insts.insert(0, load);
+    }
 }
 
 /// Whether the first loop's numbering, computed once, is the one every later round of that
@@ -831,6 +862,28 @@ block2:
             let out = lowered(text, 228);
             assert!(out.contains("load.b [0]"), "{text}: {out}");
         }
+    }
+
+    /// `(0 / ether[1:1]) & -tcp[12:1] != 2` folds to a decided test whose `ldxb` libpcap keeps
+    /// (the zero takes `-tcp[12:1]`, not the load; `ether[1:1]` is indexed by a constant on
+    /// LINUX_SLL2, not by the header length), and the port tests below read X instead of
+    /// loading it. libpcap 1.10 starts with `ldxb 4*([20]&0xf)`, which rejects a packet shorter
+    /// than 21 bytes before any test: the byte load stays, and the ports are read at the real
+    /// header length, not at an unset X.
+    #[test]
+    fn an_index_load_the_blocks_below_rely_on_stays() {
+        let out = lowered("(0 / ether[1:1]) & -tcp[12:1] != 2 and tcp port 123", 276);
+        let entry = out.split("block1:").next().expect("entry block");
+        assert!(entry.contains("load.b [20]"), "{out}");
+        assert!(out.contains("shl"), "{out}");
+        let filter = |text: &str| {
+            let expr = sift_syntax::parse(text).expect("parses");
+            let f = crate::lower(expr.as_ref(), &crate::Options::new(276, 262_144));
+            sift_ir::Interpreter::new(f.expect("lowers")).expect("verifies")
+        };
+        // A 12-byte packet: rejected by the byte load, as libpcap's program does.
+        let f = filter("(0 / ether[1:1]) & -tcp[12:1] != 2 and not tcp port 123");
+        assert_eq!(f.run(&mut sift_ir::Cache::new(), &[0x08; 12], 60), 0);
     }
 
     /// On a raw IPv4 link the entry's test (`ld #0; jeq #0`) is decided and skipped, and so is
