@@ -851,6 +851,10 @@ block2:
         let out = lowered("udp[22:2] & 0 = 17 or udp port 22", 228);
         assert!(!out.contains("load.b [0]") && !out.contains("shl"), "{out}");
         assert!(out.contains("+0]") && out.contains("+2]"), "{out}");
+        // Also where the block below compares with a computed right side (`>= len`, whose
+        // `tax` comes after the left side's load): libpcap 1.10 reads `ldh [x + 2]`, X unset.
+        let out = lowered("udp[22:2] & 0 = 17 or udp[2:2] >= len", 228);
+        assert!(!out.contains("load.b [0]") && out.contains("+2]"), "{out}");
         // Without the fold the index is loaded as the filter means.
         let out = lowered("udp[22:2] & 1 = 17 or udp port 22", 228);
         assert!(out.contains("load.b [0]"), "{out}");

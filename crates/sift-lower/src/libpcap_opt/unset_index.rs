@@ -27,7 +27,9 @@
 //! Here, after libpcap's second loop: the blocks whose index computations the optimizer
 //! removed as dead code, and then, in reverse postorder, X as libpcap believes it (the last
 //! `ldxb`'s offset) against X as it is (the index value, or unset) at each block. Blocks that
-//! put anything else into X end the model there.
+//! put anything else into X end the model there, after the loads on the left side of their
+//! comparison when that side puts nothing else into X (libpcap computes it first:
+//! `tcp[4] >= len` reads X before the right side's `tax`).
 
 use sift_ir::{BinOp, Block, Function, Inst, LoadSize, Terminator, Value};
 
@@ -319,7 +321,12 @@ fn visit(
 ) -> State {
     let now = indices(f, b);
     if sets_x_otherwise(f, b, &now) {
-        // Not modelled: X holds something else from here on.
+        // libpcap computes the left side of the block's comparison first: its loads read X as
+        // it came in, when nothing on that side puts anything else into X. Past that, not
+        // modelled: X holds something else from here on.
+        if let Some(left) = left_side_reading_x_first(f, b) {
+            read_indices(f, b, &left, &mut state, index);
+        }
         return State {
             believed: None,
             real: Real::Unknown,
@@ -327,8 +334,57 @@ fn visit(
             kept_if_used: None,
         };
     }
+    read_indices(f, b, &now, &mut state, index);
+    if let Some(lost) = lost {
+        state.believed = Some(lost);
+        state.stale = true;
+    }
+    state
+}
+
+/// The index values of the loads on the left side of `b`'s comparison, when that side puts
+/// nothing but header lengths into X (no operation with two computed operands, every index a
+/// header length); `None` otherwise.
+fn left_side_reading_x_first(f: &Function, b: Block) -> Option<Vec<Value>> {
+    let Terminator::Branch { lhs, .. } = f.block(b).term else {
+        return None;
+    };
+    let in_block: Vec<Value> = f.block(b).insts.to_vec();
+    let mut left = Vec::new();
+    let mut stack = vec![lhs];
+    let mut indices = Vec::new();
+    while let Some(v) = stack.pop() {
+        if left.contains(&v) || !in_block.contains(&v) {
+            continue;
+        }
+        left.push(v);
+        match *f.inst(v) {
+            Inst::Load { index: Some(x), .. } => {
+                header_length_offset(f, x)?;
+                if !indices.contains(&x) {
+                    indices.push(x);
+                }
+            }
+            Inst::Binary(_, a, c) => {
+                if f.const_value(a).is_none() && f.const_value(c).is_none() {
+                    return None;
+                }
+                stack.extend([a, c]);
+            }
+            Inst::Neg(a) => stack.push(a),
+            _ => {}
+        }
+    }
+    // In the block's order, as libpcap emits the loads.
+    indices.sort_by_key(|x| in_block.iter().position(|v| v == x));
+    Some(indices)
+}
+
+/// The model over the index values `xs` of `b`'s packet loads, in order: marks the `ldxb`s
+/// kept for them and rewrites the loads that read a stale X.
+fn read_indices(f: &mut Function, b: Block, xs: &[Value], state: &mut State, index: &mut Index) {
     let changed = &mut index.changed;
-    for x in &now {
+    for x in xs {
         let offset = header_length_offset(f, *x);
         let nop = offset.is_some() && offset == state.believed;
         if let (true, false, Some(source)) = (nop, state.stale, state.kept_if_used) {
@@ -361,7 +417,7 @@ fn visit(
             // A stale read this model does not rewrite: X keeps what libpcap believes.
             (false, _) if nop && state.stale => {}
             (false, _) => {
-                state = State {
+                *state = State {
                     believed: offset,
                     real: Real::Set(held),
                     stale: false,
@@ -370,11 +426,6 @@ fn visit(
             }
         }
     }
-    if let Some(lost) = lost {
-        state.believed = Some(lost);
-        state.stale = true;
-    }
-    state
 }
 
 /// Whether libpcap's code for `b` puts into X something other than an `ldxb`: the right
