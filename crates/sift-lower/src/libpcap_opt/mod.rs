@@ -15,7 +15,9 @@
 //! * constant folding with libpcap's identities: `x op 0` for `+ - << >> | ^` is `x`, `x * 0`
 //!   and `x & 0` are 0, `0 op x` for `+ | ^` is `x` and for `* / % & << >>` is 0 (even when
 //!   `x` is 0: libpcap folds `0 / x` to 0); shifts of constants by 32 or more give 0; a
-//!   constant zero divisor and a shift of an unknown value by more than 31 bits are errors;
+//!   constant zero divisor and a shift of an unknown value by more than 31 bits are errors (a
+//!   divisor that folding finds to be 0 under an unknown dividend, in the next pass, if its
+//!   block is still reached then);
 //! * branches: both sides constant decide the branch; `(x & k) == 0` becomes `jset #k`
 //!   (negated), and `jset #0` never holds while `jset #0xffffffff` always holds — even for
 //!   `x == 0`, a libpcap quirk reproduced on purpose; a decided branch keeps its operands and
@@ -37,7 +39,8 @@
 //! * the index register: a block's `ldxb` that lost its only load through it to a fold (one
 //!   that decided the block's branch, the load at an offset from the header length, or a zero
 //!   on the load's left) is deleted while libpcap still believes X holds it, so the blocks
-//!   below read X unset (`unset_index.rs`).
+//!   below read X unset (`unset_index.rs`); one that libpcap keeps because the blocks below
+//!   read X instead of loading it keeps its byte load, which rejects short packets.
 //!
 //! Which rule runs in which of libpcap's two loops matters; see [`apply`]. libpcap disables its
 //! optimizer for `protochain` and `geneve`; so does the caller of this module.
