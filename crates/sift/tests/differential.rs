@@ -61,39 +61,32 @@ fn soak_rounds() -> std::ops::Range<u64> {
 /// pulls tests up; the same rounds as [`random_expressions_on_generated_traffic`].
 #[test]
 fn focused_expressions_on_generated_traffic() {
-    let mut failed = Vec::new();
-    for round in soak_rounds() {
-        for (i, lt) in LINKTYPES.into_iter().enumerate() {
-            let seed = 0xf0c5 + i as u64 + round * 0x1_0000;
-            let exprs = sift_testgen::random_focused_expressions(seed, 200);
-            let packets = sift_testgen::generate_packets(lt, seed, 300);
-            let engine = sift_engine;
-            let report = run_diff(&engine, lt, &exprs, &packets, &DiffOptions::default()).unwrap();
-            eprintln!("[focused, seed {seed:#x}] {report}");
-            if !report.divergences.is_empty() {
-                failed.push(format!("seed {seed:#x}, link type {lt}:\n{report}"));
-            }
-        }
-    }
-    assert!(
-        failed.is_empty(),
-        "sift and libpcap differ:\n{}",
-        failed.join("\n")
-    );
+    generated_rounds("focused", 0xf0c5, |seed, _| {
+        sift_testgen::random_focused_expressions(seed, 200)
+    });
 }
 
 /// Every seed runs, and the failures are reported together at the end.
 #[test]
 fn random_expressions_on_generated_traffic() {
+    generated_rounds("generated", 0x5eed, |seed, lt| {
+        sift_testgen::random_expressions(seed, lt, 400)
+    });
+}
+
+/// The rounds of [`soak_rounds`] over every link type: `expressions(seed, linktype)` against
+/// libpcap on 300 packets generated from the same seed (`base` plus the link type's place and
+/// the round), all rounds run before the failures are reported.
+fn generated_rounds(suite: &str, base: u64, expressions: impl Fn(u64, u32) -> Vec<String>) {
     let mut failed = Vec::new();
     for round in soak_rounds() {
         for (i, lt) in LINKTYPES.into_iter().enumerate() {
-            let seed = 0x5eed + i as u64 + round * 0x1_0000;
-            let exprs = sift_testgen::random_expressions(seed, lt, 400);
+            let seed = base + i as u64 + round * 0x1_0000;
+            let exprs = expressions(seed, lt);
             let packets = sift_testgen::generate_packets(lt, seed, 300);
             let engine = sift_engine;
             let report = run_diff(&engine, lt, &exprs, &packets, &DiffOptions::default()).unwrap();
-            eprintln!("[generated, seed {seed:#x}] {report}");
+            eprintln!("[{suite}, seed {seed:#x}] {report}");
             if !report.divergences.is_empty() {
                 failed.push(format!("seed {seed:#x}, link type {lt}:\n{report}"));
             }
