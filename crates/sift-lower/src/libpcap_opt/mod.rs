@@ -858,6 +858,23 @@ block2:
         // `tax` comes after the left side's load): libpcap 1.10 reads `ldh [x + 2]`, X unset.
         let out = lowered("udp[22:2] & 0 = 17 or udp[2:2] >= len", 228);
         assert!(!out.contains("load.b [0]") && out.contains("+2]"), "{out}");
+        // Not where a block between puts something else into X: libpcap's `ld #0x11; mod x`
+        // for `17 % ...` does, and the port tests below load their own `ldxb` again.
+        // On the soak's packet, a UDP datagram to port 4321 with a 24-byte IPv4 header, libpcap
+        // 1.10 accepts: it reads the port at the header length, not at X unset.
+        let text = "not icmp || ip and udp[0x86dd] & 0 != 430573177 and -17 % 21 ^ ip[3:2] << 15 \
+                    <= 255 and ip[6:2] & 0x1fff != 0 or port 4321";
+        let expr = sift_syntax::parse(text).expect("parses");
+        let f = crate::lower(expr.as_ref(), &crate::Options::new(108, 262_144)).expect("lowers");
+        let packet: Vec<u8> = (0..54)
+            .map(|i| {
+                let hex = "00000002460000329a900000011106d2c0a80102c0a8010294040000ffff10e1001a\
+                           0000b230e845b63e1c4f2169d4e17e4b091d2004";
+                u8::from_str_radix(&hex[2 * i..2 * i + 2], 16).expect("hex")
+            })
+            .collect();
+        let filter = sift_ir::Interpreter::new(f).expect("verifies");
+        assert_eq!(filter.run(&mut sift_ir::Cache::new(), &packet, 54), 262_144);
         // Without the fold the index is loaded as the filter means.
         let out = lowered("udp[22:2] & 1 = 17 or udp port 22", 228);
         assert!(out.contains("load.b [0]"), "{out}");

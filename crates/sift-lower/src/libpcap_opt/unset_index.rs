@@ -343,8 +343,8 @@ fn visit(
 }
 
 /// The index values of the loads on the left side of `b`'s comparison, when that side puts
-/// nothing but header lengths into X (no operation with two computed operands, every index a
-/// header length); `None` otherwise.
+/// nothing but header lengths into X (no operation [`writes_x`], every index a header
+/// length); `None` otherwise.
 fn left_side_reading_x_first(f: &Function, b: Block) -> Option<Vec<Value>> {
     let Terminator::Branch { lhs, .. } = f.block(b).term else {
         return None;
@@ -366,7 +366,7 @@ fn left_side_reading_x_first(f: &Function, b: Block) -> Option<Vec<Value>> {
                 }
             }
             Inst::Binary(_, a, c) => {
-                if f.const_value(a).is_none() && f.const_value(c).is_none() {
+                if writes_x(f, v) {
                     return None;
                 }
                 stack.extend([a, c]);
@@ -429,8 +429,8 @@ fn read_indices(f: &mut Function, b: Block, xs: &[Value], state: &mut State, ind
 }
 
 /// Whether libpcap's code for `b` puts into X something other than an `ldxb`: the right
-/// operand of a comparison or an operation with two computed operands (`jge x`, `add x`), or
-/// an index that is not a header length (`tax`).
+/// operand of a comparison (`jge x`), or of an operation when it is computed (`add x`, also
+/// after a constant, `ld #17; mod x`), or an index that is not a header length (`tax`).
 fn sets_x_otherwise(f: &Function, b: Block, indices: &[Value]) -> bool {
     let computed = |v: Value| f.const_value(v).is_none();
     let term = match f.block(b).term {
@@ -440,10 +440,17 @@ fn sets_x_otherwise(f: &Function, b: Block, indices: &[Value]) -> bool {
     term || indices
         .iter()
         .any(|&x| header_length_offset(f, x).is_none())
-        || f.block(b).insts.iter().any(|&v| match *f.inst(v) {
-            Inst::Binary(_, l, r) => computed(l) && computed(r),
-            _ => false,
-        })
+        || f.block(b).insts.iter().any(|&v| writes_x(f, v))
+}
+
+/// Whether libpcap computes `v` with its right operand in X, put there for it: an operation
+/// whose right operand is computed and not the header length X already holds (the `16` of
+/// `tcp[16]` is added to it as `ld #16; add x`).
+fn writes_x(f: &Function, v: Value) -> bool {
+    match *f.inst(v) {
+        Inst::Binary(_, _, r) => f.const_value(r).is_none() && header_length(f, r).is_none(),
+        _ => false,
+    }
 }
 
 /// Makes `b`'s packet loads indexed by `old` use `new`.
