@@ -398,13 +398,9 @@ block5:
                 },
             );
             assert_same_semantics(&orig, &f);
-            let switches: Vec<usize> = f
-                .blocks
-                .iter()
-                .filter_map(|b| match &b.term {
-                    sift_ir::Terminator::Switch { cases, .. } => Some(cases.len()),
-                    _ => None,
-                })
+            let switches: Vec<usize> = table::switches(&f)
+                .into_iter()
+                .map(|b| f.block(b).term.successor_count() - 1)
                 .collect();
             assert_eq!(switches, [n as usize], "{n} keys\n{stats}\n{f}");
         }

@@ -225,7 +225,7 @@ pub fn run_with(f: &mut Function, min_keys: usize, analysis: &mut Analysis) -> u
 
 /// Used by tests: the blocks of `f` that end in a switch.
 #[cfg(test)]
-fn switches(f: &Function) -> Vec<sift_ir::Block> {
+pub(crate) fn switches(f: &Function) -> Vec<sift_ir::Block> {
     (0..f.blocks.len() as u32)
         .map(sift_ir::Block)
         .filter(|&b| matches!(f.block(b).term, Terminator::Switch { .. }))

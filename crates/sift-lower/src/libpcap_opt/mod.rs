@@ -376,13 +376,14 @@ fn keep_index_loads(f: &mut Function, kept: &[(Block, u32)]) {
         if returns || !reached.contains(&b) {
             continue;
         }
-        let load = Value(f.values.len() as u32);
-        f.values.push(Inst::Load {
-            index: None,
-            offset,
-            size: sift_ir::LoadSize::Byte,
-        });
-        f.block_mut(b).insts.insert(0, load);
+        f.push(
+            b,
+            Inst::Load {
+                index: None,
+                offset,
+                size: sift_ir::LoadSize::Byte,
+            },
+        );
     }
 }
 
@@ -837,12 +838,20 @@ block2:
         assert_eq!(out, "block0:\n    ret 1\n");
     }
 
-    /// `text` lowered for `linktype`, libpcap's optimizer applied, as IR text.
-    fn lowered(text: &str, linktype: u32) -> String {
+    /// `text` lowered for `linktype`, libpcap's optimizer applied.
+    fn lower_text(text: &str, linktype: u32) -> Result<Function, crate::LowerError> {
         let expr = sift_syntax::parse(text).expect("parses");
         crate::lower(expr.as_ref(), &crate::Options::new(linktype, 262_144))
-            .expect("lowers")
-            .to_string()
+    }
+
+    /// [`lower_text`] as IR text.
+    fn lowered(text: &str, linktype: u32) -> String {
+        lower_text(text, linktype).expect("lowers").to_string()
+    }
+
+    /// [`lower_text`], ready to run on packets.
+    fn interpreted(text: &str, linktype: u32) -> sift_ir::Interpreter {
+        sift_ir::Interpreter::new(lower_text(text, linktype).expect("lowers")).expect("verifies")
     }
 
     /// `udp[22:2] & 0 = 17` folds to a decided branch that keeps only its `ldxb`; libpcap
@@ -864,8 +873,6 @@ block2:
         // 1.10 accepts: it reads the port at the header length, not at X unset.
         let text = "not icmp || ip and udp[0x86dd] & 0 != 430573177 and -17 % 21 ^ ip[3:2] << 15 \
                     <= 255 and ip[6:2] & 0x1fff != 0 or port 4321";
-        let expr = sift_syntax::parse(text).expect("parses");
-        let f = crate::lower(expr.as_ref(), &crate::Options::new(108, 262_144)).expect("lowers");
         let packet: Vec<u8> = (0..54)
             .map(|i| {
                 let hex = "00000002460000329a900000011106d2c0a80102c0a8010294040000ffff10e1001a\
@@ -873,7 +880,7 @@ block2:
                 u8::from_str_radix(&hex[2 * i..2 * i + 2], 16).expect("hex")
             })
             .collect();
-        let filter = sift_ir::Interpreter::new(f).expect("verifies");
+        let filter = interpreted(text, 108);
         assert_eq!(filter.run(&mut sift_ir::Cache::new(), &packet, 54), 262_144);
         // Without the fold the index is loaded as the filter means.
         let out = lowered("udp[22:2] & 1 = 17 or udp port 22", 228);
@@ -900,13 +907,11 @@ block2:
         let entry = out.split("block1:").next().expect("entry block");
         assert!(entry.contains("load.b [20]"), "{out}");
         assert!(out.contains("shl"), "{out}");
-        let filter = |text: &str| {
-            let expr = sift_syntax::parse(text).expect("parses");
-            let f = crate::lower(expr.as_ref(), &crate::Options::new(276, 262_144));
-            sift_ir::Interpreter::new(f.expect("lowers")).expect("verifies")
-        };
         // A 12-byte packet: rejected by the byte load, as libpcap's program does.
-        let f = filter("(0 / ether[1:1]) & -tcp[12:1] != 2 and not tcp port 123");
+        let f = interpreted(
+            "(0 / ether[1:1]) & -tcp[12:1] != 2 and not tcp port 123",
+            276,
+        );
         assert_eq!(f.run(&mut sift_ir::Cache::new(), &[0x08; 12], 60), 0);
     }
 
@@ -952,12 +957,10 @@ block2:
     /// accepted by the first range).
     #[test]
     fn pullups_start_from_the_edges_as_an_earlier_pullup_left_them() {
-        let expr = sift_syntax::parse(
+        let filter = interpreted(
             "udp dst portrange 379-2006 or (udp port 8080 and udp dst portrange 123-8080)",
-        )
-        .expect("parses");
-        let f = crate::lower(expr.as_ref(), &crate::Options::new(228, 262_144)).expect("lowers");
-        let filter = sift_ir::Interpreter::new(f).expect("verifies");
+            228,
+        );
         // IPv4 (20-byte header) and UDP from port 80 to port 1234.
         let mut packet = vec![0u8; 28];
         packet[0] = 0x45;
@@ -1001,10 +1004,7 @@ block4:
     /// (decided in the same pass) it is not (libpcap 1.10 compiles that one).
     #[test]
     fn a_zero_divisor_fails_a_pass_after_it_is_found() {
-        let lower = |text: &str| {
-            let expr = sift_syntax::parse(text).expect("parses");
-            crate::lower(expr.as_ref(), &crate::Options::new(1, 262_144))
-        };
+        let lower = |text: &str| lower_text(text, 1);
         assert!(lower("ip || rarp net 10 and tcp[16:2] % 21 % 3 = 69").is_err());
         assert!(lower("sctp and -17 * 53 < 031 || rarp and tcp[16:2] % 21 % 3 = 69").is_ok());
         // A block that stays reached fails in the next pass.

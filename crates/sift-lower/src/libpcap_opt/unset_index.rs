@@ -114,11 +114,11 @@ pub(super) fn header_length_loads(f: &Function) -> Vec<Option<HeaderLength>> {
             let at_offset = first.is_some_and(|k| k != 0);
             Some(HeaderLength {
                 offset,
-                zero_on_left: zero_on_left(f, b),
+                zero_on_left: zero_folds_load(f, b, true),
                 one_load,
                 at_offset,
                 // Only asked for together with the two above.
-                zero_on_right: one_load && at_offset && zero_on_right(f, b),
+                zero_on_right: one_load && at_offset && zero_folds_load(f, b, false),
             })
         })
         .collect()
@@ -133,38 +133,31 @@ fn header_length_loads_of(f: &Function, b: Block) -> impl Iterator<Item = u32> +
     })
 }
 
-/// Whether a block's instruction is `0 op load` with an indexed load and an operation libpcap
-/// turns into `ld #0` as soon as it sees the zero in the accumulator (`* / % & << >>`), the
-/// zero one that libpcap's folding finds (`8 >> 23`, `-0`, `icmptype`, `len * 0`).
+/// Whether a block's instruction is an operation that libpcap folds to 0 by a zero (the zero
+/// one that libpcap's folding finds: `8 >> 23`, `-0`, `icmptype`, `len * 0`) on one side of a
+/// load through the header length on the other: `0 op load` when `zero_left` (`* / % & << >>`,
+/// which libpcap turns into `ld #0` as soon as it sees the zero in the accumulator), else
+/// `load op 0` (`*`, `&`).
 ///
 /// The side matters: `load op 0` becomes `op #0` first and `ld #0` a pass later, and then an
-/// undecided block's successors keep their own `ldxb` (the soak's seed 0xdb65eed). That rule
-/// comes from the soaks (the lines of `sift/tests/data/soak_findings.txt` it fixed, and no new
-/// divergence in 600 rounds), not from following libpcap's passes one by one.
-fn zero_on_left(f: &Function, b: Block) -> bool {
+/// undecided block's successors keep their own `ldxb` (the soak's seed 0xdb65eed). On the
+/// right only the load itself counts: when another operation comes between (`-tcp[23:4] *
+/// 0`, `(tcp[23:4] | 1) & 0`), the load dies a pass later still, by when the blocks below rely
+/// on the block's `ldxb` and libpcap keeps it (the soak's seed 0x1a715ef1; checked against
+/// libpcap on `neg`, `add`, `or` and two `neg`s between). These rules come from the soaks (the
+/// lines of `sift/tests/data/soak_findings.txt` they fixed), not from following libpcap's
+/// passes one by one.
+fn zero_folds_load(f: &Function, b: Block, zero_left: bool) -> bool {
     f.block(b).insts.iter().any(|&v| match *f.inst(v) {
         Inst::Binary(op, lhs, rhs) => {
-            matches!(binary_fold(op, Some(0), None), Ok(BinaryFold::Const(0)))
-                && is_header_length_load(f, rhs)
-                && constant(f, lhs, 8) == Some(0)
-        }
-        _ => false,
-    })
-}
-
-/// Whether a block's instruction is `load op 0` with an indexed load and an operation that
-/// gives 0 with a zero on its right (`*`, `&`; the zero one that libpcap's folding finds).
-///
-/// Only the load itself: when another operation comes between (`-tcp[23:4] * 0`,
-/// `(tcp[23:4] | 1) & 0`), the load dies a pass later, by when the blocks below rely on the
-/// block's `ldxb` and libpcap keeps it (the soak's seed 0x1a715ef1; checked against libpcap
-/// on `neg`, `add`, `or` and two `neg`s between).
-fn zero_on_right(f: &Function, b: Block) -> bool {
-    f.block(b).insts.iter().any(|&v| match *f.inst(v) {
-        Inst::Binary(op @ (BinOp::Mul | BinOp::And), lhs, rhs) => {
-            matches!(binary_fold(op, None, Some(0)), Ok(BinaryFold::Const(0)))
-                && is_header_length_load(f, lhs)
-                && constant(f, rhs, 8) == Some(0)
+            let (zero, load, fold) = if zero_left {
+                (lhs, rhs, binary_fold(op, Some(0), None))
+            } else {
+                (rhs, lhs, binary_fold(op, None, Some(0)))
+            };
+            matches!(fold, Ok(BinaryFold::Const(0)))
+                && is_header_length_load(f, load)
+                && constant(f, zero, 8) == Some(0)
         }
         _ => false,
     })
@@ -239,7 +232,7 @@ pub(super) fn read_stale_index(
     // load was folded away by a zero on its left (`0 & tcp[k]`), decided or not; in both
     // cases only when that was the block's one load through a header length, and for a
     // decided branch one at an offset from it (see the module doc).
-    let lost = |f: &Function, b: Block| {
+    let lost = |b: Block| {
         let decided = matches!(
             &f.block(b).term,
             Terminator::Branch { then_, else_, .. } if then_ == else_
@@ -249,24 +242,31 @@ pub(super) fn read_stale_index(
                 h.one_load
                     && (h.zero_on_left
                         || decided && b != Function::ENTRY && h.at_offset && h.zero_on_right)
-                    && indices(f, b).is_empty()
             })
             .map(|h| h.offset)
     };
-    // The blocks whose `ldxb` lost its loads to a fold without being lost as above.
-    let folded = |f: &Function, b: Block| {
-        before[b.index()]
-            .filter(|_| lost(f, b).is_none() && indices(f, b).is_empty())
-            .map(|h| h.offset)
-    };
+    // Per block: its `ldxb` lost as above, or else lost its loads to a fold (`folded`; the
+    // rewrites below touch only loads that remain, so these stay as computed here).
+    let mut ldxb: Vec<Ldxb> = vec![Ldxb::default(); f.blocks.len()];
+    for &b in rpo {
+        if before[b.index()].is_some() && indices(f, b).is_empty() {
+            ldxb[b.index()] = match lost(b) {
+                Some(offset) => Ldxb {
+                    lost: Some(offset),
+                    folded: None,
+                },
+                None => Ldxb {
+                    lost: None,
+                    folded: before[b.index()].map(|h| h.offset),
+                },
+            };
+        }
+    }
     let mut index = Index {
         changed: false,
         kept: Vec::new(),
     };
-    if !rpo
-        .iter()
-        .any(|&b| lost(f, b).is_some() || folded(f, b).is_some())
-    {
+    if !rpo.iter().any(|&b| ldxb[b.index()] != Ldxb::default()) {
         return index;
     }
     // What the blocks entering each block leave, merged as they are visited (every block
@@ -294,15 +294,7 @@ pub(super) fn read_stale_index(
             stale: false,
             kept_if_used: None,
         });
-        let mut state = visit(f, b, state, lost(f, b), &mut index);
-        if let Some(offset) = folded(f, b).filter(|_| !sets_x_otherwise(f, b, &[])) {
-            state = State {
-                believed: Some(offset),
-                real: Real::Unknown,
-                stale: false,
-                kept_if_used: Some(b),
-            };
-        }
+        let state = visit(f, b, state, ldxb[b.index()], &mut index);
         for s in super::edges::successors(&f.block(b).term) {
             merge(&mut entering[s.index()], state);
         }
@@ -310,15 +302,18 @@ pub(super) fn read_stale_index(
     index
 }
 
-/// The model at block `b`, entered with `state`, whose `ldxb` at `lost` went with its dead
-/// load; returns the state it leaves.
-fn visit(
-    f: &mut Function,
-    b: Block,
-    mut state: State,
+/// What became of a block's `ldxb` whose loads the optimizer removed: the offset of the one
+/// that went with its dead load (`lost`), or of one libpcap keeps if a block below relies on it
+/// (`folded`).
+#[derive(Clone, Copy, Default, PartialEq, Eq)]
+struct Ldxb {
     lost: Option<u32>,
-    index: &mut Index,
-) -> State {
+    folded: Option<u32>,
+}
+
+/// The model at block `b`, entered with `state`, with what became of its `ldxb`; returns the
+/// state it leaves.
+fn visit(f: &mut Function, b: Block, mut state: State, ldxb: Ldxb, index: &mut Index) -> State {
     let now = indices(f, b);
     if sets_x_otherwise(f, b, &now) {
         // libpcap computes the left side of the block's comparison first: its loads read X as
@@ -335,9 +330,17 @@ fn visit(
         };
     }
     read_indices(f, b, &now, &mut state, index);
-    if let Some(lost) = lost {
+    if let Some(lost) = ldxb.lost {
         state.believed = Some(lost);
         state.stale = true;
+    }
+    if let Some(offset) = ldxb.folded {
+        state = State {
+            believed: Some(offset),
+            real: Real::Unknown,
+            stale: false,
+            kept_if_used: Some(b),
+        };
     }
     state
 }
@@ -349,7 +352,7 @@ fn left_side_reading_x_first(f: &Function, b: Block) -> Option<Vec<Value>> {
     let Terminator::Branch { lhs, .. } = f.block(b).term else {
         return None;
     };
-    let in_block: Vec<Value> = f.block(b).insts.to_vec();
+    let in_block = &f.block(b).insts[..];
     let mut left = Vec::new();
     let mut stack = vec![lhs];
     let mut indices = Vec::new();
