@@ -39,7 +39,8 @@
 //! * the index register: a block's `ldxb` that lost its only load through it to a fold (one
 //!   that decided the block's branch, the load at an offset from the header length, or a zero
 //!   on the load's left) is deleted while libpcap still believes X holds it, so the blocks
-//!   below read X unset (`unset_index.rs`); one that libpcap keeps because the blocks below
+//!   below read X unset (`unset_index.rs`; where such a path joins one that loaded the header
+//!   length, as X each path left); one that libpcap keeps because the blocks below
 //!   read X instead of loading it keeps its byte load, which rejects short packets.
 //!
 //! Which rule runs in which of libpcap's two loops matters; see [`apply`]. libpcap disables its
@@ -893,6 +894,29 @@ block2:
             let out = lowered(text, 228);
             assert!(out.contains("load.b [0]"), "{text}: {out}");
         }
+    }
+
+    /// The address tests join the TCP path, whose `tcp[14:4] & 0` lost its `ldxb` (X unset),
+    /// and the UDP path, which loaded the header length; libpcap believes both left the same
+    /// `ldxb` and deletes the port test's own, so on TCP it reads the ports at X = 0, the
+    /// IPv4 header's first words (libpcap 1.10: `ldh [x + 14]` with no `ldxb` before it, and
+    /// it accepts this TCP packet from port 80).
+    #[test]
+    fn a_join_reads_x_as_each_path_left_it() {
+        let text = "(tcp[14:4] & 0 <= 2 or udp portrange 1256-2633) \
+                    and not (net 192.168.0.0/16 || port 80)";
+        let hex = "00000000000200000000000108004500002800000000400600000a0000010a000002\
+                   005012340000000000000000500200000000000000";
+        let packet: Vec<u8> = (0..hex.len() / 2)
+            .map(|i| u8::from_str_radix(&hex[2 * i..2 * i + 2], 16).expect("hex"))
+            .collect();
+        let filter = interpreted(text, 1);
+        assert_eq!(filter.run(&mut sift_ir::Cache::new(), &packet, 54), 262_144);
+        // A UDP datagram from port 80 is rejected: on that path X holds the header length.
+        let mut udp = packet.clone();
+        udp[23] = 17;
+        udp[36..38].copy_from_slice(&1300u16.to_be_bytes());
+        assert_eq!(filter.run(&mut sift_ir::Cache::new(), &udp, 54), 0);
     }
 
     /// `(0 / ether[1:1]) & -tcp[12:1] != 2` folds to a decided test whose `ldxb` libpcap keeps

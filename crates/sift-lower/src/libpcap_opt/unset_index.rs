@@ -26,7 +26,8 @@
 //!
 //! Here, after libpcap's second loop: the blocks whose index computations the optimizer
 //! removed as dead code, and then, in reverse postorder, X as libpcap believes it (the last
-//! `ldxb`'s offset) against X as it is (the index value, or unset) at each block. Blocks that
+//! `ldxb`'s offset) against X as it is (the index value, or unset, or at a join of paths that
+//! leave different ones a block parameter with X per edge, [`Join`]) at each block. Blocks that
 //! put anything else into X end the model there, after the loads on the left side of their
 //! comparison when that side puts nothing else into X (libpcap computes it first:
 //! `tcp[4] >= len` reads X before the right side's `tax`).
@@ -192,8 +193,22 @@ enum Real {
     /// Nothing set X on any path.
     Unset,
     Set(Value),
-    /// The paths disagree.
+    /// What each edge into a join brought, known on every one ([`Join`], by its index).
+    Joined(u32),
+    /// The paths disagree, and some of them are not known.
     Unknown,
+}
+
+/// A block whose entering edges leave X with different values that are each known, at least
+/// one of them stale: where libpcap believes every edge left the same `ldxb` (its value
+/// numbers agree) and deletes the block's own, its loads read whichever X the packet came
+/// with (the soak's seed 0x3d95ef3: unset after `tcp[14:4] & 0`, the header length after
+/// `udp portrange`). Should a load read it, the block gets a parameter with X per edge.
+struct Join {
+    block: Block,
+    /// Each entering block and X as it leaves it.
+    edges: Vec<(Block, Real)>,
+    param: Option<Value>,
 }
 
 #[derive(Clone, Copy, PartialEq, Eq)]
@@ -269,37 +284,113 @@ pub(super) fn read_stale_index(
     if !rpo.iter().any(|&b| ldxb[b.index()] != Ldxb::default()) {
         return index;
     }
-    // What the blocks entering each block leave, merged as they are visited (every block
-    // entering another comes before it in reverse postorder).
-    let mut entering: Vec<Option<State>> = vec![None; f.blocks.len()];
-    let merge = |into: &mut Option<State>, s: State| {
-        *into = Some(match *into {
-            None => s,
-            Some(acc) => State {
-                believed: acc.believed.filter(|&k| s.believed == Some(k)),
-                real: if acc.real == s.real {
-                    acc.real
-                } else {
-                    Real::Unknown
-                },
-                stale: acc.stale && s.stale,
-                kept_if_used: acc.kept_if_used.filter(|&k| s.kept_if_used == Some(k)),
-            },
-        });
-    };
+    // What the blocks entering each block leave (every block entering another comes before it
+    // in reverse postorder).
+    let mut entering: Vec<Vec<(Block, State)>> = vec![Vec::new(); f.blocks.len()];
+    let mut joins: Vec<Join> = Vec::new();
     for &b in rpo {
-        let state = entering[b.index()].unwrap_or(State {
+        let state = entered(b, &entering[b.index()], &mut joins);
+        let state = visit(f, b, state, ldxb[b.index()], &mut index, &mut joins);
+        for s in super::edges::successors(&f.block(b).term) {
+            let edges = &mut entering[s.index()];
+            if edges.last().is_none_or(|&(from, _)| from != b) {
+                edges.push((b, state));
+            }
+        }
+    }
+    index
+}
+
+/// The state `b` is entered with, from what each block entering it left: a [`Join`] when
+/// libpcap believes they all left one `ldxb`, at least one of them stale, and what each left
+/// in X is known.
+fn entered(b: Block, edges: &[(Block, State)], joins: &mut Vec<Join>) -> State {
+    let Some(&(_, first)) = edges.first() else {
+        return State {
             believed: None,
             real: Real::Unset,
             stale: false,
             kept_if_used: None,
+        };
+    };
+    let mut merged = first;
+    for &(_, s) in &edges[1..] {
+        merged = State {
+            believed: merged.believed.filter(|&k| s.believed == Some(k)),
+            real: if merged.real == s.real {
+                merged.real
+            } else {
+                Real::Unknown
+            },
+            stale: merged.stale && s.stale,
+            kept_if_used: merged.kept_if_used.filter(|&k| s.kept_if_used == Some(k)),
+        };
+    }
+    let joined = merged.believed.is_some()
+        && merged.real == Real::Unknown
+        && edges.iter().any(|(_, s)| s.stale)
+        && edges.iter().all(|(_, s)| s.real != Real::Unknown);
+    if joined {
+        joins.push(Join {
+            block: b,
+            edges: edges.iter().map(|&(from, s)| (from, s.real)).collect(),
+            param: None,
         });
-        let state = visit(f, b, state, ldxb[b.index()], &mut index);
-        for s in super::edges::successors(&f.block(b).term) {
-            merge(&mut entering[s.index()], state);
+        merged.real = Real::Joined(joins.len() as u32 - 1);
+        merged.stale = true;
+    }
+    merged
+}
+
+/// The value X holds as `real` says, defined where block `at` can use it: a constant 0 put
+/// into `at` for an unset X, a join's parameter (added now, with its edges' arguments, when it
+/// is first asked for).
+fn real_value(f: &mut Function, joins: &mut [Join], real: Real, at: Block) -> Option<Value> {
+    match real {
+        Real::Unset => {
+            let zero = Value(f.values.len() as u32);
+            f.values.push(Inst::Const(0));
+            f.block_mut(at).insts.insert(0, zero);
+            Some(zero)
+        }
+        Real::Set(v) => Some(v),
+        Real::Unknown => None,
+        Real::Joined(j) => {
+            // The joins this one needs, each only from earlier ones: given parameters in
+            // order of creation, without recursing along a chain of joins.
+            let mut needed = vec![j as usize];
+            let mut i = 0;
+            while let Some(&k) = needed.get(i) {
+                i += 1;
+                for &(_, r) in &joins[k].edges {
+                    if let Real::Joined(e) = r {
+                        if joins[e as usize].param.is_none() && !needed.contains(&(e as usize)) {
+                            needed.push(e as usize);
+                        }
+                    }
+                }
+            }
+            needed.sort_unstable();
+            for k in needed {
+                if joins[k].param.is_some() {
+                    continue;
+                }
+                let block = joins[k].block;
+                let param = f.add_param(block);
+                for e in 0..joins[k].edges.len() {
+                    let (from, r) = joins[k].edges[e];
+                    let arg = real_value(f, joins, r, from).expect("every edge is known");
+                    f.block_mut(from).term.for_each_target_mut(|t| {
+                        if t.block == block {
+                            t.args.push(arg);
+                        }
+                    });
+                }
+                joins[k].param = Some(param);
+            }
+            joins[j as usize].param
         }
     }
-    index
 }
 
 /// What became of a block's `ldxb` whose loads the optimizer removed: the offset of the one
@@ -313,14 +404,21 @@ struct Ldxb {
 
 /// The model at block `b`, entered with `state`, with what became of its `ldxb`; returns the
 /// state it leaves.
-fn visit(f: &mut Function, b: Block, mut state: State, ldxb: Ldxb, index: &mut Index) -> State {
+fn visit(
+    f: &mut Function,
+    b: Block,
+    mut state: State,
+    ldxb: Ldxb,
+    index: &mut Index,
+    joins: &mut [Join],
+) -> State {
     let now = indices(f, b);
     if sets_x_otherwise(f, b, &now) {
         // libpcap computes the left side of the block's comparison first: its loads read X as
         // it came in, when nothing on that side puts anything else into X. Past that, not
         // modelled: X holds something else from here on.
         if let Some(left) = left_side_reading_x_first(f, b) {
-            read_indices(f, b, &left, &mut state, index);
+            read_indices(f, b, &left, &mut state, index, joins);
         }
         return State {
             believed: None,
@@ -329,7 +427,7 @@ fn visit(f: &mut Function, b: Block, mut state: State, ldxb: Ldxb, index: &mut I
             kept_if_used: None,
         };
     }
-    read_indices(f, b, &now, &mut state, index);
+    read_indices(f, b, &now, &mut state, index, joins);
     if let Some(lost) = ldxb.lost {
         state.believed = Some(lost);
         state.stale = true;
@@ -385,7 +483,14 @@ fn left_side_reading_x_first(f: &Function, b: Block) -> Option<Vec<Value>> {
 
 /// The model over the index values `xs` of `b`'s packet loads, in order: marks the `ldxb`s
 /// kept for them and rewrites the loads that read a stale X.
-fn read_indices(f: &mut Function, b: Block, xs: &[Value], state: &mut State, index: &mut Index) {
+fn read_indices(
+    f: &mut Function,
+    b: Block,
+    xs: &[Value],
+    state: &mut State,
+    index: &mut Index,
+    joins: &mut [Join],
+) {
     let changed = &mut index.changed;
     for x in xs {
         let offset = header_length_offset(f, *x);
@@ -405,18 +510,12 @@ fn read_indices(f: &mut Function, b: Block, xs: &[Value], state: &mut State, ind
             _ => (*x, true),
         };
         match (nop && state.stale && alone, state.real) {
-            (true, Real::Unset) => {
-                let zero = Value(f.values.len() as u32);
-                f.values.push(Inst::Const(0));
-                f.block_mut(b).insts.insert(0, zero);
-                replace_index(f, b, *x, zero);
-                *changed = true;
+            (true, real) => {
+                if let Some(v) = real_value(f, joins, real, b) {
+                    replace_index(f, b, *x, v);
+                    *changed = true;
+                }
             }
-            (true, Real::Set(v)) => {
-                replace_index(f, b, *x, v);
-                *changed = true;
-            }
-            (true, Real::Unknown) => {}
             // A stale read this model does not rewrite: X keeps what libpcap believes.
             (false, _) if nop && state.stale => {}
             (false, _) => {
