@@ -85,6 +85,7 @@ mod terms;
 mod thread_check;
 mod threading;
 mod unset_index;
+mod x_reads;
 
 use sift_ir::verify::dominators;
 use sift_ir::{Block, Function, Inst, Terminator, Value};
@@ -917,6 +918,26 @@ block2:
         udp[23] = 17;
         udp[36..38].copy_from_slice(&1300u16.to_be_bytes());
         assert_eq!(filter.run(&mut sift_ir::Cache::new(), &udp, 54), 0);
+    }
+
+    /// Below a decided `tcp[22:4] & 0` test that lost its `ldxb`, the payload load at a
+    /// computed offset puts the offset into X (`tax`), but its inner load `tcp[12:1]` and the
+    /// `add x` of the header length come first and read X unset: libpcap 1.10 reads `ldb [x +
+    /// 26]`, `add x` and then `ld [x + 14]` with X = 0, so this packet, with "GET " at bytes
+    /// 34-37 and 0x50 at byte 26, matches although it has no payload.
+    #[test]
+    fn reads_before_a_computed_offset_read_x_as_entered() {
+        let text = "tcp[22:4] & 0 = 5 or tcp[((tcp[12:1] & 0xf0) >> 2):4] = 0x47455420";
+        let hex = "0000000000020000000000010800450000280000000040060000500000010a000002\
+                   474554200000000000000000500200000000000000";
+        let mut packet: Vec<u8> = (0..hex.len() / 2)
+            .map(|i| u8::from_str_radix(&hex[2 * i..2 * i + 2], 16).expect("hex"))
+            .collect();
+        let filter = interpreted(text, 1);
+        assert_eq!(filter.run(&mut sift_ir::Cache::new(), &packet, 54), 262_144);
+        // With 0x0a at byte 26 the offset is 0: the IPv4 header's first word is not "GET ".
+        packet[26] = 0x0a;
+        assert_eq!(filter.run(&mut sift_ir::Cache::new(), &packet, 54), 0);
     }
 
     /// `(0 / ether[1:1]) & -tcp[12:1] != 2` folds to a decided test whose `ldxb` libpcap keeps

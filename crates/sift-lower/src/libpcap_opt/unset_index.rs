@@ -28,13 +28,13 @@
 //! removed as dead code, and then, in reverse postorder, X as libpcap believes it (the last
 //! `ldxb`'s offset) against X as it is (the index value, or unset, or at a join of paths that
 //! leave different ones a block parameter with X per edge, [`Join`]) at each block. Blocks that
-//! put anything else into X end the model there, after the loads on the left side of their
-//! comparison when that side puts nothing else into X (libpcap computes it first:
-//! `tcp[4] >= len` reads X before the right side's `tax`).
+//! put anything else into X end the model there, after the reads of X that libpcap's code
+//! makes before that (`x_reads.rs`: `tcp[4] >= len` reads X before the right side's `tax`).
 
 use sift_ir::{BinOp, Block, Function, Inst, LoadSize, Terminator, Value};
 
 use super::numbering::{binary_fold, BinaryFold};
+use super::x_reads::{reads_before_x_written, Read, Site};
 
 /// The byte offset `k` when `index` is `4*([k]&0xf)` computed as libpcap's `ldxb` does, or
 /// that plus a constant (which libpcap's peephole folds into the load's offset, leaving X the
@@ -45,7 +45,7 @@ fn header_length_offset(f: &Function, index: Value) -> Option<u32> {
 
 /// [`header_length_offset`], with the constant `index` adds to the header length (0 for
 /// none).
-fn header_length(f: &Function, index: Value) -> Option<(u32, u32)> {
+pub(super) fn header_length(f: &Function, index: Value) -> Option<(u32, u32)> {
     let konst = |v: Value| f.const_value(v);
     let (index, added) = match *f.inst(index) {
         Inst::Binary(BinOp::Add, a, b) if konst(b).is_some() => (a, konst(b)),
@@ -414,12 +414,10 @@ fn visit(
 ) -> State {
     let now = indices(f, b);
     if sets_x_otherwise(f, b, &now) {
-        // libpcap computes the left side of the block's comparison first: its loads read X as
-        // it came in, when nothing on that side puts anything else into X. Past that, not
-        // modelled: X holds something else from here on.
-        if let Some(left) = left_side_reading_x_first(f, b) {
-            read_indices(f, b, &left, &mut state, index, joins);
-        }
+        // The reads of X before the block first puts something else into it read X as it
+        // came in (`x_reads.rs`). Past that, not modelled: X holds something else.
+        let reads = reads_before_x_written(f, b);
+        read_indices(f, b, &reads, &mut state, index, joins);
         return State {
             believed: None,
             real: Real::Unknown,
@@ -427,7 +425,14 @@ fn visit(
             kept_if_used: None,
         };
     }
-    read_indices(f, b, &now, &mut state, index, joins);
+    let reads: Vec<Read> = now
+        .iter()
+        .map(|&x| Read {
+            index: x,
+            site: Site::AllLoads,
+        })
+        .collect();
+    read_indices(f, b, &reads, &mut state, index, joins);
     if let Some(lost) = ldxb.lost {
         state.believed = Some(lost);
         state.stale = true;
@@ -443,56 +448,19 @@ fn visit(
     state
 }
 
-/// The index values of the loads on the left side of `b`'s comparison, when that side puts
-/// nothing but header lengths into X (no operation [`writes_x`], every index a header
-/// length); `None` otherwise.
-fn left_side_reading_x_first(f: &Function, b: Block) -> Option<Vec<Value>> {
-    let Terminator::Branch { lhs, .. } = f.block(b).term else {
-        return None;
-    };
-    let in_block = &f.block(b).insts[..];
-    let mut left = Vec::new();
-    let mut stack = vec![lhs];
-    let mut indices = Vec::new();
-    while let Some(v) = stack.pop() {
-        if left.contains(&v) || !in_block.contains(&v) {
-            continue;
-        }
-        left.push(v);
-        match *f.inst(v) {
-            Inst::Load { index: Some(x), .. } => {
-                header_length_offset(f, x)?;
-                if !indices.contains(&x) {
-                    indices.push(x);
-                }
-            }
-            Inst::Binary(_, a, c) => {
-                if writes_x(f, v) {
-                    return None;
-                }
-                stack.extend([a, c]);
-            }
-            Inst::Neg(a) => stack.push(a),
-            _ => {}
-        }
-    }
-    // In the block's order, as libpcap emits the loads.
-    indices.sort_by_key(|x| in_block.iter().position(|v| v == x));
-    Some(indices)
-}
-
-/// The model over the index values `xs` of `b`'s packet loads, in order: marks the `ldxb`s
-/// kept for them and rewrites the loads that read a stale X.
+/// The model over `b`'s reads of X, in order: marks the `ldxb`s kept for them and rewrites
+/// the reads of a stale X.
 fn read_indices(
     f: &mut Function,
     b: Block,
-    xs: &[Value],
+    reads: &[Read],
     state: &mut State,
     index: &mut Index,
     joins: &mut [Join],
 ) {
     let changed = &mut index.changed;
-    for x in xs {
+    for &Read { index: x, site } in reads {
+        let x = &x;
         let offset = header_length_offset(f, *x);
         let nop = offset.is_some() && offset == state.believed;
         if let (true, false, Some(source)) = (nop, state.stale, state.kept_if_used) {
@@ -512,7 +480,7 @@ fn read_indices(
         match (nop && state.stale && alone, state.real) {
             (true, real) => {
                 if let Some(v) = real_value(f, joins, real, b) {
-                    replace_index(f, b, *x, v);
+                    replace_read(f, b, *x, site, v);
                     *changed = true;
                 }
             }
@@ -548,21 +516,30 @@ fn sets_x_otherwise(f: &Function, b: Block, indices: &[Value]) -> bool {
 /// Whether libpcap computes `v` with its right operand in X, put there for it: an operation
 /// whose right operand is computed and not the header length X already holds (the `16` of
 /// `tcp[16]` is added to it as `ld #16; add x`).
-fn writes_x(f: &Function, v: Value) -> bool {
+pub(super) fn writes_x(f: &Function, v: Value) -> bool {
     match *f.inst(v) {
         Inst::Binary(_, _, r) => f.const_value(r).is_none() && header_length(f, r).is_none(),
         _ => false,
     }
 }
 
-/// Makes `b`'s packet loads indexed by `old` use `new`.
-fn replace_index(f: &mut Function, b: Block, old: Value, new: Value) {
-    let insts = f.block(b).insts.clone();
-    for v in insts {
-        if let Inst::Load { index, .. } = &mut f.values[v.index()] {
-            if *index == Some(old) {
-                *index = Some(new);
+/// Makes the read of X at `site` in `b`, the index value `old`, read `new`.
+fn replace_read(f: &mut Function, b: Block, old: Value, site: Site, new: Value) {
+    let sites = match site {
+        Site::AllLoads => f.block(b).insts.to_vec(),
+        Site::Load(v) | Site::AddOperand(v) => vec![v],
+    };
+    for v in sites {
+        match &mut f.values[v.index()] {
+            Inst::Load { index, .. } if *index == Some(old) => *index = Some(new),
+            Inst::Binary(_, a, c) if site != Site::AllLoads => {
+                for operand in [a, c] {
+                    if *operand == old {
+                        *operand = new;
+                    }
+                }
             }
+            _ => {}
         }
     }
 }

@@ -1,0 +1,134 @@
+//! The reads of the index register that libpcap's code for a block's comparison makes before
+//! it first puts into X something other than a header length.
+//!
+//! libpcap emits a comparison's left side, then its right side (then `tax` when that is
+//! computed), then the jump; an operation `a op b` as a's code, b's code, then `ldx M[b]` when
+//! b is computed (X written), `ld M[a]`, `op x`; a load at a computed transport-layer offset,
+//! `tcp[e]`, as e's code, the header length's `ldxb`, `add x`, `tax` (X written), `ld [x + k]`;
+//! any other computed offset as its code and `tax`. Every load through the header length comes
+//! with its own `ldxb`, which libpcap deletes when it believes X holds that already: until X
+//! is first written otherwise, those loads and the `add x` read the X the block was entered
+//! with (the soak's seed 0x3505eef: in `tcp[((tcp[12:1] & 0xf0) >> 2):4]` both the inner
+//! load and the `add x` read an unset X).
+
+use sift_ir::{BinOp, Block, Function, Inst, Terminator, Value};
+
+use super::unset_index::{header_length, writes_x};
+
+/// Where a read of X is.
+#[derive(Clone, Copy, PartialEq, Eq)]
+pub(super) enum Site {
+    /// Every packet load of the block through the index value.
+    AllLoads,
+    /// This packet load.
+    Load(Value),
+    /// This `add` of a computed offset and the header length (libpcap's `add x`).
+    AddOperand(Value),
+}
+
+/// A read of X as libpcap's code makes it: the index value sift computes there, and where.
+#[derive(Clone, Copy)]
+pub(super) struct Read {
+    pub(super) index: Value,
+    pub(super) site: Site,
+}
+
+/// How many expression nodes a walk visits at most (it follows shared values as often as
+/// libpcap's code recomputes them); past that it reports no read.
+const BUDGET: u32 = 256;
+
+/// The reads of X in `b`'s comparison before anything else is put into X, in libpcap's order;
+/// a read that sift shares with code after that write (one value for two of libpcap's loads)
+/// is left out.
+pub(super) fn reads_before_x_written(f: &Function, b: Block) -> Vec<Read> {
+    let Terminator::Branch { lhs, rhs, .. } = f.block(b).term else {
+        return Vec::new();
+    };
+    let mut walk = Walk {
+        f,
+        in_block: &f.block(b).insts,
+        written: false,
+        budget: BUDGET,
+        before: Vec::new(),
+        after: Vec::new(),
+    };
+    walk.visit(lhs);
+    walk.visit(rhs);
+    if walk.budget == 0 {
+        return Vec::new();
+    }
+    let mut reads: Vec<Read> = Vec::new();
+    for read in walk.before {
+        if !walk.after.contains(&read.site) && !reads.iter().any(|r| r.site == read.site) {
+            reads.push(read);
+        }
+    }
+    reads
+}
+
+struct Walk<'a> {
+    f: &'a Function,
+    in_block: &'a [Value],
+    /// Whether X holds something other than a header length by now.
+    written: bool,
+    budget: u32,
+    before: Vec<Read>,
+    /// The sites of reads after X was written.
+    after: Vec<Site>,
+}
+
+impl Walk<'_> {
+    fn visit(&mut self, v: Value) {
+        if self.budget == 0 || !self.in_block.contains(&v) {
+            return;
+        }
+        self.budget -= 1;
+        let f = self.f;
+        match *f.inst(v) {
+            Inst::Load { index: Some(x), .. } => {
+                if header_length(f, x).is_some() {
+                    self.read(x, Site::Load(v));
+                } else if let Some((offset, length)) = transport_offset(f, x) {
+                    self.visit(offset);
+                    self.read(length, Site::AddOperand(x));
+                    self.written = true;
+                } else {
+                    self.visit(x);
+                    self.written = true;
+                }
+            }
+            Inst::Binary(_, a, c) => {
+                self.visit(a);
+                self.visit(c);
+                self.written |= writes_x(f, v);
+            }
+            Inst::Neg(a) => self.visit(a),
+            _ => {}
+        }
+        // The comparison's computed right side goes into X for the jump.
+    }
+
+    fn read(&mut self, index: Value, site: Site) {
+        if self.written {
+            self.after.push(site);
+        } else {
+            self.before.push(Read { index, site });
+        }
+    }
+}
+
+/// `(e, h)` when `x` is `e + h`, a computed offset plus a header length (libpcap's `add x`
+/// before the `tax` of `tcp[e]`).
+fn transport_offset(f: &Function, x: Value) -> Option<(Value, Value)> {
+    let Inst::Binary(BinOp::Add, a, c) = *f.inst(x) else {
+        return None;
+    };
+    let computed = |v: Value| f.const_value(v).is_none();
+    if computed(a) && header_length(f, c).is_some_and(|(_, added)| added == 0) {
+        Some((a, c))
+    } else if computed(c) && header_length(f, a).is_some_and(|(_, added)| added == 0) {
+        Some((c, a))
+    } else {
+        None
+    }
+}
