@@ -88,7 +88,7 @@ mod unset_index;
 mod x_reads;
 
 use sift_ir::verify::dominators;
-use sift_ir::{Block, Function, Inst, Terminator, Value};
+use sift_ir::{Block, Function, Inst, Target, Terminator, Value};
 
 use branches::{
     branches_to_decide, decide_branches, first_round_jset_peephole, jset_peephole,
@@ -343,7 +343,8 @@ pub(crate) fn apply(f: &mut Function) -> Result<(), OptimizerError> {
     // operand or puts in its place an operand of that operand's instruction, the peephole
     // tests the operands of an instruction of the branch's block, dead code only removes
     // uses. So when no block did at the end of the first loop, none does now.
-    let index = header_lengths.map(|before| read_stale_index(f, &before, &rpo));
+    let skipped_by_root = root_chain(f).map_or_else(Vec::new, |(skipped, _)| skipped);
+    let index = header_lengths.map(|before| read_stale_index(f, &before, &rpo, &skipped_by_root));
     let stale_index = index.as_ref().is_some_and(|i| i.changed);
     let used = match cross_block_uses {
         Some(used) if shortcuts && numbering_stays(&used) && !stale_index => used,
@@ -504,23 +505,11 @@ fn with_reference_mode<T>(run: impl FnOnce() -> T) -> T {
 /// statements are gone the block reads what the entry's statements left instead: the entry's
 /// compared value (see [`accumulator_lost`]).
 fn skip_undecided_root(f: &mut Function) -> bool {
-    let mut target = match &f.block(Function::ENTRY).term {
-        Terminator::Branch { then_, else_, .. } if then_ == else_ => then_.clone(),
-        Terminator::Jump(t) => t.clone(),
-        _ => return false,
+    let Some((skipped_after_entry, target)) = root_chain(f) else {
+        return false;
     };
-    let mut skipped_after_entry = 0;
-    // Bounded by the number of blocks: every step goes forward in an acyclic graph.
-    for _ in 0..f.blocks.len() {
-        match &f.block(target.block).term {
-            Terminator::Branch { then_, else_, .. } if then_ == else_ => target = then_.clone(),
-            Terminator::Jump(t) if f.block(target.block).params.is_empty() => target = t.clone(),
-            _ => break,
-        }
-        skipped_after_entry += 1;
-    }
     let final_term = f.block(target.block).term.clone();
-    if skipped_after_entry > 0 && !matches!(final_term, Terminator::Return(_)) {
+    if !skipped_after_entry.is_empty() && !matches!(final_term, Terminator::Return(_)) {
         accumulator_lost(f, target.block);
     }
     let term = &mut f.block_mut(Function::ENTRY).term;
@@ -533,6 +522,28 @@ fn skip_undecided_root(f: &mut Function) -> bool {
         }
     }
     true
+}
+
+/// The blocks `opt_root` skips after the entry, each branching to one place whatever the
+/// outcome, and the edge it takes from the last; `None` when the entry itself is undecided.
+fn root_chain(f: &Function) -> Option<(Vec<Block>, Target)> {
+    let mut target = match &f.block(Function::ENTRY).term {
+        Terminator::Branch { then_, else_, .. } if then_ == else_ => then_.clone(),
+        Terminator::Jump(t) => t.clone(),
+        _ => return None,
+    };
+    let mut skipped = Vec::new();
+    // Bounded by the number of blocks: every step goes forward in an acyclic graph.
+    for _ in 0..f.blocks.len() {
+        let block = target.block;
+        match &f.block(block).term {
+            Terminator::Branch { then_, else_, .. } if then_ == else_ => target = then_.clone(),
+            Terminator::Jump(t) if f.block(block).params.is_empty() => target = t.clone(),
+            _ => break,
+        }
+        skipped.push(block);
+    }
+    Some((skipped, target))
 }
 
 /// The loads `opt_root` loses from `root`, the first real block, when blocks were skipped
@@ -938,6 +949,18 @@ block2:
         // With 0x0a at byte 26 the offset is 0: the IPv4 header's first word is not "GET ".
         packet[26] = 0x0a;
         assert_eq!(filter.run(&mut sift_ir::Cache::new(), &packet, 54), 0);
+    }
+
+    /// On LOOP the entry's tests are decided (`tcp[20] & 80 >= 6 and udp[7:1] == 53` and the
+    /// `icmp` product, which folds to 0 but keeps its `ldxb` for the blocks below), so
+    /// `opt_root` skips them and loses their statements, that `ldxb` with them: libpcap 1.10
+    /// reads the last test's `tcp[13:4]` at `[x + 17]` with X unset.
+    #[test]
+    fn an_index_load_opt_root_skips_is_lost() {
+        let text = "tcp[20] & 80 >= 6 and udp[7:1] == 53 or 1 << 8 >> 23 & icmp[20:4] * \
+                    icmp[7] - 0x2 | 4 != 4 or tcp[13:4] ^ 0x86dd << 14 != 31";
+        let out = lowered(text, 108);
+        assert!(!out.contains("shl") && out.contains("+17]"), "{out}");
     }
 
     /// `(0 / ether[1:1]) & -tcp[12:1] != 2` folds to a decided test whose `ldxb` libpcap keeps

@@ -22,7 +22,8 @@
 //! not lose its `ldxb`, libpcap keeps that `ldxb` as long as a block below relies on it (its
 //! own `ldxb` a no-op, as every block entering it left that value in X). Its byte load then
 //! still rejects a packet too short for it, before any test when the block is the entry, so
-//! it is put back ([`Index::kept`]; the soak's seed 0x1b145ef0).
+//! it is put back ([`Index::kept`]; the soak's seed 0x1b145ef0). Not in a block that
+//! `opt_root` skips: its statements are dropped, and that `ldxb` with them.
 //!
 //! Here, after libpcap's second loop: the blocks whose index computations the optimizer
 //! removed as dead code, and then, in reverse postorder, X as libpcap believes it (the last
@@ -235,19 +236,27 @@ pub(super) struct Index {
 }
 
 /// Rewrites the packet loads that read X where libpcap's program reads a stale X; `before`
-/// is [`header_length_loads`] from before the optimizer ran, `rpo` the reachable blocks now.
+/// is [`header_length_loads`] from before the optimizer ran, `rpo` the reachable blocks now,
+/// `skipped_by_root` the blocks `opt_root` will skip after the entry.
 pub(super) fn read_stale_index(
     f: &mut Function,
     before: &[Option<HeaderLength>],
     rpo: &[Block],
+    skipped_by_root: &[Block],
 ) -> Index {
     // The blocks whose `ldxb` went with its dead load: libpcap still believes X holds it
     // when the fold decided the block's branch (both edges lead to one place; not the entry
     // block, whose statements libpcap keeps when it skips the block, `opt_root`), or when the
     // load was folded away by a zero on its left (`0 & tcp[k]`), decided or not; in both
     // cases only when that was the block's one load through a header length, and for a
-    // decided branch one at an offset from it (see the module doc).
+    // decided branch one at an offset from it (see the module doc). In a block that
+    // `opt_root` skips, whatever libpcap kept of it goes with the block's statements (the
+    // soak's seed 0x1f845ef4: `1 << 8 >> 23 & icmp[20:4] * icmp[7] - 0x2 | 4 != 4` is
+    // decided, its `ldxb` kept for the blocks below).
     let lost = |b: Block| {
+        if skipped_by_root.contains(&b) {
+            return before[b.index()].map(|h| h.offset);
+        }
         let decided = matches!(
             &f.block(b).term,
             Terminator::Branch { then_, else_, .. } if then_ == else_
