@@ -40,7 +40,9 @@
 //!   that decided the block's branch, the load at an offset from the header length, or a zero
 //!   on the load's left) is deleted while libpcap still believes X holds it, so the blocks
 //!   below read X unset (`unset_index.rs`; where such a path joins one that loaded the header
-//!   length, as X each path left); one that libpcap keeps because the blocks below
+//!   length, as X each path left; so does an `ldxb` whose load libpcap found in the
+//!   accumulator, after a block put something else into X); one that libpcap keeps because
+//!   the blocks below
 //!   read X instead of loading it keeps its byte load, which rejects short packets.
 //!
 //! Which rule runs in which of libpcap's two loops matters; see [`apply`]. libpcap disables its
@@ -961,6 +963,26 @@ block2:
                     icmp[7] - 0x2 | 4 != 4 or tcp[13:4] ^ 0x86dd << 14 != 31";
         let out = lowered(text, 108);
         assert!(!out.contains("shl") && out.contains("+17]"), "{out}");
+    }
+
+    /// `tcp[0:2] < len` leaves the source port in the accumulator and the wire length in X
+    /// (`ld #pktlen; tax` for `jge x`); the source port tests of the port range use the
+    /// accumulator, and libpcap deletes their loads with their `ldxb`, still believing X
+    /// holds the header length, so the destination port's `ldxb` is a no-op and libpcap 1.10
+    /// reads `ldh [x + 16]` at the wire length plus 16. Here (wire length 22) that is the TCP
+    /// sequence number's first bytes, 0, so it accepts a packet to port 3000, in the range.
+    #[test]
+    fn a_load_found_in_the_accumulator_takes_its_index_load_with_it() {
+        let text = "tcp[0:2] < len and not tcp portrange 2393-5351";
+        let hex = "00000000000200000000000108004500002e00000000400600000a0000010a000002\
+                   00140bb800000000000000005002000000000000000000000000";
+        let packet: Vec<u8> = (0..hex.len() / 2)
+            .map(|i| u8::from_str_radix(&hex[2 * i..2 * i + 2], 16).expect("hex"))
+            .collect();
+        let filter = interpreted(text, 1);
+        assert_eq!(filter.run(&mut sift_ir::Cache::new(), &packet, 22), 262_144);
+        // At wire length 60 the port's load falls past the captured bytes.
+        assert_eq!(filter.run(&mut sift_ir::Cache::new(), &packet, 60), 0);
     }
 
     /// `(0 / ether[1:1]) & -tcp[12:1] != 2` folds to a decided test whose `ldxb` libpcap keeps

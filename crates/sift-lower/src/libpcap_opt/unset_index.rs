@@ -29,13 +29,16 @@
 //! removed as dead code, and then, in reverse postorder, X as libpcap believes it (the last
 //! `ldxb`'s offset) against X as it is (the index value, or unset, or at a join of paths that
 //! leave different ones a block parameter with X per edge, [`Join`]) at each block. Blocks that
-//! put anything else into X end the model there, after the reads of X that libpcap's code
-//! makes before that (`x_reads.rs`: `tcp[4] >= len` reads X before the right side's `tax`).
+//! put anything else into X leave it holding what they put there last, after the reads of X
+//! that libpcap's code makes before that (`x_reads.rs`: `tcp[4] >= len` reads X before the
+//! right side's `tax`). A block whose one load libpcap finds in the accumulator (every block
+//! entering it compares that load) loses that load and its `ldxb` while libpcap believes X
+//! holds it: below a block that put something else into X, the next loads read that.
 
 use sift_ir::{BinOp, Block, Function, Inst, LoadSize, Terminator, Value};
 
 use super::numbering::{binary_fold, BinaryFold};
-use super::x_reads::{reads_before_x_written, Read, Site};
+use super::x_reads::{x_code, Read, Site};
 
 /// The byte offset `k` when `index` is `4*([k]&0xf)` computed as libpcap's `ldxb` does, or
 /// that plus a constant (which libpcap's peephole folds into the load's offset, leaving X the
@@ -244,77 +247,184 @@ pub(super) fn read_stale_index(
     rpo: &[Block],
     skipped_by_root: &[Block],
 ) -> Index {
-    // The blocks whose `ldxb` went with its dead load: libpcap still believes X holds it
-    // when the fold decided the block's branch (both edges lead to one place; not the entry
-    // block, whose statements libpcap keeps when it skips the block, `opt_root`), or when the
-    // load was folded away by a zero on its left (`0 & tcp[k]`), decided or not; in both
-    // cases only when that was the block's one load through a header length, and for a
-    // decided branch one at an offset from it (see the module doc). In a block that
-    // `opt_root` skips, whatever libpcap kept of it goes with the block's statements (the
-    // soak's seed 0x1f845ef4: `1 << 8 >> 23 & icmp[20:4] * icmp[7] - 0x2 | 4 != 4` is
-    // decided, its `ldxb` kept for the blocks below).
-    let lost = |b: Block| {
-        if skipped_by_root.contains(&b) {
-            return before[b.index()].map(|h| h.offset);
-        }
-        let decided = matches!(
-            &f.block(b).term,
-            Terminator::Branch { then_, else_, .. } if then_ == else_
-        );
-        before[b.index()]
-            .filter(|h| {
-                h.one_load
-                    && (h.zero_on_left
-                        || decided && b != Function::ENTRY && h.at_offset && h.zero_on_right)
-            })
-            .map(|h| h.offset)
-    };
-    // Per block: its `ldxb` lost as above, or else lost its loads to a fold (`folded`; the
-    // rewrites below touch only loads that remain, so these stay as computed here).
-    let mut ldxb: Vec<Ldxb> = vec![Ldxb::default(); f.blocks.len()];
-    for &b in rpo {
-        if before[b.index()].is_some() && indices(f, b).is_empty() {
-            ldxb[b.index()] = match lost(b) {
-                Some(offset) => Ldxb {
-                    lost: Some(offset),
-                    folded: None,
-                },
-                None => Ldxb {
-                    lost: None,
-                    folded: before[b.index()].map(|h| h.offset),
-                },
-            };
-        }
-    }
     let mut index = Index {
         changed: false,
         kept: Vec::new(),
     };
-    if !rpo.iter().any(|&b| ldxb[b.index()] != Ldxb::default()) {
+    // X is stale only after an `ldxb` whose loads went (a fold took them, or `opt_root`), or
+    // after a block that puts something else into X (where an `ldxb` whose load libpcap found
+    // in the accumulator is the next to go): without either, X holds what every load means.
+    let loads_gone = rpo
+        .iter()
+        .any(|&b| before[b.index()].is_some() && !has_index_loads(f, b));
+    if !loads_gone && !rpo.iter().any(|&b| sets_x_otherwise(f, b)) {
         return index;
     }
-    // What the blocks entering each block leave (every block entering another comes before it
-    // in reverse postorder).
-    let mut entering: Vec<Vec<(Block, State)>> = vec![Vec::new(); f.blocks.len()];
-    let mut joins: Vec<Join> = Vec::new();
-    for &b in rpo {
-        let state = entered(b, &entering[b.index()], &mut joins);
-        let state = visit(f, b, state, ldxb[b.index()], &mut index, &mut joins);
-        for s in super::edges::successors(&f.block(b).term) {
-            let edges = &mut entering[s.index()];
-            if edges.last().is_none_or(|&(from, _)| from != b) {
-                edges.push((b, state));
+    let entering = Entering::new(f, rpo);
+    let ldxb: Vec<Ldxb> = {
+        let f = &*f;
+        let mut ldxb = vec![Ldxb::Kept; f.blocks.len()];
+        for &b in rpo {
+            if let Some(h) = before[b.index()] {
+                ldxb[b.index()] = fate(f, b, h, &entering, skipped_by_root);
             }
+        }
+        ldxb
+    };
+    if rpo.iter().all(|&b| ldxb[b.index()] == Ldxb::Kept) {
+        return index;
+    }
+    // What the blocks entering each block leave, in the order of `entering` (every block
+    // entering another comes before it in reverse postorder).
+    let unset = State {
+        believed: None,
+        real: Real::Unset,
+        stale: false,
+        kept_if_used: None,
+    };
+    let mut left = vec![unset; entering.from.len()];
+    let mut filled: Vec<u32> = entering.start.clone();
+    let mut joins: Vec<Join> = Vec::new();
+    let mut targets = Vec::new();
+    for &b in rpo {
+        let edges = entering.of(b);
+        let state = entered(b, &entering.from[edges.clone()], &left[edges], &mut joins);
+        if matches!(ldxb[b.index()], Ldxb::InAccumulator(_)) {
+            index.changed |= compare_accumulator(f, b, entering.of_block(b));
+        }
+        let state = visit(f, b, state, ldxb[b.index()], &mut index, &mut joins);
+        successors_once(&f.block(b).term, &mut targets);
+        for s in &targets {
+            left[filled[s.index()] as usize] = state;
+            filled[s.index()] += 1;
         }
     }
     index
 }
 
+/// What became of the `ldxb` of block `b` (last a header length, `h`, before the optimizer).
+///
+/// Lost with its dead load: libpcap still believes X holds it when the fold decided the
+/// block's branch (both edges lead to one place; not the entry block, whose statements libpcap
+/// keeps when it skips the block, `opt_root`), or when the load was folded away by a zero on
+/// its left (`0 & tcp[k]`), decided or not; in both cases only when that was the block's one
+/// load through a header length, and for a decided branch one at an offset from it (see the
+/// module doc). In a block that `opt_root` skips, whatever libpcap kept of it goes with the
+/// block's statements (the soak's seed 0x1f845ef4: `1 << 8 >> 23 & icmp[20:4] * icmp[7] - 0x2
+/// | 4 != 4` is decided, its `ldxb` kept for the blocks below).
+///
+/// Found in the accumulator: every block entering it compares the value of the block's one
+/// load, which libpcap deletes with its `ldxb` in the pass that numbers the blocks below (the
+/// soak's seed 0x5eed: in `tcp[0:2] < len and not tcp portrange 2393-5351` the source port
+/// tests use the port `tcp[0:2]` left, and the destination port's `ldxb` is a no-op).
+///
+/// Else, when a fold took the block's loads, kept if a block below relies on it.
+fn fate(
+    f: &Function,
+    b: Block,
+    h: HeaderLength,
+    entering: &Entering,
+    skipped_by_root: &[Block],
+) -> Ldxb {
+    let compared = |b: Block| match f.block(b).term {
+        Terminator::Branch { lhs, .. } => Some(lhs),
+        _ => None,
+    };
+    let in_accumulator = h.one_load
+        && compared(b).is_some_and(|lhs| {
+            let from = entering.of_block(b);
+            f.block(b).insts.contains(&lhs)
+                && !from.is_empty()
+                && from
+                    .iter()
+                    .all(|&p| compared(p).is_some_and(|v| same_load(f, v, lhs)))
+        });
+    if in_accumulator {
+        return Ldxb::InAccumulator(h.offset);
+    }
+    if has_index_loads(f, b) {
+        return Ldxb::Kept;
+    }
+    let decided = matches!(
+        &f.block(b).term,
+        Terminator::Branch { then_, else_, .. } if then_ == else_
+    );
+    let lost = skipped_by_root.contains(&b)
+        || h.one_load
+            && (h.zero_on_left
+                || decided && b != Function::ENTRY && h.at_offset && h.zero_on_right);
+    if lost {
+        Ldxb::Lost(h.offset)
+    } else {
+        Ldxb::Folded(h.offset)
+    }
+}
+
+/// The blocks entering each block, as slices of one array in reverse postorder of the
+/// entering blocks (a list per block would be an allocation for each of 10^5 blocks).
+struct Entering {
+    start: Vec<u32>,
+    from: Vec<Block>,
+}
+
+impl Entering {
+    fn new(f: &Function, rpo: &[Block]) -> Entering {
+        let n = f.blocks.len();
+        let mut start = vec![0u32; n + 1];
+        let mut targets = Vec::new();
+        for &p in rpo {
+            successors_once(&f.block(p).term, &mut targets);
+            for s in &targets {
+                start[s.index() + 1] += 1;
+            }
+        }
+        for i in 1..=n {
+            start[i] += start[i - 1];
+        }
+        let mut filled = start.clone();
+        let mut from = vec![Block(0); start[n] as usize];
+        for &p in rpo {
+            successors_once(&f.block(p).term, &mut targets);
+            for s in &targets {
+                from[filled[s.index()] as usize] = p;
+                filled[s.index()] += 1;
+            }
+        }
+        Entering { start, from }
+    }
+
+    fn of(&self, b: Block) -> std::ops::Range<usize> {
+        self.start[b.index()] as usize..self.start[b.index() + 1] as usize
+    }
+
+    fn of_block(&self, b: Block) -> &[Block] {
+        &self.from[self.of(b)]
+    }
+}
+
+/// A terminator's successors, each once, into `out`.
+fn successors_once(term: &Terminator, out: &mut Vec<Block>) {
+    out.clear();
+    for s in super::edges::successors(term) {
+        if !out.contains(&s) {
+            out.push(s);
+        }
+    }
+}
+
+/// Whether a packet load of `b` is indexed.
+fn has_index_loads(f: &Function, b: Block) -> bool {
+    f.block(b)
+        .insts
+        .iter()
+        .any(|&v| matches!(f.inst(v), Inst::Load { index: Some(_), .. }))
+}
+
 /// The state `b` is entered with, from what each block entering it left: a [`Join`] when
 /// libpcap believes they all left one `ldxb`, at least one of them stale, and what each left
 /// in X is known.
-fn entered(b: Block, edges: &[(Block, State)], joins: &mut Vec<Join>) -> State {
-    let Some(&(_, first)) = edges.first() else {
+fn entered(b: Block, from: &[Block], states: &[State], joins: &mut Vec<Join>) -> State {
+    let Some(&first) = states.first() else {
         return State {
             believed: None,
             real: Real::Unset,
@@ -323,7 +433,7 @@ fn entered(b: Block, edges: &[(Block, State)], joins: &mut Vec<Join>) -> State {
         };
     };
     let mut merged = first;
-    for &(_, s) in &edges[1..] {
+    for &s in &states[1..] {
         merged = State {
             believed: merged.believed.filter(|&k| s.believed == Some(k)),
             real: if merged.real == s.real {
@@ -337,12 +447,12 @@ fn entered(b: Block, edges: &[(Block, State)], joins: &mut Vec<Join>) -> State {
     }
     let joined = merged.believed.is_some()
         && merged.real == Real::Unknown
-        && edges.iter().any(|(_, s)| s.stale)
-        && edges.iter().all(|(_, s)| s.real != Real::Unknown);
+        && states.iter().any(|s| s.stale)
+        && states.iter().all(|s| s.real != Real::Unknown);
     if joined {
         joins.push(Join {
             block: b,
-            edges: edges.iter().map(|&(from, s)| (from, s.real)).collect(),
+            edges: from.iter().zip(states).map(|(&p, s)| (p, s.real)).collect(),
             param: None,
         });
         merged.real = Real::Joined(joins.len() as u32 - 1);
@@ -402,13 +512,71 @@ fn real_value(f: &mut Function, joins: &mut [Join], real: Real, at: Block) -> Op
     }
 }
 
-/// What became of a block's `ldxb` whose loads the optimizer removed: the offset of the one
-/// that went with its dead load (`lost`), or of one libpcap keeps if a block below relies on it
-/// (`folded`).
-#[derive(Clone, Copy, Default, PartialEq, Eq)]
-struct Ldxb {
-    lost: Option<u32>,
-    folded: Option<u32>,
+/// Makes `b`, whose load libpcap found in the accumulator, compare what the blocks entering
+/// it compared when that is one value and a load through another index now (they read a stale
+/// X): libpcap's accumulator holds what they read.
+fn compare_accumulator(f: &mut Function, b: Block, entering: &[Block]) -> bool {
+    let compared = |f: &Function, b: Block| match f.block(b).term {
+        Terminator::Branch { lhs, .. } => Some(lhs),
+        _ => None,
+    };
+    let Some(own) = compared(f, b) else {
+        return false;
+    };
+    let mut values = entering.iter().map(|&p| compared(f, p));
+    let Some(Some(held)) = values.next() else {
+        return false;
+    };
+    if values.all(|v| v == Some(held)) && !same_load(f, held, own) {
+        let insts = f.block(b).insts.clone();
+        for v in insts {
+            f.values[v.index()].map_operands(|x| if x == own { held } else { x });
+        }
+        f.block_mut(b)
+            .term
+            .map_operands(|x| if x == own { held } else { x });
+        return true;
+    }
+    false
+}
+
+/// Whether `a` and `c` are the same packet load as libpcap numbers them: through a header
+/// length of the same byte, at the same offset.
+fn same_load(f: &Function, a: Value, c: Value) -> bool {
+    match (f.inst(a), f.inst(c)) {
+        (
+            Inst::Load {
+                index: Some(x),
+                offset,
+                size,
+            },
+            Inst::Load {
+                index: Some(y),
+                offset: offset_c,
+                size: size_c,
+            },
+        ) => {
+            (offset, size) == (offset_c, size_c)
+                && header_length(f, *x).is_some()
+                && header_length(f, *x) == header_length(f, *y)
+        }
+        _ => false,
+    }
+}
+
+/// What became of a block's `ldxb` in libpcap's program, with the header length's byte
+/// offset ([`fate`]).
+#[derive(Clone, Copy, PartialEq, Eq)]
+enum Ldxb {
+    /// There, or never was one.
+    Kept,
+    /// Gone while libpcap believes X holds it.
+    Lost(u32),
+    /// Its loads found in the accumulator: deleted, the loads with it, while libpcap believes
+    /// X holds it.
+    InAccumulator(u32),
+    /// Its loads folded away; kept if a block below relies on it.
+    Folded(u32),
 }
 
 /// The model at block `b`, entered with `state`, with what became of its `ldxb`; returns the
@@ -421,38 +589,50 @@ fn visit(
     index: &mut Index,
     joins: &mut [Join],
 ) -> State {
-    let now = indices(f, b);
-    if sets_x_otherwise(f, b, &now) {
+    if sets_x_otherwise(f, b) {
         // The reads of X before the block first puts something else into it read X as it
-        // came in (`x_reads.rs`). Past that, not modelled: X holds something else.
-        let reads = reads_before_x_written(f, b);
-        read_indices(f, b, &reads, &mut state, index, joins);
+        // came in (`x_reads.rs`); it leaves X holding what it put there last.
+        let code = x_code(f, b);
+        read_indices(f, b, &code.reads, &mut state, index, joins);
         return State {
             believed: None,
-            real: Real::Unknown,
+            real: code.last_write.map_or(Real::Unknown, Real::Set),
             stale: false,
             kept_if_used: None,
         };
     }
-    let reads: Vec<Read> = now
-        .iter()
-        .map(|&x| Read {
-            index: x,
-            site: Site::AllLoads,
-        })
-        .collect();
-    read_indices(f, b, &reads, &mut state, index, joins);
-    if let Some(lost) = ldxb.lost {
-        state.believed = Some(lost);
-        state.stale = true;
+    match ldxb {
+        // libpcap deleted the block's load and its `ldxb`: nothing is read. sift's load reads
+        // the value the accumulator holds (see `compare_accumulator`).
+        Ldxb::InAccumulator(_) => {}
+        _ => {
+            let reads: Vec<Read> = indices(f, b)
+                .into_iter()
+                .map(|x| Read {
+                    index: x,
+                    site: Site::AllLoads,
+                })
+                .collect();
+            read_indices(f, b, &reads, &mut state, index, joins);
+        }
     }
-    if let Some(offset) = ldxb.folded {
-        state = State {
-            believed: Some(offset),
-            real: Real::Unknown,
-            stale: false,
-            kept_if_used: Some(b),
-        };
+    match ldxb {
+        Ldxb::Kept => {}
+        Ldxb::Lost(offset) | Ldxb::InAccumulator(offset) => {
+            // Stale unless X holds that header length anyway.
+            let holds =
+                matches!(state.real, Real::Set(v) if header_length_offset(f, v) == Some(offset));
+            state.believed = Some(offset);
+            state.stale = !holds;
+        }
+        Ldxb::Folded(offset) => {
+            state = State {
+                believed: Some(offset),
+                real: Real::Unknown,
+                stale: false,
+                kept_if_used: Some(b),
+            };
+        }
     }
     state
 }
@@ -510,16 +690,15 @@ fn read_indices(
 /// Whether libpcap's code for `b` puts into X something other than an `ldxb`: the right
 /// operand of a comparison (`jge x`), or of an operation when it is computed (`add x`, also
 /// after a constant, `ld #17; mod x`), or an index that is not a header length (`tax`).
-fn sets_x_otherwise(f: &Function, b: Block, indices: &[Value]) -> bool {
-    let computed = |v: Value| f.const_value(v).is_none();
+fn sets_x_otherwise(f: &Function, b: Block) -> bool {
     let term = match f.block(b).term {
-        Terminator::Branch { rhs, .. } => computed(rhs),
+        Terminator::Branch { rhs, .. } => f.const_value(rhs).is_none(),
         _ => false,
     };
-    term || indices
-        .iter()
-        .any(|&x| header_length_offset(f, x).is_none())
-        || f.block(b).insts.iter().any(|&v| writes_x(f, v))
+    term || f.block(b).insts.iter().any(|&v| match *f.inst(v) {
+        Inst::Load { index: Some(x), .. } => header_length_offset(f, x).is_none(),
+        _ => writes_x(f, v),
+    })
 }
 
 /// Whether libpcap computes `v` with its right operand in X, put there for it: an operation

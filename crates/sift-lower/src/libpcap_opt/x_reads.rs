@@ -37,12 +37,21 @@ pub(super) struct Read {
 /// libpcap's code recomputes them); past that it reports no read.
 const BUDGET: u32 = 256;
 
-/// The reads of X in `b`'s comparison before anything else is put into X, in libpcap's order;
-/// a read that sift shares with code after that write (one value for two of libpcap's loads)
-/// is left out.
-pub(super) fn reads_before_x_written(f: &Function, b: Block) -> Vec<Read> {
+/// What libpcap's code for a block's comparison does with X.
+#[derive(Default)]
+pub(super) struct XCode {
+    /// The reads of X before anything else is put into it, in libpcap's order; a read that
+    /// sift shares with code after that write (one value for two of libpcap's loads) is left
+    /// out.
+    pub(super) reads: Vec<Read>,
+    /// What X holds at the end, when the comparison's code is all the block puts into X.
+    pub(super) last_write: Option<Value>,
+}
+
+/// [`XCode`] of `b`'s comparison.
+pub(super) fn x_code(f: &Function, b: Block) -> XCode {
     let Terminator::Branch { lhs, rhs, .. } = f.block(b).term else {
-        return Vec::new();
+        return XCode::default();
     };
     let mut walk = Walk {
         f,
@@ -51,11 +60,17 @@ pub(super) fn reads_before_x_written(f: &Function, b: Block) -> Vec<Read> {
         budget: BUDGET,
         before: Vec::new(),
         after: Vec::new(),
+        last_write: None,
+        writers: Vec::new(),
     };
     walk.visit(lhs);
     walk.visit(rhs);
+    if f.const_value(rhs).is_none() {
+        // The computed right side goes into X for the jump (`jge x`).
+        walk.write(rhs);
+    }
     if walk.budget == 0 {
-        return Vec::new();
+        return XCode::default();
     }
     let mut reads: Vec<Read> = Vec::new();
     for read in walk.before {
@@ -63,7 +78,18 @@ pub(super) fn reads_before_x_written(f: &Function, b: Block) -> Vec<Read> {
             reads.push(read);
         }
     }
-    reads
+    // Another instruction putting something into X leaves X unknown.
+    let every_writer_seen = f.block(b).insts.iter().all(|&v| {
+        let writes = match *f.inst(v) {
+            Inst::Load { index: Some(x), .. } => header_length(f, x).is_none(),
+            _ => writes_x(f, v),
+        };
+        !writes || walk.writers.contains(&v)
+    });
+    XCode {
+        reads,
+        last_write: walk.last_write.filter(|_| every_writer_seen),
+    }
 }
 
 struct Walk<'a> {
@@ -75,6 +101,10 @@ struct Walk<'a> {
     before: Vec<Read>,
     /// The sites of reads after X was written.
     after: Vec<Site>,
+    /// What X holds after the last write so far.
+    last_write: Option<Value>,
+    /// The instructions whose code puts something into X.
+    writers: Vec<Value>,
 }
 
 impl Walk<'_> {
@@ -91,21 +121,31 @@ impl Walk<'_> {
                 } else if let Some((offset, length)) = transport_offset(f, x) {
                     self.visit(offset);
                     self.read(length, Site::AddOperand(x));
-                    self.written = true;
+                    self.write(x);
+                    self.writers.push(v);
                 } else {
                     self.visit(x);
-                    self.written = true;
+                    self.write(x);
+                    self.writers.push(v);
                 }
             }
             Inst::Binary(_, a, c) => {
                 self.visit(a);
                 self.visit(c);
-                self.written |= writes_x(f, v);
+                if writes_x(f, v) {
+                    self.write(c);
+                    self.writers.push(v);
+                }
             }
             Inst::Neg(a) => self.visit(a),
             _ => {}
         }
-        // The comparison's computed right side goes into X for the jump.
+    }
+
+    /// X now holds `value` (an index, a right operand), not a header length.
+    fn write(&mut self, value: Value) {
+        self.written = true;
+        self.last_write = Some(value);
     }
 
     fn read(&mut self, index: Value, site: Site) {
