@@ -965,6 +965,24 @@ block2:
         assert!(!out.contains("shl") && out.contains("+17]"), "{out}");
     }
 
+    /// The address tests join the SCTP port path, which loaded the header length, and the
+    /// other protocols, which never did; libpcap's beliefs about X differ there, but below,
+    /// `tcp[20] & 0 = 69` loses its `ldxb` and the `tcp[20:1]` load after it reads X as each
+    /// path left it: unset for TCP (libpcap 1.10: `ldb [x + 36]` with no `ldxb`), so on
+    /// LINUX_SLL it compares the TCP source port's first byte, 4 here.
+    #[test]
+    fn a_join_of_different_beliefs_reads_x_as_each_path_left_it() {
+        let text = "sctp portrange 7641-9851 || src or dst net 192.168.0.0/16 or \
+                    tcp[20] & 0 = 69 or tcp[20:1] >= 4";
+        let hex = "00000001000600000000000000000800450000280000000040060000\
+                   0a0000010a000002040012340000000000000000500200000000000000";
+        let packet: Vec<u8> = (0..hex.len() / 2)
+            .map(|i| u8::from_str_radix(&hex[2 * i..2 * i + 2], 16).expect("hex"))
+            .collect();
+        let filter = interpreted(text, 113);
+        assert_eq!(filter.run(&mut sift_ir::Cache::new(), &packet, 57), 262_144);
+    }
+
     /// `tcp[0:2] < len` leaves the source port in the accumulator and the wire length in X
     /// (`ld #pktlen; tax` for `jge x`); the source port tests of the port range use the
     /// accumulator, and libpcap deletes their loads with their `ldxb`, still believing X

@@ -203,11 +203,11 @@ enum Real {
     Unknown,
 }
 
-/// A block whose entering edges leave X with different values that are each known, at least
-/// one of them stale: where libpcap believes every edge left the same `ldxb` (its value
-/// numbers agree) and deletes the block's own, its loads read whichever X the packet came
-/// with (the soak's seed 0x3d95ef3: unset after `tcp[14:4] & 0`, the header length after
-/// `udp portrange`). Should a load read it, the block gets a parameter with X per edge.
+/// A block whose entering edges leave X with different values that are each known: where
+/// libpcap believes every edge left the same `ldxb` (its value numbers agree), or a block
+/// below loses its `ldxb`, the loads read whichever X the packet came with (the soak's seed
+/// 0x3d95ef3: unset after `tcp[14:4] & 0`, the header length after `udp portrange`). Should a
+/// load read it, the block gets a parameter with X per edge.
 struct Join {
     block: Block,
     /// Each entering block and X as it leaves it.
@@ -445,10 +445,7 @@ fn entered(b: Block, from: &[Block], states: &[State], joins: &mut Vec<Join>) ->
             kept_if_used: merged.kept_if_used.filter(|&k| s.kept_if_used == Some(k)),
         };
     }
-    let joined = merged.believed.is_some()
-        && merged.real == Real::Unknown
-        && states.iter().any(|s| s.stale)
-        && states.iter().all(|s| s.real != Real::Unknown);
+    let joined = merged.real == Real::Unknown && states.iter().all(|s| s.real != Real::Unknown);
     if joined {
         joins.push(Join {
             block: b,
@@ -456,9 +453,28 @@ fn entered(b: Block, from: &[Block], states: &[State], joins: &mut Vec<Join>) ->
             param: None,
         });
         merged.real = Real::Joined(joins.len() as u32 - 1);
-        merged.stale = true;
+        merged.stale = states.iter().any(|s| s.stale);
     }
     merged
+}
+
+/// Whether X holds the header length at byte `offset` as `real` says, on every path.
+fn holds_header_length(f: &Function, joins: &[Join], real: Real, offset: u32) -> bool {
+    // Joins of joins, followed without recursing along a long chain of them.
+    let mut stack = vec![real];
+    let mut seen: Vec<u32> = Vec::new();
+    while let Some(real) = stack.pop() {
+        match real {
+            Real::Set(v) if header_length_offset(f, v) == Some(offset) => {}
+            Real::Joined(j) if !seen.contains(&j) => {
+                seen.push(j);
+                stack.extend(joins[j as usize].edges.iter().map(|&(_, r)| r));
+            }
+            Real::Joined(_) => {}
+            _ => return false,
+        }
+    }
+    true
 }
 
 /// The value X holds as `real` says, defined where block `at` can use it: a constant 0 put
@@ -620,8 +636,7 @@ fn visit(
         Ldxb::Kept => {}
         Ldxb::Lost(offset) | Ldxb::InAccumulator(offset) => {
             // Stale unless X holds that header length anyway.
-            let holds =
-                matches!(state.real, Real::Set(v) if header_length_offset(f, v) == Some(offset));
+            let holds = holds_header_length(f, joins, state.real, offset);
             state.believed = Some(offset);
             state.stale = !holds;
         }
