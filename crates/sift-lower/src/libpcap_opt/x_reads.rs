@@ -132,7 +132,10 @@ impl Walk<'_> {
             Inst::Binary(_, a, c) => {
                 self.visit(a);
                 self.visit(c);
-                if writes_x(f, v) {
+                // A computed right operand goes into X, a header length too: reached here, it
+                // is the filter's own arithmetic (`ip[2:2] - ((ip[0]&0xf)<<2)`, computed in
+                // the accumulator and `tax`), not the `add x` of a load's offset.
+                if f.const_value(c).is_none() {
                     self.write(c);
                     self.writers.push(v);
                 }
