@@ -212,6 +212,8 @@ struct Join {
     block: Block,
     /// Each entering block and X as it leaves it.
     edges: Vec<(Block, Real)>,
+    /// The byte offset of the header length X holds on every edge, if it does.
+    header_length: Option<u32>,
     param: Option<Value>,
 }
 
@@ -288,7 +290,13 @@ pub(super) fn read_stale_index(
     let mut targets = Vec::new();
     for &b in rpo {
         let edges = entering.of(b);
-        let state = entered(b, &entering.from[edges.clone()], &left[edges], &mut joins);
+        let state = entered(
+            f,
+            b,
+            &entering.from[edges.clone()],
+            &left[edges],
+            &mut joins,
+        );
         if matches!(ldxb[b.index()], Ldxb::InAccumulator(_)) {
             index.changed |= compare_accumulator(f, b, entering.of_block(b));
         }
@@ -421,9 +429,14 @@ fn has_index_loads(f: &Function, b: Block) -> bool {
 }
 
 /// The state `b` is entered with, from what each block entering it left: a [`Join`] when
-/// libpcap believes they all left one `ldxb`, at least one of them stale, and what each left
-/// in X is known.
-fn entered(b: Block, from: &[Block], states: &[State], joins: &mut Vec<Join>) -> State {
+/// they left different values in X, each known.
+fn entered(
+    f: &Function,
+    b: Block,
+    from: &[Block],
+    states: &[State],
+    joins: &mut Vec<Join>,
+) -> State {
     let Some(&first) = states.first() else {
         return State {
             believed: None,
@@ -447,9 +460,15 @@ fn entered(b: Block, from: &[Block], states: &[State], joins: &mut Vec<Join>) ->
     }
     let joined = merged.real == Real::Unknown && states.iter().all(|s| s.real != Real::Unknown);
     if joined {
+        let lengths: Vec<Option<u32>> = states
+            .iter()
+            .map(|s| header_length_held(f, joins, s.real))
+            .collect();
+        let header_length = lengths[0].filter(|_| lengths.iter().all(|&l| l == lengths[0]));
         joins.push(Join {
             block: b,
             edges: from.iter().zip(states).map(|(&p, s)| (p, s.real)).collect(),
+            header_length,
             param: None,
         });
         merged.real = Real::Joined(joins.len() as u32 - 1);
@@ -458,23 +477,13 @@ fn entered(b: Block, from: &[Block], states: &[State], joins: &mut Vec<Join>) ->
     merged
 }
 
-/// Whether X holds the header length at byte `offset` as `real` says, on every path.
-fn holds_header_length(f: &Function, joins: &[Join], real: Real, offset: u32) -> bool {
-    // Joins of joins, followed without recursing along a long chain of them.
-    let mut stack = vec![real];
-    let mut seen: Vec<u32> = Vec::new();
-    while let Some(real) = stack.pop() {
-        match real {
-            Real::Set(v) if header_length_offset(f, v) == Some(offset) => {}
-            Real::Joined(j) if !seen.contains(&j) => {
-                seen.push(j);
-                stack.extend(joins[j as usize].edges.iter().map(|&(_, r)| r));
-            }
-            Real::Joined(_) => {}
-            _ => return false,
-        }
+/// The byte offset of the header length X holds on every path as `real` says, if it does.
+fn header_length_held(f: &Function, joins: &[Join], real: Real) -> Option<u32> {
+    match real {
+        Real::Set(v) => header_length_offset(f, v),
+        Real::Joined(j) => joins[j as usize].header_length,
+        Real::Unset | Real::Unknown => None,
     }
-    true
 }
 
 /// The value X holds as `real` says, defined where block `at` can use it: a constant 0 put
@@ -494,12 +503,13 @@ fn real_value(f: &mut Function, joins: &mut [Join], real: Real, at: Block) -> Op
             // The joins this one needs, each only from earlier ones: given parameters in
             // order of creation, without recursing along a chain of joins.
             let mut needed = vec![j as usize];
+            let mut seen: std::collections::HashSet<usize> = needed.iter().copied().collect();
             let mut i = 0;
             while let Some(&k) = needed.get(i) {
                 i += 1;
                 for &(_, r) in &joins[k].edges {
                     if let Real::Joined(e) = r {
-                        if joins[e as usize].param.is_none() && !needed.contains(&(e as usize)) {
+                        if joins[e as usize].param.is_none() && seen.insert(e as usize) {
                             needed.push(e as usize);
                         }
                     }
@@ -636,7 +646,7 @@ fn visit(
         Ldxb::Kept => {}
         Ldxb::Lost(offset) | Ldxb::InAccumulator(offset) => {
             // Stale unless X holds that header length anyway.
-            let holds = holds_header_length(f, joins, state.real, offset);
+            let holds = header_length_held(f, joins, state.real) == Some(offset);
             state.believed = Some(offset);
             state.stale = !holds;
         }
