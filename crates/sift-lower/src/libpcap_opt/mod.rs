@@ -963,6 +963,12 @@ block2:
                     icmp[7] - 0x2 | 4 != 4 or tcp[13:4] ^ 0x86dd << 14 != 31";
         let out = lowered(text, 108);
         assert!(!out.contains("shl") && out.contains("+17]"), "{out}");
+        // Also when a load at a computed offset follows that `ldxb` in the skipped block
+        // (`ip[k + vrrp[12:4]:1]`): libpcap 1.10 reads the TCP flags at `[x + 13]`, X unset.
+        let text = "ip[370904851 + vrrp[12:4]:1] & 0 == 93940035 || ip6 proto \\udp or \
+                    tcp[tcpflags] & (tcp-syn|tcp-fin) != 0 and tcp";
+        let out = lowered(text, 228);
+        assert!(!out.contains("shl") && out.contains("+13]"), "{out}");
     }
 
     /// The address tests join the SCTP port path, which loaded the header length, and the

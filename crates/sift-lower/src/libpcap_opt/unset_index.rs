@@ -86,12 +86,15 @@ fn indices(f: &Function, b: Block) -> Vec<Value> {
     out
 }
 
-/// A block's last index computation before the optimizer deletes any, when it is a header
-/// length.
+/// A block's last header-length index computation before the optimizer deletes any.
 #[derive(Clone, Copy)]
 pub(super) struct HeaderLength {
     /// The `ldxb`'s byte offset.
     offset: u32,
+    /// Whether a load at a computed offset (its `tax`) comes after the last such `ldxb`
+    /// (`ip6[udp[10:1]]`): then only a block that `opt_root` skips is modelled, where libpcap
+    /// is left believing X holds that `ldxb` (the soak's seeds 0x247f5ef1 and 0x26585ef1).
+    computed_last: bool,
     /// Whether the block combines an indexed load with a zero on its left (`0 & tcp[k]`,
     /// `icmptype * tcp[k]`, `0 / udp[k]`) by an operation whose result is then 0.
     zero_on_left: bool,
@@ -105,20 +108,24 @@ pub(super) struct HeaderLength {
     zero_on_right: bool,
 }
 
-/// Per block, its [`HeaderLength`] (`None`: no index computation, or the last is not a header
-/// length).
+/// Per block, its [`HeaderLength`] (`None`: no index computation is a header length).
 pub(super) fn header_length_loads(f: &Function) -> Vec<Option<HeaderLength>> {
     (0..f.blocks.len())
         .map(|b| {
             let b = Block(b as u32);
-            let last = *indices(f, b).last()?;
-            let offset = header_length_offset(f, last)?;
+            let indices = indices(f, b);
+            let offset = indices
+                .iter()
+                .rev()
+                .find_map(|&x| header_length_offset(f, x))?;
+            let computed_last = header_length_offset(f, *indices.last()?).is_none();
             let mut loads = header_length_loads_of(f, b);
             let first = loads.next();
             let one_load = first.is_some() && loads.next().is_none();
             let at_offset = first.is_some_and(|k| k != 0);
             Some(HeaderLength {
                 offset,
+                computed_last,
                 zero_on_left: zero_folds_load(f, b, true),
                 one_load,
                 at_offset,
@@ -253,12 +260,14 @@ pub(super) fn read_stale_index(
         changed: false,
         kept: Vec::new(),
     };
+    let modelled =
+        |b: Block| before[b.index()].filter(|h| !h.computed_last || skipped_by_root.contains(&b));
     // X is stale only after an `ldxb` whose loads went (a fold took them, or `opt_root`), or
     // after a block that puts something else into X (where an `ldxb` whose load libpcap found
     // in the accumulator is the next to go): without either, X holds what every load means.
     let loads_gone = rpo
         .iter()
-        .any(|&b| before[b.index()].is_some() && !has_index_loads(f, b));
+        .any(|&b| modelled(b).is_some() && !has_index_loads(f, b));
     if !loads_gone && !rpo.iter().any(|&b| sets_x_otherwise(f, b)) {
         return index;
     }
@@ -267,7 +276,7 @@ pub(super) fn read_stale_index(
         let f = &*f;
         let mut ldxb = vec![Ldxb::Kept; f.blocks.len()];
         for &b in rpo {
-            if let Some(h) = before[b.index()] {
+            if let Some(h) = modelled(b) {
                 ldxb[b.index()] = fate(f, b, h, &entering, skipped_by_root);
             }
         }
