@@ -549,7 +549,7 @@ fn real_value(f: &mut Function, joins: &mut [Join], real: Real, at: Block) -> Op
 
 /// Makes `b`, whose load libpcap found in the accumulator, compare what the blocks entering
 /// it compared when that is one value and a load through another index now (they read a stale
-/// X): libpcap's accumulator holds what they read.
+/// X): libpcap's accumulator holds what they read. Returns whether `b` changed.
 fn compare_accumulator(f: &mut Function, b: Block, entering: &[Block]) -> bool {
     let compared = |f: &Function, b: Block| match f.block(b).term {
         Terminator::Branch { lhs, .. } => Some(lhs),
@@ -683,8 +683,7 @@ fn read_indices(
 ) {
     let changed = &mut index.changed;
     for &Read { index: x, site } in reads {
-        let x = &x;
-        let offset = header_length_offset(f, *x);
+        let offset = header_length_offset(f, x);
         let nop = offset.is_some() && offset == state.believed;
         if let (true, false, Some(source)) = (nop, state.stale, state.kept_if_used) {
             if !index.kept.iter().any(|&(k, _)| k == source) {
@@ -695,15 +694,15 @@ fn read_indices(
         }
         // X itself: the `ldxb`'s value, without a constant the load's offset absorbed. Only
         // loads indexed by it alone are rewritten.
-        let (held, alone) = match *f.inst(*x) {
+        let (held, alone) = match *f.inst(x) {
             Inst::Binary(BinOp::Add, a, c) if f.const_value(c).is_some() => (a, false),
             Inst::Binary(BinOp::Add, c, a) if f.const_value(c).is_some() => (a, false),
-            _ => (*x, true),
+            _ => (x, true),
         };
         match (nop && state.stale && alone, state.real) {
             (true, real) => {
                 if let Some(v) = real_value(f, joins, real, b) {
-                    replace_read(f, b, *x, site, v);
+                    replace_read(f, b, x, site, v);
                     *changed = true;
                 }
             }

@@ -1,9 +1,11 @@
-//! The reads of the index register that libpcap's code for a block's comparison makes before
-//! it first puts into X something other than a header length.
+//! What libpcap's code for a block's comparison does with the index register: the reads of X
+//! before it first puts into X something other than a header length, and what X holds at the
+//! end.
 //!
 //! libpcap emits a comparison's left side, then its right side (then `tax` when that is
 //! computed), then the jump; an operation `a op b` as a's code, b's code, then `ldx M[b]` when
-//! b is computed (X written), `ld M[a]`, `op x`; a load at a computed transport-layer offset,
+//! b is computed (X written, also when b is the filter's own `((ip[0]&0xf)<<2)`), `ld M[a]`,
+//! `op x`; a load at a computed transport-layer offset,
 //! `tcp[e]`, as e's code, the header length's `ldxb`, `add x`, `tax` (X written), `ld [x + k]`;
 //! any other computed offset as its code and `tax`. Every load through the header length comes
 //! with its own `ldxb`, which libpcap deletes when it believes X holds that already: until X
