@@ -865,6 +865,13 @@ block2:
     }
 
     /// [`lower_text`], ready to run on packets.
+    /// The bytes a string of hexadecimal digits spells.
+    fn bytes(hex: &str) -> Vec<u8> {
+        (0..hex.len() / 2)
+            .map(|i| u8::from_str_radix(&hex[2 * i..2 * i + 2], 16).expect("hex"))
+            .collect()
+    }
+
     fn interpreted(text: &str, linktype: u32) -> sift_ir::Interpreter {
         sift_ir::Interpreter::new(lower_text(text, linktype).expect("lowers")).expect("verifies")
     }
@@ -888,13 +895,10 @@ block2:
         // 1.10 accepts: it reads the port at the header length, not at X unset.
         let text = "not icmp || ip and udp[0x86dd] & 0 != 430573177 and -17 % 21 ^ ip[3:2] << 15 \
                     <= 255 and ip[6:2] & 0x1fff != 0 or port 4321";
-        let packet: Vec<u8> = (0..54)
-            .map(|i| {
-                let hex = "00000002460000329a900000011106d2c0a80102c0a8010294040000ffff10e1001a\
-                           0000b230e845b63e1c4f2169d4e17e4b091d2004";
-                u8::from_str_radix(&hex[2 * i..2 * i + 2], 16).expect("hex")
-            })
-            .collect();
+        let packet = bytes(
+            "00000002460000329a900000011106d2c0a80102c0a8010294040000ffff10e1001a\
+             0000b230e845b63e1c4f2169d4e17e4b091d2004",
+        );
         let filter = interpreted(text, 108);
         assert_eq!(filter.run(&mut sift_ir::Cache::new(), &packet, 54), 262_144);
         // Without the fold the index is loaded as the filter means.
@@ -921,9 +925,7 @@ block2:
                     and not (net 192.168.0.0/16 || port 80)";
         let hex = "00000000000200000000000108004500002800000000400600000a0000010a000002\
                    005012340000000000000000500200000000000000";
-        let packet: Vec<u8> = (0..hex.len() / 2)
-            .map(|i| u8::from_str_radix(&hex[2 * i..2 * i + 2], 16).expect("hex"))
-            .collect();
+        let packet = bytes(hex);
         let filter = interpreted(text, 1);
         assert_eq!(filter.run(&mut sift_ir::Cache::new(), &packet, 54), 262_144);
         // A UDP datagram from port 80 is rejected: on that path X holds the header length.
@@ -943,9 +945,7 @@ block2:
         let text = "tcp[22:4] & 0 = 5 or tcp[((tcp[12:1] & 0xf0) >> 2):4] = 0x47455420";
         let hex = "0000000000020000000000010800450000280000000040060000500000010a000002\
                    474554200000000000000000500200000000000000";
-        let mut packet: Vec<u8> = (0..hex.len() / 2)
-            .map(|i| u8::from_str_radix(&hex[2 * i..2 * i + 2], 16).expect("hex"))
-            .collect();
+        let mut packet = bytes(hex);
         let filter = interpreted(text, 1);
         assert_eq!(filter.run(&mut sift_ir::Cache::new(), &packet, 54), 262_144);
         // With 0x0a at byte 26 the offset is 0: the IPv4 header's first word is not "GET ".
@@ -982,9 +982,7 @@ block2:
                     tcp[20] & 0 = 69 or tcp[20:1] >= 4";
         let hex = "00000001000600000000000000000800450000280000000040060000\
                    0a0000010a000002040012340000000000000000500200000000000000";
-        let packet: Vec<u8> = (0..hex.len() / 2)
-            .map(|i| u8::from_str_radix(&hex[2 * i..2 * i + 2], 16).expect("hex"))
-            .collect();
+        let packet = bytes(hex);
         let filter = interpreted(text, 113);
         assert_eq!(filter.run(&mut sift_ir::Cache::new(), &packet, 57), 262_144);
     }
@@ -1000,9 +998,7 @@ block2:
         let text = "tcp[0:2] < len and not tcp portrange 2393-5351";
         let hex = "00000000000200000000000108004500002e00000000400600000a0000010a000002\
                    00140bb800000000000000005002000000000000000000000000";
-        let packet: Vec<u8> = (0..hex.len() / 2)
-            .map(|i| u8::from_str_radix(&hex[2 * i..2 * i + 2], 16).expect("hex"))
-            .collect();
+        let packet = bytes(hex);
         let filter = interpreted(text, 1);
         assert_eq!(filter.run(&mut sift_ir::Cache::new(), &packet, 22), 262_144);
         // At wire length 60 the port's load falls past the captured bytes.
