@@ -34,12 +34,37 @@ pub fn random_focused_expressions(seed: u64, count: usize) -> Vec<String> {
         .collect()
 }
 
+/// `count` focused expressions (as [`random_focused_expressions`]) of which about a third of
+/// the primitives use libpcap's index register in the ways its optimizer loses track of: a
+/// transport-layer load that a fold removes (`tcp[22:4] & 0 = 5`), a comparison that puts the
+/// length into X (`tcp[0:2] < len`), a load at a computed offset (`tcp[((tcp[12:1] & 0xf0) >>
+/// 2):4]`, `ip[ip[0] & 0xf]`), arithmetic on the header length.
+pub fn random_index_expressions(seed: u64, count: usize) -> Vec<String> {
+    let mut rng = Rng::new(seed ^ 0x1d8e_0000_0000_0000);
+    (0..count)
+        .map(|_| {
+            let mut budget = 6;
+            let depth = rng.range(1, 4) as u32;
+            expr_with(&mut rng, depth, &mut budget, index_or_focused)
+        })
+        .collect()
+}
+
 fn expr(rng: &mut Rng, depth: u32, budget: &mut u32) -> String {
+    expr_with(rng, depth, budget, primitive)
+}
+
+fn expr_with(
+    rng: &mut Rng,
+    depth: u32,
+    budget: &mut u32,
+    primitive: fn(&mut Rng) -> String,
+) -> String {
     if depth == 0 || *budget <= 1 || rng.chance(1, 5) {
         *budget = budget.saturating_sub(1);
         return primitive(rng);
     }
-    let mut sub = |rng: &mut Rng| expr(rng, depth - 1, budget);
+    let mut sub = |rng: &mut Rng| expr_with(rng, depth - 1, budget, primitive);
     match rng.below(8) {
         0..=2 => {
             let (a, b) = (sub(rng), sub(rng));
@@ -100,6 +125,43 @@ fn primitive(rng: &mut Rng) -> String {
     }
 }
 
+/// A primitive using the index register one of the ways [`random_index_expressions`] lists,
+/// one time in three; else a focused one.
+fn index_or_focused(rng: &mut Rng) -> String {
+    if !rng.chance(1, 3) {
+        return primitive(rng);
+    }
+    let proto = *rng.pick(&["tcp", "udp", "icmp", "sctp"]);
+    match rng.below(6) {
+        0 => format!(
+            "{proto}[{}:{}] & {} {} {}",
+            rng.pick(&[0, 2, 5, 13, 20]),
+            rng.pick(&[1, 2, 4]),
+            rng.pick(&["0", "icmptype", "0 * 7"]),
+            rng.pick(&["=", "!=", ">", "<="]),
+            rng.pick(&[0, 2, 69])
+        ),
+        1 => format!(
+            "{proto}[{}] {} len",
+            rng.pick(&["0:2", "2:2", "4"]),
+            rng.pick(&["<", ">=", "="])
+        ),
+        2 => "tcp[((tcp[12:1] & 0xf0) >> 2):4] = 0x47455420".to_string(),
+        3 => format!("ip[ip[0] & 0xf] {} 0", rng.pick(&["=", "!="])),
+        4 => format!(
+            "(ip[2:2] - ((ip[0]&0xf)<<2) - ((tcp[12]&0xf0)>>2)) {} 0",
+            rng.pick(&["=", "!="])
+        ),
+        _ => format!(
+            "{}{proto}[{}] {} {}",
+            rng.pick(&["0 & ", "0 / ", ""]),
+            rng.pick(&[1, 7, 13]),
+            rng.pick(&["=", ">", "<"]),
+            rng.pick(&[0, 6, 17])
+        ),
+    }
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -112,5 +174,9 @@ mod tests {
         assert!(a.iter().any(|e| e.contains("portrange")), "{a:?}");
         let distinct: std::collections::HashSet<_> = a.iter().collect();
         assert!(distinct.len() > 40, "{a:?}");
+        let b = random_index_expressions(7, 50);
+        assert_eq!(b, random_index_expressions(7, 50));
+        assert!(b.iter().any(|e| e.contains("len")), "{b:?}");
+        assert!(b.iter().any(|e| e.contains("port")), "{b:?}");
     }
 }

@@ -28,7 +28,9 @@ pub mod pools;
 mod rng;
 
 pub use expr::{random_expression, random_expression_with, random_expressions, ExprConfig};
-pub use focused::{random_focused_expression, random_focused_expressions};
+pub use focused::{
+    random_focused_expression, random_focused_expressions, random_index_expressions,
+};
 pub use packet::{
     ethernet_ports, generate_packet, generate_packets, mutate_packet, supported_linktypes,
     truncate_packet, Packet,

@@ -66,6 +66,17 @@ fn focused_expressions_on_generated_traffic() {
     });
 }
 
+/// Focused expressions with primitives that use libpcap's index register the ways its optimizer
+/// loses track of ([`sift_testgen::random_index_expressions`]); the same rounds. A soak run
+/// only: round 0 finds a difference listed in `tests/data/soak_open_kept_index.txt`.
+#[test]
+#[ignore = "soak: round 0 has an open difference (tests/data/soak_open_kept_index.txt)"]
+fn index_expressions_on_generated_traffic() {
+    generated_rounds("index", 0x1d8e, |seed, _| {
+        sift_testgen::random_index_expressions(seed, 200)
+    });
+}
+
 /// Every seed runs, and the failures are reported together at the end.
 #[test]
 fn random_expressions_on_generated_traffic() {
@@ -108,7 +119,7 @@ fn soak_findings_agree() {
 
 /// The differences soak runs found that are not fixed yet (`tests/data/soak_open.txt`,
 /// `tests/data/soak_open_x_value.txt`, `tests/data/soak_open_constant_loads.txt`,
-/// `tests/data/soak_open_errors.txt`).
+/// `tests/data/soak_open_errors.txt`, `tests/data/soak_open_kept_index.txt`).
 #[test]
 #[ignore = "known differences from libpcap, not fixed yet"]
 fn soak_open_findings_agree() {
@@ -118,6 +129,7 @@ fn soak_open_findings_agree() {
         include_str!("data/soak_open_x_value.txt"),
         include_str!("data/soak_open_constant_loads.txt"),
         include_str!("data/soak_open_errors.txt"),
+        include_str!("data/soak_open_kept_index.txt"),
     ] {
         failed += usize::from(std::panic::catch_unwind(|| findings_agree(list)).is_err());
     }
