@@ -306,10 +306,15 @@ pub(super) fn read_stale_index(
             &left[edges],
             &mut joins,
         );
-        if matches!(ldxb[b.index()], Ldxb::InAccumulator(_)) {
-            index.changed |= compare_accumulator(f, b, entering.of_block(b));
+        let mut fate = ldxb[b.index()];
+        if let Ldxb::InAccumulator(offset) = fate {
+            let stale = state.stale && state.believed == Some(offset);
+            match compare_accumulator(f, b, entering.of_block(b), stale) {
+                Some(changed) => index.changed |= changed,
+                None => fate = Ldxb::Reloaded(offset),
+            }
         }
-        let state = visit(f, b, state, ldxb[b.index()], &mut index, &mut joins);
+        let state = visit(f, b, state, fate, &mut index, &mut joins);
         successors_once(&f.block(b).term, &mut targets);
         for s in &targets {
             left[filled[s.index()] as usize] = state;
@@ -548,21 +553,27 @@ fn real_value(f: &mut Function, joins: &mut [Join], real: Real, at: Block) -> Op
 }
 
 /// Makes `b`, whose load libpcap found in the accumulator, compare what the blocks entering
-/// it compared when that is one value and a load through another index now (they read a stale
-/// X): libpcap's accumulator holds what they read. Returns whether `b` changed.
-fn compare_accumulator(f: &mut Function, b: Block, entering: &[Block]) -> bool {
+/// it compared when that is one value: libpcap's accumulator holds it. Only where that differs
+/// from `b`'s own load: when they read another X (a load through another index now), or when
+/// `b`'s own would read a `stale` X. Returns whether `b` changed, `None` when the blocks
+/// entering it compare different values.
+fn compare_accumulator(
+    f: &mut Function,
+    b: Block,
+    entering: &[Block],
+    stale: bool,
+) -> Option<bool> {
     let compared = |f: &Function, b: Block| match f.block(b).term {
         Terminator::Branch { lhs, .. } => Some(lhs),
         _ => None,
     };
-    let Some(own) = compared(f, b) else {
-        return false;
-    };
+    let own = compared(f, b)?;
     let mut values = entering.iter().map(|&p| compared(f, p));
-    let Some(Some(held)) = values.next() else {
-        return false;
-    };
-    if values.all(|v| v == Some(held)) && !same_load(f, held, own) {
+    let held = values.next()??;
+    if !values.all(|v| v == Some(held)) {
+        return None;
+    }
+    if stale || !same_load(f, held, own) {
         let insts = f.block(b).insts.clone();
         for v in insts {
             f.values[v.index()].map_operands(|x| if x == own { held } else { x });
@@ -570,9 +581,9 @@ fn compare_accumulator(f: &mut Function, b: Block, entering: &[Block]) -> bool {
         f.block_mut(b)
             .term
             .map_operands(|x| if x == own { held } else { x });
-        return true;
+        return Some(true);
     }
-    false
+    Some(false)
 }
 
 /// Whether `a` and `c` are the same packet load as libpcap numbers them: through a header
@@ -610,6 +621,9 @@ enum Ldxb {
     /// Its loads found in the accumulator: deleted, the loads with it, while libpcap believes
     /// X holds it.
     InAccumulator(u32),
+    /// As [`Ldxb::InAccumulator`], but the blocks entering it compare different values (each
+    /// the same load): sift's own load stands for the accumulator, read as they read theirs.
+    Reloaded(u32),
     /// Its loads folded away; kept if a block below relies on it.
     Folded(u32),
 }
@@ -636,24 +650,33 @@ fn visit(
             kept_if_used: None,
         };
     }
+    let reads = || -> Vec<Read> {
+        indices(f, b)
+            .into_iter()
+            .map(|x| Read {
+                index: x,
+                site: Site::AllLoads,
+            })
+            .collect()
+    };
     match ldxb {
-        // libpcap deleted the block's load and its `ldxb`: nothing is read. sift's load reads
-        // the value the accumulator holds (see `compare_accumulator`).
+        // libpcap deleted the block's load and its `ldxb`: nothing is read. The block compares
+        // what the blocks entering it compared (see `compare_accumulator`).
         Ldxb::InAccumulator(_) => {}
+        // The same, but sift's own load stands for that value: it reads X as theirs did,
+        // without the deleted `ldxb` changing what X holds.
+        Ldxb::Reloaded(_) => {
+            let reads = reads();
+            read_indices(f, b, &reads, &mut state.clone(), index, joins);
+        }
         _ => {
-            let reads: Vec<Read> = indices(f, b)
-                .into_iter()
-                .map(|x| Read {
-                    index: x,
-                    site: Site::AllLoads,
-                })
-                .collect();
+            let reads = reads();
             read_indices(f, b, &reads, &mut state, index, joins);
         }
     }
     match ldxb {
         Ldxb::Kept => {}
-        Ldxb::Lost(offset) | Ldxb::InAccumulator(offset) => {
+        Ldxb::Lost(offset) | Ldxb::InAccumulator(offset) | Ldxb::Reloaded(offset) => {
             // Stale unless X holds that header length anyway.
             let holds = header_length_held(f, joins, state.real) == Some(offset);
             state.believed = Some(offset);
