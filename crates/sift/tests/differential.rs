@@ -67,10 +67,8 @@ fn focused_expressions_on_generated_traffic() {
 }
 
 /// Focused expressions with primitives that use libpcap's index register the ways its optimizer
-/// loses track of ([`sift_testgen::random_index_expressions`]); the same rounds. A soak run
-/// only: round 0 finds a difference listed in `tests/data/soak_open_kept_index.txt`.
+/// loses track of ([`sift_testgen::random_index_expressions`]); the same rounds.
 #[test]
-#[ignore = "soak: round 0 has an open difference (tests/data/soak_open_kept_index.txt)"]
 fn index_expressions_on_generated_traffic() {
     generated_rounds("index", 0x1d8e, |seed, _| {
         sift_testgen::random_index_expressions(seed, 200)

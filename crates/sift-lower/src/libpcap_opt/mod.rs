@@ -987,6 +987,18 @@ block2:
         assert_eq!(filter.run(&mut sift_ir::Cache::new(), &packet, 57), 262_144);
     }
 
+    /// A decided `tcp[20:4] & 0` test loses its `ldxb` and the port load below reads X unset;
+    /// with a zero libpcap computes (`0 * 7`) it folds a pass later and keeps the `ldxb`
+    /// (libpcap 1.10 on LINUX_SLL: `ldxb 4*([16]&0xf)` in the decided block, then `ldh [x +
+    /// 16]`), and the load reads the header length.
+    #[test]
+    fn a_computed_zero_on_the_right_keeps_the_index_load() {
+        let out = lowered("(tcp[20:4] & 0 > 69 or tcp[0:2] >= len)", 113);
+        assert!(!out.contains("shl"), "{out}");
+        let out = lowered("(tcp[20:4] & 0 * 7 > 69 or tcp[0:2] >= len)", 113);
+        assert!(out.contains("shl"), "{out}");
+    }
+
     /// `tcp[0:2] < len` leaves the source port in the accumulator and the wire length in X
     /// (`ld #pktlen; tax` for `jge x`); the source port tests of the port range use the
     /// accumulator, and libpcap deletes their loads with their `ldxb`, still believing X

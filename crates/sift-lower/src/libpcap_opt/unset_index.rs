@@ -145,11 +145,12 @@ fn header_length_loads_of(f: &Function, b: Block) -> impl Iterator<Item = u32> +
     })
 }
 
-/// Whether a block's instruction is an operation that libpcap folds to 0 by a zero (the zero
-/// one that libpcap's folding finds: `8 >> 23`, `-0`, `icmptype`, `len * 0`) on one side of a
-/// load through the header length on the other: `0 op load` when `zero_left` (`* / % & << >>`,
-/// which libpcap turns into `ld #0` as soon as it sees the zero in the accumulator), else
-/// `load op 0` (`*`, `&`).
+/// Whether a block's instruction is an operation that libpcap folds to 0 by a zero on one
+/// side of a load through the header length on the other: `0 op load` when `zero_left` (`* / %
+/// & << >>`, which libpcap turns into `ld #0` as soon as it sees the zero in the accumulator;
+/// the zero one that libpcap's folding finds: `8 >> 23`, `-0`, `icmptype`, `len * 0`), else
+/// `load op 0` (`*`, `&`; a literal zero, `0` or `icmptype`: one libpcap computes, `0 * 7`,
+/// `8 >> 23`, `1 - 1`, it folds a pass later and keeps the `ldxb`, checked on 9 forms).
 ///
 /// The side matters: `load op 0` becomes `op #0` first and `ld #0` a pass later, and then an
 /// undecided block's successors keep their own `ldxb` (the soak's seed 0xdb65eed). On the
@@ -169,7 +170,7 @@ fn zero_folds_load(f: &Function, b: Block, zero_left: bool) -> bool {
             };
             matches!(fold, Ok(BinaryFold::Const(0)))
                 && is_header_length_load(f, load)
-                && constant(f, zero, 8) == Some(0)
+                && constant(f, zero, if zero_left { 8 } else { 0 }) == Some(0)
         }
         _ => false,
     })
@@ -204,6 +205,12 @@ enum Real {
     /// Nothing set X on any path.
     Unset,
     Set(Value),
+    /// The header length at a byte offset, from an `ldxb` libpcap keeps in a block whose own
+    /// loads a fold took ([`Ldxb::Folded`]): computed there anew when a load reads it.
+    HeaderLength {
+        offset: u32,
+        block: Block,
+    },
     /// What each edge into a join brought, known on every one ([`Join`], by its index).
     Joined(u32),
     /// The paths disagree, and some of them are not known.
@@ -496,6 +503,7 @@ fn header_length_held(f: &Function, joins: &[Join], real: Real) -> Option<u32> {
     match real {
         Real::Set(v) => header_length_offset(f, v),
         Real::Joined(j) => joins[j as usize].header_length,
+        Real::HeaderLength { offset, .. } => Some(offset),
         Real::Unset | Real::Unknown => None,
     }
 }
@@ -512,6 +520,20 @@ fn real_value(f: &mut Function, joins: &mut [Join], real: Real, at: Block) -> Op
             Some(zero)
         }
         Real::Set(v) => Some(v),
+        Real::HeaderLength { offset, block } => {
+            let byte = f.push(
+                block,
+                Inst::Load {
+                    index: None,
+                    offset,
+                    size: LoadSize::Byte,
+                },
+            );
+            let fifteen = f.push(block, Inst::Const(15));
+            let nibble = f.push(block, Inst::Binary(BinOp::And, byte, fifteen));
+            let two = f.push(block, Inst::Const(2));
+            Some(f.push(block, Inst::Binary(BinOp::Shl, nibble, two)))
+        }
         Real::Unknown => None,
         Real::Joined(j) => {
             // The joins this one needs, each only from earlier ones: given parameters in
@@ -685,7 +707,7 @@ fn visit(
         Ldxb::Folded(offset) => {
             state = State {
                 believed: Some(offset),
-                real: Real::Unknown,
+                real: Real::HeaderLength { offset, block: b },
                 stale: false,
                 kept_if_used: Some(b),
             };
