@@ -76,6 +76,7 @@ mod equality_runs;
 mod fact_ids;
 mod fast_hash;
 mod grouping;
+mod header_length;
 mod interning;
 mod numbering;
 mod pullup;
@@ -87,6 +88,7 @@ mod terms;
 mod thread_check;
 mod threading;
 mod unset_index;
+mod x_paths;
 mod x_reads;
 
 use sift_ir::verify::dominators;
@@ -99,6 +101,7 @@ use branches::{
 use dead_code::remove_dead_code;
 use fact_ids::FactIds;
 use grouping::group_closed_chains;
+use header_length::header_length_loads;
 use interning::merge_equal_blocks;
 use numbering::{Numbering, Vn};
 use pullup::{pullups, DomIntervals, Levels};
@@ -107,7 +110,7 @@ use thread_check::{nothing_to_thread, TestGroups};
 #[cfg(test)]
 use threading::thread_edges;
 use threading::{thread_edges_with, used_outside_own_block, FactsInForce};
-use unset_index::{header_length_loads, read_stale_index};
+use unset_index::read_stale_index;
 
 /// Rounds of the whole pipeline; libpcap iterates to a fixed point too. Each round that changes
 /// something removes a branch or an instruction, so this bound is never reached in practice.

@@ -15,7 +15,8 @@
 
 use sift_ir::{BinOp, Block, Function, Inst, Terminator, Value};
 
-use super::unset_index::{header_length, writes_x};
+use super::header_length::header_length;
+use super::unset_index::writes_x;
 
 /// Where a read of X is.
 #[derive(Clone, Copy, PartialEq, Eq)]

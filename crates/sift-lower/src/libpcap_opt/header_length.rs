@@ -1,0 +1,166 @@
+//! The header length in libpcap's index register: which index values are its `ldxb 4*([k]&0xf)`,
+//! and what each block computed with it before the optimizer ran (the unset-X model's input,
+//! `unset_index.rs`).
+
+use sift_ir::{BinOp, Block, Function, Inst, LoadSize, Value};
+
+use super::numbering::{binary_fold, BinaryFold};
+
+/// The byte offset `k` when `index` is `4*([k]&0xf)` computed as libpcap's `ldxb` does, or
+/// that plus a constant (which libpcap's peephole folds into the load's offset, leaving X the
+/// `ldxb`'s value).
+pub(super) fn header_length_offset(f: &Function, index: Value) -> Option<u32> {
+    header_length(f, index).map(|(k, _)| k)
+}
+
+/// [`header_length_offset`], with the constant `index` adds to the header length (0 for
+/// none).
+pub(super) fn header_length(f: &Function, index: Value) -> Option<(u32, u32)> {
+    let konst = |v: Value| f.const_value(v);
+    let (index, added) = match *f.inst(index) {
+        Inst::Binary(BinOp::Add, a, b) if konst(b).is_some() => (a, konst(b)),
+        Inst::Binary(BinOp::Add, a, b) if konst(a).is_some() => (b, konst(a)),
+        _ => (index, Some(0)),
+    };
+    let Inst::Binary(BinOp::Shl, masked, two) = *f.inst(index) else {
+        return None;
+    };
+    let Inst::Binary(BinOp::And, byte, fifteen) = *f.inst(masked) else {
+        return None;
+    };
+    let Inst::Load {
+        index: None,
+        offset,
+        size: LoadSize::Byte,
+    } = *f.inst(byte)
+    else {
+        return None;
+    };
+    (konst(two) == Some(2) && konst(fifteen) == Some(15)).then_some((offset, added?))
+}
+
+/// The index values of `b`'s packet loads, in order, each once.
+pub(super) fn indices(f: &Function, b: Block) -> Vec<Value> {
+    let mut out: Vec<Value> = Vec::new();
+    for &v in &f.block(b).insts {
+        if let Inst::Load { index: Some(x), .. } = *f.inst(v) {
+            if !out.contains(&x) {
+                out.push(x);
+            }
+        }
+    }
+    out
+}
+
+/// A block's last header-length index computation before the optimizer deletes any.
+#[derive(Clone, Copy)]
+pub(super) struct HeaderLength {
+    /// The `ldxb`'s byte offset.
+    pub(super) offset: u32,
+    /// Whether a load at a computed offset (its `tax`) comes after the last such `ldxb`
+    /// (`ip6[udp[10:1]]`): then only a block that `opt_root` skips is modelled, where libpcap
+    /// is left believing X holds that `ldxb` (the soak's seeds 0x247f5ef1 and 0x26585ef1).
+    pub(super) computed_last: bool,
+    /// Whether the block combines an indexed load with a zero on its left (`0 & tcp[k]`,
+    /// `icmptype * tcp[k]`, `0 / udp[k]`) by an operation whose result is then 0.
+    pub(super) zero_on_left: bool,
+    /// Whether the block has one packet load through a header length (not two, as in
+    /// `tcp[17:2] & (0 % tcp[16])`).
+    pub(super) one_load: bool,
+    /// Whether that load adds a byte offset to it (`tcp[17:2]`, not `tcp[0:1]`).
+    pub(super) at_offset: bool,
+    /// Whether a zero on the right of an operation that then gives 0 takes that load itself
+    /// (`tcp[23:4] * 0`, `tcp[23:4] & icmptype`; not `-tcp[23:4] * 0` or `(tcp[23:4] + 1) & 0`).
+    pub(super) zero_on_right: bool,
+}
+
+/// Per block, its [`HeaderLength`] (`None`: no index computation is a header length).
+pub(super) fn header_length_loads(f: &Function) -> Vec<Option<HeaderLength>> {
+    (0..f.blocks.len())
+        .map(|b| {
+            let b = Block(b as u32);
+            let indices = indices(f, b);
+            let offset = indices
+                .iter()
+                .rev()
+                .find_map(|&x| header_length_offset(f, x))?;
+            let computed_last = header_length_offset(f, *indices.last()?).is_none();
+            let mut loads = header_length_loads_of(f, b);
+            let first = loads.next();
+            let one_load = first.is_some() && loads.next().is_none();
+            let at_offset = first.is_some_and(|k| k != 0);
+            Some(HeaderLength {
+                offset,
+                computed_last,
+                zero_on_left: zero_folds_load(f, b, true),
+                one_load,
+                at_offset,
+                // Only asked for together with the two above.
+                zero_on_right: one_load && at_offset && zero_folds_load(f, b, false),
+            })
+        })
+        .collect()
+}
+
+/// The byte offsets `b`'s packet loads through a header length add to it (`tcp[17:2]`: 17,
+/// `tcp[0:1]`: 0), in order.
+fn header_length_loads_of(f: &Function, b: Block) -> impl Iterator<Item = u32> + '_ {
+    f.block(b).insts.iter().filter_map(|&v| match *f.inst(v) {
+        Inst::Load { index: Some(x), .. } => header_length(f, x).map(|(_, added)| added),
+        _ => None,
+    })
+}
+
+/// Whether a block's instruction is an operation that libpcap folds to 0 by a zero on one
+/// side of a load through the header length on the other: `0 op load` when `zero_left` (`* / %
+/// & << >>`, which libpcap turns into `ld #0` as soon as it sees the zero in the accumulator;
+/// the zero one that libpcap's folding finds: `8 >> 23`, `-0`, `icmptype`, `len * 0`), else
+/// `load op 0` (`*`, `&`; a literal zero, `0` or `icmptype`: one libpcap computes, `0 * 7`,
+/// `8 >> 23`, `1 - 1`, it folds a pass later and keeps the `ldxb`, checked on 9 forms).
+///
+/// The side matters: `load op 0` becomes `op #0` first and `ld #0` a pass later, and then an
+/// undecided block's successors keep their own `ldxb` (the soak's seed 0xdb65eed). On the
+/// right only the load itself counts: when another operation comes between (`-tcp[23:4] *
+/// 0`, `(tcp[23:4] | 1) & 0`), the load dies a pass later still, by when the blocks below rely
+/// on the block's `ldxb` and libpcap keeps it (the soak's seed 0x1a715ef1; checked against
+/// libpcap on `neg`, `add`, `or` and two `neg`s between). These rules come from the soaks (the
+/// lines of `sift/tests/data/soak_findings.txt` they fixed), not from following libpcap's
+/// passes one by one.
+fn zero_folds_load(f: &Function, b: Block, zero_left: bool) -> bool {
+    f.block(b).insts.iter().any(|&v| match *f.inst(v) {
+        Inst::Binary(op, lhs, rhs) => {
+            let (zero, load, fold) = if zero_left {
+                (lhs, rhs, binary_fold(op, Some(0), None))
+            } else {
+                (rhs, lhs, binary_fold(op, None, Some(0)))
+            };
+            matches!(fold, Ok(BinaryFold::Const(0)))
+                && is_header_length_load(f, load)
+                && constant(f, zero, if zero_left { 8 } else { 0 }) == Some(0)
+        }
+        _ => false,
+    })
+}
+
+/// Whether `v` is a packet load through a header length (`tcp[k]`; not `ether[1:1]` on a
+/// link where libpcap indexes that by a constant).
+fn is_header_length_load(f: &Function, v: Value) -> bool {
+    matches!(*f.inst(v), Inst::Load { index: Some(x), .. } if header_length(f, x).is_some())
+}
+
+/// The value of `v` when libpcap's folding makes it a constant (at most `depth` operations
+/// deep), following no identity (`x + 0` is not folded to `x`'s value).
+fn constant(f: &Function, v: Value, depth: u32) -> Option<u32> {
+    match *f.inst(v) {
+        Inst::Const(k) => Some(k),
+        Inst::Neg(a) if depth > 0 => Some(constant(f, a, depth - 1)?.wrapping_neg()),
+        Inst::Binary(op, a, b) if depth > 0 => {
+            let (a, b) = (constant(f, a, depth - 1), constant(f, b, depth - 1));
+            match binary_fold(op, a, b) {
+                Ok(BinaryFold::Const(k)) => Some(k),
+                _ => None,
+            }
+        }
+        _ => None,
+    }
+}
