@@ -328,6 +328,8 @@ fn visit(
             state.believed = Some(offset);
             state.stale = !holds;
         }
+        // A no-op where libpcap already believes X holds it: X stays as the block found it.
+        Ldxb::Folded(offset) if state.believed == Some(offset) => {}
         Ldxb::Folded(offset) => {
             state = State {
                 believed: Some(offset),
