@@ -21,9 +21,7 @@ const NETS: &[&str] = &["10.0.0.0/24", "10.0.0.0/8", "192.168.1.0/24", "8.8.8.8/
 
 /// One expression of at most about `max_primitives` primitives, nested at most `max_depth`.
 pub fn random_focused_expression(rng: &mut Rng, max_depth: u32, max_primitives: u32) -> String {
-    let mut budget = max_primitives.max(1);
-    let depth = rng.range(1, u64::from(max_depth.max(1))) as u32;
-    expr(rng, depth, &mut budget)
+    expression(rng, max_depth, max_primitives, primitive)
 }
 
 /// `count` focused expressions, deterministic from `seed` (depth 4, about 6 primitives).
@@ -42,29 +40,29 @@ pub fn random_focused_expressions(seed: u64, count: usize) -> Vec<String> {
 pub fn random_index_expressions(seed: u64, count: usize) -> Vec<String> {
     let mut rng = Rng::new(seed ^ 0x1d8e_0000_0000_0000);
     (0..count)
-        .map(|_| {
-            let mut budget = 6;
-            let depth = rng.range(1, 4) as u32;
-            expr_with(&mut rng, depth, &mut budget, index_or_focused)
-        })
+        .map(|_| expression(&mut rng, 4, 6, index_or_focused))
         .collect()
 }
 
-fn expr(rng: &mut Rng, depth: u32, budget: &mut u32) -> String {
-    expr_with(rng, depth, budget, primitive)
-}
-
-fn expr_with(
+/// One expression of at most about `max_primitives` primitives from `primitive`, nested at
+/// most `max_depth`.
+fn expression(
     rng: &mut Rng,
-    depth: u32,
-    budget: &mut u32,
+    max_depth: u32,
+    max_primitives: u32,
     primitive: fn(&mut Rng) -> String,
 ) -> String {
+    let mut budget = max_primitives.max(1);
+    let depth = rng.range(1, u64::from(max_depth.max(1))) as u32;
+    expr(rng, depth, &mut budget, primitive)
+}
+
+fn expr(rng: &mut Rng, depth: u32, budget: &mut u32, primitive: fn(&mut Rng) -> String) -> String {
     if depth == 0 || *budget <= 1 || rng.chance(1, 5) {
         *budget = budget.saturating_sub(1);
         return primitive(rng);
     }
-    let mut sub = |rng: &mut Rng| expr_with(rng, depth - 1, budget, primitive);
+    let mut sub = |rng: &mut Rng| expr(rng, depth - 1, budget, primitive);
     match rng.below(8) {
         0..=2 => {
             let (a, b) = (sub(rng), sub(rng));

@@ -572,21 +572,10 @@ fn accumulator_lost(f: &mut Function, root: Block) {
     };
     // What each block leaves in the accumulator as libpcap numbers it (its compared value
     // before any rewriting here), and the blocks entering each block.
-    let compared = |f: &Function, b: Block| match f.block(b).term {
-        Terminator::Branch { lhs, .. } => Some(lhs),
-        _ => None,
-    };
     let believed: Vec<Option<Vn>> = (0..f.blocks.len())
-        .map(|b| compared(f, Block(b as u32)).map(|v| numbers.vn(v)))
+        .map(|b| edges::compared(f, Block(b as u32)).map(|v| numbers.vn(v)))
         .collect();
-    let mut entering: Vec<Vec<Block>> = vec![Vec::new(); f.blocks.len()];
-    for &p in &rpo {
-        for s in edges::successors(&f.block(p).term) {
-            if entering[s.index()].last() != Some(&p) {
-                entering[s.index()].push(p);
-            }
-        }
-    }
+    let entering = edges::Entering::new(f, &rpo);
     // The first statement that writes the accumulator, when it is an absolute load or the
     // wire length (`ld #pktlen`, which libpcap numbers and drops alike): the first
     // instruction that is not a constant (constants are immediates in libpcap's statements).
@@ -607,7 +596,7 @@ fn accumulator_lost(f: &mut Function, root: Block) {
     let mut really_there: Vec<Option<Value>> = vec![None; f.blocks.len()];
     really_there[root.index()] = Some(entry_value);
     let root_inherits = |b: Block| {
-        let mut from = entering[b.index()].iter().map(|p| believed[p.index()]);
+        let mut from = entering.of_block(b).iter().map(|p| believed[p.index()]);
         let first = from.next().flatten();
         first.filter(|_| from.all(|vn| vn == first))
     };
@@ -622,20 +611,15 @@ fn accumulator_lost(f: &mut Function, root: Block) {
         if b == root && root_inherits(b) != Some(numbers.vn(load)) {
             continue;
         }
-        let insts = f.block(b).insts.clone();
-        for &v in &insts {
-            f.values[v.index()].map_operands(|x| if x == load { there } else { x });
-        }
-        f.block_mut(b)
-            .term
-            .map_operands(|x| if x == load { there } else { x });
+        edges::replace_in_block(f, b, load, there);
         // The blocks entered from this block alone that lose their first load read what it
         // really leaves.
-        let (Some(left), Some(vn)) = (compared(f, b), believed[b.index()]) else {
+        let (Some(left), Some(vn)) = (edges::compared(f, b), believed[b.index()]) else {
             continue;
         };
         for s in edges::successors(&f.block(b).term).collect::<Vec<_>>() {
-            if entering[s.index()] == [b] && first_load(f, s).is_some_and(|l| numbers.vn(l) == vn) {
+            if entering.of_block(s) == [b] && first_load(f, s).is_some_and(|l| numbers.vn(l) == vn)
+            {
                 really_there[s.index()] = Some(left);
             }
         }

@@ -37,10 +37,9 @@
 
 use sift_ir::{BinOp, Block, Function, Inst, Terminator, Value};
 
+use super::edges::{compared, replace_in_block, successors_once, Entering};
 use super::header_length::{header_length, header_length_offset, indices, HeaderLength};
-use super::x_paths::{
-    entered, header_length_held, real_value, successors_once, Entering, Join, Real, State,
-};
+use super::x_paths::{entered, header_length_held, real_value, Join, Real, State};
 use super::x_reads::{x_code, Read, Site};
 
 /// What [`read_stale_index`] found.
@@ -95,13 +94,7 @@ pub(super) fn read_stale_index(
     }
     // What the blocks entering each block leave, in the order of `entering` (every block
     // entering another comes before it in reverse postorder).
-    let unset = State {
-        believed: None,
-        real: Real::Unset,
-        stale: false,
-        kept_if_used: None,
-    };
-    let mut left = vec![unset; entering.from.len()];
+    let mut left = vec![State::ENTRY; entering.from.len()];
     let mut filled: Vec<u32> = entering.start.clone();
     let mut joins: Vec<Join> = Vec::new();
     let mut targets = Vec::new();
@@ -156,18 +149,14 @@ fn fate(
     entering: &Entering,
     skipped_by_root: &[Block],
 ) -> Ldxb {
-    let compared = |b: Block| match f.block(b).term {
-        Terminator::Branch { lhs, .. } => Some(lhs),
-        _ => None,
-    };
     let in_accumulator = h.one_load
-        && compared(b).is_some_and(|lhs| {
+        && compared(f, b).is_some_and(|lhs| {
             let from = entering.of_block(b);
             f.block(b).insts.contains(&lhs)
                 && !from.is_empty()
                 && from
                     .iter()
-                    .all(|&p| compared(p).is_some_and(|v| same_load(f, v, lhs)))
+                    .all(|&p| compared(f, p).is_some_and(|v| same_load(f, v, lhs)))
         });
     if in_accumulator {
         return Ldxb::InAccumulator(h.offset);
@@ -209,27 +198,17 @@ fn compare_accumulator(
     entering: &[Block],
     stale: bool,
 ) -> Option<bool> {
-    let compared = |f: &Function, b: Block| match f.block(b).term {
-        Terminator::Branch { lhs, .. } => Some(lhs),
-        _ => None,
-    };
     let own = compared(f, b)?;
     let mut values = entering.iter().map(|&p| compared(f, p));
     let held = values.next()??;
     if !values.all(|v| v == Some(held)) {
         return None;
     }
-    if stale || !same_load(f, held, own) {
-        let insts = f.block(b).insts.clone();
-        for v in insts {
-            f.values[v.index()].map_operands(|x| if x == own { held } else { x });
-        }
-        f.block_mut(b)
-            .term
-            .map_operands(|x| if x == own { held } else { x });
-        return Some(true);
+    let changed = stale || !same_load(f, held, own);
+    if changed {
+        replace_in_block(f, b, own, held);
     }
-    Some(false)
+    Some(changed)
 }
 
 /// Whether `a` and `c` are the same packet load as libpcap numbers them: through a header
@@ -290,10 +269,8 @@ fn visit(
         let code = x_code(f, b);
         read_indices(f, b, &code.reads, &mut state, index, joins);
         return State {
-            believed: None,
             real: code.last_write.map_or(Real::Unknown, Real::Set),
-            stale: false,
-            kept_if_used: None,
+            ..State::ENTRY
         };
     }
     let reads = || -> Vec<Read> {
@@ -399,17 +376,16 @@ fn sets_x_otherwise(f: &Function, b: Block) -> bool {
         Terminator::Branch { rhs, .. } => f.const_value(rhs).is_none(),
         _ => false,
     };
-    term || f.block(b).insts.iter().any(|&v| match *f.inst(v) {
-        Inst::Load { index: Some(x), .. } => header_length_offset(f, x).is_none(),
-        _ => writes_x(f, v),
-    })
+    term || f.block(b).insts.iter().any(|&v| writes_x(f, v))
 }
 
-/// Whether libpcap computes `v` with its right operand in X, put there for it: an operation
-/// whose right operand is computed and not the header length X already holds (the `16` of
-/// `tcp[16]` is added to it as `ld #16; add x`).
+/// Whether libpcap's code for `v` puts into X something other than an `ldxb`: a load at an
+/// offset that is not a header length (its `tax`), or an operation whose right operand is
+/// computed and not the header length X already holds (the `16` of `tcp[16]` is added to it
+/// as `ld #16; add x`).
 pub(super) fn writes_x(f: &Function, v: Value) -> bool {
     match *f.inst(v) {
+        Inst::Load { index: Some(x), .. } => header_length(f, x).is_none(),
         Inst::Binary(_, _, r) => f.const_value(r).is_none() && header_length(f, r).is_none(),
         _ => false,
     }

@@ -3,7 +3,7 @@
 //! paths leave different known values, a [`Join`] that becomes a block parameter with X per
 //! edge when a load reads it.
 
-use sift_ir::{BinOp, Block, Function, Inst, LoadSize, Terminator, Value};
+use sift_ir::{BinOp, Block, Function, Inst, LoadSize, Value};
 
 use super::header_length::header_length_offset;
 
@@ -52,56 +52,14 @@ pub(super) struct State {
     pub(super) kept_if_used: Option<Block>,
 }
 
-/// The blocks entering each block, as slices of one array in reverse postorder of the
-/// entering blocks (a list per block would be an allocation for each of 10^5 blocks).
-pub(super) struct Entering {
-    pub(super) start: Vec<u32>,
-    pub(super) from: Vec<Block>,
-}
-
-impl Entering {
-    pub(super) fn new(f: &Function, rpo: &[Block]) -> Entering {
-        let n = f.blocks.len();
-        let mut start = vec![0u32; n + 1];
-        let mut targets = Vec::new();
-        for &p in rpo {
-            successors_once(&f.block(p).term, &mut targets);
-            for s in &targets {
-                start[s.index() + 1] += 1;
-            }
-        }
-        for i in 1..=n {
-            start[i] += start[i - 1];
-        }
-        let mut filled = start.clone();
-        let mut from = vec![Block(0); start[n] as usize];
-        for &p in rpo {
-            successors_once(&f.block(p).term, &mut targets);
-            for s in &targets {
-                from[filled[s.index()] as usize] = p;
-                filled[s.index()] += 1;
-            }
-        }
-        Entering { start, from }
-    }
-
-    pub(super) fn of(&self, b: Block) -> std::ops::Range<usize> {
-        self.start[b.index()] as usize..self.start[b.index() + 1] as usize
-    }
-
-    pub(super) fn of_block(&self, b: Block) -> &[Block] {
-        &self.from[self.of(b)]
-    }
-}
-
-/// A terminator's successors, each once, into `out`.
-pub(super) fn successors_once(term: &Terminator, out: &mut Vec<Block>) {
-    out.clear();
-    for s in super::edges::successors(term) {
-        if !out.contains(&s) {
-            out.push(s);
-        }
-    }
+impl State {
+    /// X where the filter starts: nothing set it, and libpcap believes nothing of it.
+    pub(super) const ENTRY: State = State {
+        believed: None,
+        real: Real::Unset,
+        stale: false,
+        kept_if_used: None,
+    };
 }
 
 /// The state `b` is entered with, from what each block entering it left: a [`Join`] when
@@ -114,12 +72,7 @@ pub(super) fn entered(
     joins: &mut Vec<Join>,
 ) -> State {
     let Some(&first) = states.first() else {
-        return State {
-            believed: None,
-            real: Real::Unset,
-            stale: false,
-            kept_if_used: None,
-        };
+        return State::ENTRY;
     };
     let mut merged = first;
     for &s in &states[1..] {
@@ -136,11 +89,9 @@ pub(super) fn entered(
     }
     let joined = merged.real == Real::Unknown && states.iter().all(|s| s.real != Real::Unknown);
     if joined {
-        let lengths: Vec<Option<u32>> = states
-            .iter()
-            .map(|s| header_length_held(f, joins, s.real))
-            .collect();
-        let header_length = lengths[0].filter(|_| lengths.iter().all(|&l| l == lengths[0]));
+        let mut lengths = states.iter().map(|s| header_length_held(f, joins, s.real));
+        let first = lengths.next().flatten();
+        let header_length = first.filter(|_| lengths.all(|l| l == first));
         joins.push(Join {
             block: b,
             edges: from.iter().zip(states).map(|(&p, s)| (p, s.real)).collect(),
@@ -189,9 +140,9 @@ pub(super) fn real_value(
                     size: LoadSize::Byte,
                 },
             );
-            let fifteen = f.push(block, Inst::Const(15));
+            let fifteen = f.iconst(block, 15);
             let nibble = f.push(block, Inst::Binary(BinOp::And, byte, fifteen));
-            let two = f.push(block, Inst::Const(2));
+            let two = f.iconst(block, 2);
             Some(f.push(block, Inst::Binary(BinOp::Shl, nibble, two)))
         }
         Real::Unknown => None,

@@ -82,13 +82,11 @@ pub(super) fn x_code(f: &Function, b: Block) -> XCode {
         }
     }
     // Another instruction putting something into X leaves X unknown.
-    let every_writer_seen = f.block(b).insts.iter().all(|&v| {
-        let writes = match *f.inst(v) {
-            Inst::Load { index: Some(x), .. } => header_length(f, x).is_none(),
-            _ => writes_x(f, v),
-        };
-        !writes || walk.writers.contains(&v)
-    });
+    let every_writer_seen = f
+        .block(b)
+        .insts
+        .iter()
+        .all(|&v| !writes_x(f, v) || walk.writers.contains(&v));
     XCode {
         reads,
         last_write: walk.last_write.filter(|_| every_writer_seen),
