@@ -95,8 +95,8 @@ pub(super) fn header_length_loads(f: &Function) -> Vec<Option<HeaderLength>> {
                 zero_on_left: zero_folds_load(f, b, true),
                 one_load,
                 at_offset,
-                // Only asked for together with the two above.
-                zero_on_right: one_load && at_offset && zero_folds_load(f, b, false),
+                // Only asked for together with `one_load`.
+                zero_on_right: one_load && zero_folds_load(f, b, false),
             })
         })
         .collect()

@@ -110,7 +110,7 @@ use thread_check::{nothing_to_thread, TestGroups};
 #[cfg(test)]
 use threading::thread_edges;
 use threading::{thread_edges_with, used_outside_own_block, FactsInForce};
-use unset_index::read_stale_index;
+use unset_index::{read_stale_index, shared_successors};
 
 /// Rounds of the whole pipeline; libpcap iterates to a fixed point too. Each round that changes
 /// something removes a branch or an instruction, so this bound is never reached in practice.
@@ -296,6 +296,10 @@ pub(crate) fn apply(f: &mut Function) -> Result<(), OptimizerError> {
             }
         }
     }
+    // The unset-X model needs some of the edges as the first loop leaves them.
+    let shared = header_lengths
+        .as_ref()
+        .map_or_else(Vec::new, |before| shared_successors(f, before));
     // The reachable blocks in reverse postorder once the second loop reached its fixed point
     // (its last dead-code removal, over the blocks reachable now, removed nothing; the last
     // round changed nothing, so its order stands).
@@ -349,7 +353,8 @@ pub(crate) fn apply(f: &mut Function) -> Result<(), OptimizerError> {
     // tests the operands of an instruction of the branch's block, dead code only removes
     // uses. So when no block did at the end of the first loop, none does now.
     let skipped_by_root = root_chain(f).map_or_else(Vec::new, |(skipped, _)| skipped);
-    let index = header_lengths.map(|before| read_stale_index(f, &before, &rpo, &skipped_by_root));
+    let index =
+        header_lengths.map(|before| read_stale_index(f, &before, &rpo, &skipped_by_root, &shared));
     let stale_index = index.as_ref().is_some_and(|i| i.changed);
     let used = match cross_block_uses {
         Some(used) if shortcuts && numbering_stays(&used) && !stale_index => used,
@@ -991,6 +996,33 @@ block2:
                     22-8080))";
         let out = lowered(text, 0);
         assert!(!out.contains("shl"), "{out}");
+    }
+
+    /// A decided `udp[0:2] & 0` test (the load at offset 0 from the header length) keeps its
+    /// `ldxb` when the block both its edges reach is entered from it alone, but loses it when
+    /// another path enters that block too, leaving something else in X (`udp[2:2] != 8080`):
+    /// libpcap 1.10 then reads `ldh [x + 16]` with no `ldxb` in the program, X unset, and on
+    /// this packet (IPv4 total length 63 at bytes 16-17, UDP destination port 65535) compares
+    /// 63, not the port, with the wire length 77, and rejects.
+    #[test]
+    fn a_decided_load_at_the_header_length_loses_its_index_load_at_a_join() {
+        let out = lowered("(udp[0:2] & 0 <= 0) and udp[2:2] >= len", 1);
+        assert!(out.contains("shl"), "{out}");
+        // Nor when the other path leaves the same header length (its load at offset 0 too).
+        let out = lowered(
+            "(udp[0:2] & 0 <= 0 or udp[0:2] != 8080) and udp[2:2] >= 5",
+            1,
+        );
+        assert!(out.contains("shl"), "{out}");
+        let text = "(udp[0:2] & 0 <= 0 or udp[2:2] != 8080) and udp[2:2] >= len";
+        let out = lowered(text, 1);
+        assert!(!out.contains("shl"), "{out}");
+        let packet = bytes(
+            "001122334401001122334403080045b8003f491e00000011fe19c0a80102ac10050417c1ffff\
+             002b0000b03c491dd00377f7d2aabc2171119885fa0323673bd67ee2a054bea5a806ba6a3b060e",
+        );
+        let filter = interpreted(text, 1);
+        assert_eq!(filter.run(&mut sift_ir::Cache::new(), &packet, 77), 0);
     }
 
     /// `tcp[0:2] < len` leaves the source port in the accumulator and the wire length in X

@@ -42,6 +42,51 @@ use super::header_length::{header_length, header_length_offset, indices, HeaderL
 use super::x_paths::{entered, header_length_held, real_value, Join, Real, State};
 use super::x_reads::{x_code, Read, Site};
 
+/// The blocks whose `ldxb` a decided branch loses even with its load at offset 0 from the
+/// header length (`udp[0:2] & 0 <= 0`), with the successor that other paths enter too, as
+/// libpcap's first loop leaves them (`f` and `before` then).
+///
+/// At offset 0 libpcap's `add x` after a zero is a `txa` and the load's `tax` a no-op, so the
+/// block leaves X holding its `ldxb`; a successor entered from it alone finds that value there
+/// and its own `ldxb` becomes a no-op early, which keeps this one (`(udp[0:2] & 0 <= 0) and
+/// udp[2:2] >= len`). When another block enters that successor leaving something else in X (a
+/// load at an offset, `or udp[2:2] != 8080`, whose `tax` leaves the header length plus 2; or
+/// paths that set no X), the successor keeps its own `ldxb` until this one has died, and once
+/// the branch is decided and the other paths gone, libpcap believes X holds it there (the
+/// index suite's seed 0x81d8e). Another block that also leaves the same header length at offset
+/// 0 (`or udp[0:2] != 8080`) does not count: checked against libpcap on both forms.
+pub(super) fn shared_successors(
+    f: &Function,
+    before: &[Option<HeaderLength>],
+) -> Vec<(Block, Block)> {
+    let at_zero =
+        |b: Block| before[b.index()].filter(|h| h.one_load && !h.at_offset && !h.computed_last);
+    let candidate = |b: Block| at_zero(b).filter(|h| h.zero_on_right);
+    if !(0..before.len()).any(|i| candidate(Block(i as u32)).is_some()) {
+        return Vec::new();
+    }
+    let rpo = f.reverse_postorder();
+    let entering = Entering::new(f, &rpo);
+    let mut shared = Vec::new();
+    let mut targets = Vec::new();
+    for &b in &rpo {
+        let Some(h) = candidate(b) else {
+            continue;
+        };
+        successors_once(&f.block(b).term, &mut targets);
+        for &s in &targets {
+            let leaves_other = |p: Block| {
+                p != b
+                    && (sets_x_otherwise(f, p) || at_zero(p).is_none_or(|o| o.offset != h.offset))
+            };
+            if entering.of_block(s).iter().any(|&p| leaves_other(p)) {
+                shared.push((b, s));
+            }
+        }
+    }
+    shared
+}
+
 /// What [`read_stale_index`] found.
 pub(super) struct Index {
     /// Whether a load was rewritten.
@@ -56,12 +101,13 @@ pub(super) struct Index {
 /// Rewrites the packet loads that read X where libpcap's program reads a stale X; `before`
 /// is [`header_length_loads`](super::header_length::header_length_loads) from before the
 /// optimizer ran, `rpo` the reachable blocks now, `skipped_by_root` the blocks `opt_root` will
-/// skip after the entry.
+/// skip after the entry, `shared` what [`shared_successors`] found.
 pub(super) fn read_stale_index(
     f: &mut Function,
     before: &[Option<HeaderLength>],
     rpo: &[Block],
     skipped_by_root: &[Block],
+    shared: &[(Block, Block)],
 ) -> Index {
     let mut index = Index {
         changed: false,
@@ -84,7 +130,7 @@ pub(super) fn read_stale_index(
         let mut ldxb = vec![Ldxb::Kept; f.blocks.len()];
         for &b in rpo {
             if let Some(h) = modelled(b) {
-                ldxb[b.index()] = fate(f, b, h, &entering, skipped_by_root);
+                ldxb[b.index()] = fate(f, b, h, &entering, skipped_by_root, shared);
             }
         }
         ldxb
@@ -148,6 +194,7 @@ fn fate(
     h: HeaderLength,
     entering: &Entering,
     skipped_by_root: &[Block],
+    shared: &[(Block, Block)],
 ) -> Ldxb {
     let in_accumulator = h.one_load
         && compared(f, b).is_some_and(|lhs| {
@@ -164,14 +211,18 @@ fn fate(
     if has_index_loads(f, b) {
         return Ldxb::Kept;
     }
-    let decided = matches!(
-        &f.block(b).term,
-        Terminator::Branch { then_, else_, .. } if then_ == else_
-    );
+    let decided_to = match &f.block(b).term {
+        Terminator::Branch { then_, else_, .. } if then_ == else_ => Some(then_.block),
+        _ => None,
+    };
     let lost = skipped_by_root.contains(&b)
         || h.one_load
             && (h.zero_on_left
-                || decided && b != Function::ENTRY && h.at_offset && h.zero_on_right);
+                || decided_to.is_some_and(|to| {
+                    b != Function::ENTRY
+                        && h.zero_on_right
+                        && (h.at_offset || shared.contains(&(b, to)))
+                }));
     if lost {
         Ldxb::Lost(h.offset)
     } else {
