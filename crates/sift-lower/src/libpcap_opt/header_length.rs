@@ -89,14 +89,14 @@ pub(super) fn header_length_loads(f: &Function) -> Vec<Option<HeaderLength>> {
             let first = loads.next();
             let one_load = first.is_some() && loads.next().is_none();
             let at_offset = first.is_some_and(|k| k != 0);
+            let (zero_on_left, zero_on_right) = zeros_fold_load(f, b);
             Some(HeaderLength {
                 offset,
                 computed_last,
-                zero_on_left: zero_folds_load(f, b, true),
+                zero_on_left,
                 one_load,
                 at_offset,
-                // Only asked for together with `one_load`.
-                zero_on_right: one_load && zero_folds_load(f, b, false),
+                zero_on_right,
             })
         })
         .collect()
@@ -111,12 +111,14 @@ fn header_length_loads_of(f: &Function, b: Block) -> impl Iterator<Item = u32> +
     })
 }
 
-/// Whether a block's instruction is an operation that libpcap folds to 0 by a zero on one
-/// side of a load through the header length on the other: `0 op load` when `zero_left` (`* / %
-/// & << >>`, which libpcap turns into `ld #0` as soon as it sees the zero in the accumulator;
-/// the zero one that libpcap's folding finds: `8 >> 23`, `-0`, `icmptype`, `len * 0`), else
-/// `load op 0` (`*`, `&`; a literal zero, `0` or `icmptype`: one libpcap computes, `0 * 7`,
-/// `8 >> 23`, `1 - 1`, it folds a pass later and keeps the `ldxb`, checked on 9 forms).
+/// Whether some instruction of `b` is an operation that libpcap folds to 0 by a zero on one
+/// side of a load through the header length on the other: on the left, and on the right.
+///
+/// `0 op load` (`* / % & << >>`) libpcap turns into `ld #0` as soon as it sees the zero in the
+/// accumulator, for any zero its folding finds: `8 >> 23`, `-0`, `icmptype`, `len * 0`.
+/// `load op 0` (`*`, `&`) counts only with a literal zero, `0` or `icmptype`: one libpcap
+/// computes (`0 * 7`, `8 >> 23`, `1 - 1`) it folds a pass later and keeps the `ldxb` (checked
+/// on 9 forms).
 ///
 /// The side matters: `load op 0` becomes `op #0` first and `ld #0` a pass later, and then an
 /// undecided block's successors keep their own `ldxb` (the soak's seed 0xdb65eed). On the
@@ -126,20 +128,27 @@ fn header_length_loads_of(f: &Function, b: Block) -> impl Iterator<Item = u32> +
 /// libpcap on `neg`, `add`, `or` and two `neg`s between). These rules come from the soaks (the
 /// lines of `sift/tests/data/soak_findings.txt` they fixed), not from following libpcap's
 /// passes one by one.
-fn zero_folds_load(f: &Function, b: Block, zero_left: bool) -> bool {
-    f.block(b).insts.iter().any(|&v| match *f.inst(v) {
-        Inst::Binary(op, lhs, rhs) => {
-            let (zero, load, fold) = if zero_left {
-                (lhs, rhs, binary_fold(op, Some(0), None))
-            } else {
-                (rhs, lhs, binary_fold(op, None, Some(0)))
-            };
-            matches!(fold, Ok(BinaryFold::Const(0)))
-                && is_header_length_load(f, load)
-                && constant(f, zero, if zero_left { 8 } else { 0 }) == Some(0)
+fn zeros_fold_load(f: &Function, b: Block) -> (bool, bool) {
+    let folds_to_zero = |op, known_left, known_right| {
+        matches!(
+            binary_fold(op, known_left, known_right),
+            Ok(BinaryFold::Const(0))
+        )
+    };
+    let (mut left, mut right) = (false, false);
+    for &v in &f.block(b).insts {
+        if let Inst::Binary(op, lhs, rhs) = *f.inst(v) {
+            left = left
+                || constant(f, lhs, 8) == Some(0)
+                    && folds_to_zero(op, Some(0), None)
+                    && is_header_length_load(f, rhs);
+            right = right
+                || constant(f, rhs, 0) == Some(0)
+                    && folds_to_zero(op, None, Some(0))
+                    && is_header_length_load(f, lhs);
         }
-        _ => false,
-    })
+    }
+    (left, right)
 }
 
 /// Whether `v` is a packet load through a header length (`tcp[k]`; not `ether[1:1]` on a

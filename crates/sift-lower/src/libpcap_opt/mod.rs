@@ -1174,5 +1174,20 @@ block1:
         )
         .unwrap();
         assert_eq!(apply(&mut f).unwrap_err(), OptimizerError::ShiftTooFar);
+        // Also for a value libpcap knows to be 0 only a pass later (`len * 0` is `mul #0`
+        // first): libpcap 1.10 reports the shift, sift used to shift the 0.
+        for text in [
+            "len * icmp-echoreply >> 31 ^ 2608671479 > 8",
+            "link[4:4] * 0 << 0 - 13 != 3261824118",
+            "(ip[2] * 0) * len << 0 - 1 = 0",
+        ] {
+            let err = lower_text(text, 1).expect_err(text);
+            assert!(
+                err.to_string().contains("shift by more than 31 bits"),
+                "{text}: {err}"
+            );
+        }
+        // Not for a zero on the left, which libpcap turns into `ld #0` at once.
+        assert!(lower_text("0 * len >> 31 ^ 33 > 8", 1).is_ok());
     }
 }

@@ -64,6 +64,8 @@ impl Numbering {
         let mut changed = false;
         // The values this pass folded to constants (few: long chains fold nothing).
         let mut folded_now: Vec<Value> = Vec::new();
+        // Those of them libpcap knows only from the next pass on (see `known_next_pass`).
+        let mut next_pass: Vec<Value> = Vec::new();
         for &b in rpo {
             let data = &f.blocks[b.index()];
             let (params, insts) = (data.params.len(), data.insts.len());
@@ -80,7 +82,11 @@ impl Numbering {
                     // zero `k` in the next pass, when the block may no longer be reached.
                     changed = true;
                 } else if phase == Phase::FoldStatements {
+                    let later = this.known_next_pass(f, v, &next_pass)?;
                     let (inst, alias) = this.fold(&f.values, &f.values[v.index()])?;
+                    if later && (alias.is_some() || matches!(inst, Inst::Const(_))) {
+                        next_pass.push(v);
+                    }
                     if inst != f.values[v.index()] {
                         if matches!(inst, Inst::Const(_)) {
                             folded_now.push(v);
@@ -150,6 +156,38 @@ impl Numbering {
             }
             _ => false,
         }
+    }
+
+    /// Whether libpcap's accumulator knows `v` as a constant only from the next pass on: `x *
+    /// 0` and `x & 0` with `x` unknown become `mul #0`, `and #0` in this pass and `ld #0` in
+    /// the next, and so does what is computed from them. A shift of such a value by a constant
+    /// over 31 is then a shift of an unknown value, which fails at once (`link[4:4] * 0 << 0 -
+    /// 13`, `len * icmp-echoreply >> 31 ^ 2608671479`: libpcap 1.10 reports "shift by more
+    /// than 31 bits"), where a shift of a constant would give 0.
+    fn known_next_pass(
+        &self,
+        f: &Function,
+        v: Value,
+        next_pass: &[Value],
+    ) -> Result<bool, OptimizerError> {
+        Ok(match f.values[v.index()] {
+            Inst::Binary(op, a, b) => {
+                let amount = self.konst(b);
+                if next_pass.contains(&a)
+                    && matches!(op, BinOp::Shl | BinOp::Shr)
+                    && amount.is_some_and(|k| k > 31)
+                {
+                    return Err(OptimizerError::ShiftTooFar);
+                }
+                matches!(op, BinOp::Mul | BinOp::And)
+                    && self.konst(a).is_none()
+                    && amount == Some(0)
+                    || next_pass.contains(&a)
+                    || next_pass.contains(&b)
+            }
+            Inst::Neg(a) => next_pass.contains(&a),
+            _ => false,
+        })
     }
 
     /// libpcap's folding of one instruction: the instruction to keep, and the operand it is
