@@ -1025,6 +1025,23 @@ block2:
         assert_eq!(filter.run(&mut sift_ir::Cache::new(), &packet, 77), 0);
     }
 
+    /// A decided `tcp[0:2] & icmptype` test keeps its `ldxb` only if a block below relies on
+    /// it; the one below that would, `0 / tcp[7] < 6`, is entered from the other protocols too
+    /// and lost its own `ldxb` to its zero on the left, so `tcp[2:2]` under it reads X as libpcap
+    /// left it on the TCP path: unset (libpcap 1.10: no `ldxb` in the program, `ldh [x + 16]`),
+    /// the IPv4 total length here, 68 < 1234, and libpcap accepts.
+    #[test]
+    fn a_folded_index_load_nothing_relies_on_is_lost() {
+        let text = "(not not (tcp[0:2] & icmptype != 69 and not ip[8] > 32) or (0 / tcp[7] < 6 \
+                    and tcp[2:2] < 1234))";
+        let packet = bytes(
+            "05dc22334402ffffffffffff0800450100449f74000040060f93c0a801030a0000011f90ffffe637\
+             2d3640c1e3c780bf622700000000020405b40103030304020101de7b601f6ba5e6fcb65c716ca50de4de",
+        );
+        let filter = interpreted(text, 1);
+        assert_eq!(filter.run(&mut sift_ir::Cache::new(), &packet, 82), 262_144);
+    }
+
     /// `tcp[0:2] < len` leaves the source port in the accumulator and the wire length in X
     /// (`ld #pktlen; tax` for `jge x`); the source port tests of the port range use the
     /// accumulator, and libpcap deletes their loads with their `ldxb`, still believing X

@@ -88,6 +88,7 @@ pub(super) fn shared_successors(
 }
 
 /// What [`read_stale_index`] found.
+#[derive(Default)]
 pub(super) struct Index {
     /// Whether a load was rewritten.
     pub(super) changed: bool,
@@ -109,10 +110,6 @@ pub(super) fn read_stale_index(
     skipped_by_root: &[Block],
     shared: &[(Block, Block)],
 ) -> Index {
-    let mut index = Index {
-        changed: false,
-        kept: Vec::new(),
-    };
     let modelled =
         |b: Block| before[b.index()].filter(|h| !h.computed_last || skipped_by_root.contains(&b));
     // X is stale only after an `ldxb` whose loads went (a fold took them, or `opt_root`), or
@@ -122,10 +119,10 @@ pub(super) fn read_stale_index(
         .iter()
         .any(|&b| modelled(b).is_some() && !has_index_loads(f, b));
     if !loads_gone && !rpo.iter().any(|&b| sets_x_otherwise(f, b)) {
-        return index;
+        return Index::default();
     }
     let entering = Entering::new(f, rpo);
-    let ldxb: Vec<Ldxb> = {
+    let mut ldxb: Vec<Ldxb> = {
         let f = &*f;
         let mut ldxb = vec![Ldxb::Kept; f.blocks.len()];
         for &b in rpo {
@@ -136,8 +133,46 @@ pub(super) fn read_stale_index(
         ldxb
     };
     if rpo.iter().all(|&b| ldxb[b.index()] == Ldxb::Kept) {
-        return index;
+        return Index::default();
     }
+    if !ldxb.iter().any(|l| matches!(l, Ldxb::Folded(_))) {
+        return walk(f, rpo, &entering, &ldxb).0;
+    }
+    // A folded `ldxb` holds X below only if libpcap keeps it, which it does where a block below
+    // relies on it. A stale read below (a lost `ldxb` between) does not: libpcap's code set X
+    // again there before the optimizer deleted that. So where such a read took X from a folded
+    // `ldxb` that nothing keeps, libpcap deleted that one too and only believes X holds it (the
+    // index suite's seed 0xa1d8e: `tcp[0:2] & icmptype != 69` above `0 / tcp[7] < 6`, whose
+    // `tcp[2:2]` below libpcap 1.10 reads at X unset): it is lost, and the walk runs again.
+    loop {
+        let mut trial = f.clone();
+        let (index, assumed) = walk(&mut trial, rpo, &entering, &ldxb);
+        let mut settled = true;
+        for b in assumed {
+            if let Ldxb::Folded(offset) = ldxb[b.index()] {
+                if !index.kept.iter().any(|&(k, _)| k == b) {
+                    ldxb[b.index()] = Ldxb::Lost(offset);
+                    settled = false;
+                }
+            }
+        }
+        if settled {
+            *f = trial;
+            return index;
+        }
+    }
+}
+
+/// The model's walk over the blocks in reverse postorder, given each block's [`Ldxb`];
+/// returns what it found and the blocks whose folded `ldxb` a rewritten read took X from.
+fn walk(
+    f: &mut Function,
+    rpo: &[Block],
+    entering: &Entering,
+    ldxb: &[Ldxb],
+) -> (Index, Vec<Block>) {
+    let mut index = Index::default();
+    let mut assumed = Vec::new();
     // What the blocks entering each block leave, in the order of `entering` (every block
     // entering another comes before it in reverse postorder).
     let mut left = vec![State::ENTRY; entering.from.len()];
@@ -161,14 +196,14 @@ pub(super) fn read_stale_index(
                 None => fate = Ldxb::Reloaded(offset),
             }
         }
-        let state = visit(f, b, state, fate, &mut index, &mut joins);
+        let state = visit(f, b, state, fate, &mut index, &mut joins, &mut assumed);
         successors_once(&f.block(b).term, &mut targets);
         for s in &targets {
             left[filled[s.index()] as usize] = state;
             filled[s.index()] += 1;
         }
     }
-    index
+    (index, assumed)
 }
 
 /// What became of the `ldxb` of block `b` (last a header length, `h`, before the optimizer).
@@ -313,12 +348,13 @@ fn visit(
     ldxb: Ldxb,
     index: &mut Index,
     joins: &mut [Join],
+    assumed: &mut Vec<Block>,
 ) -> State {
     if sets_x_otherwise(f, b) {
         // The reads of X before the block first puts something else into it read X as it
         // came in (`x_reads.rs`); it leaves X holding what it put there last.
         let code = x_code(f, b);
-        read_indices(f, b, &code.reads, &mut state, index, joins);
+        read_indices(f, b, &code.reads, &mut state, index, joins, assumed);
         return State {
             real: code.last_write.map_or(Real::Unknown, Real::Set),
             ..State::ENTRY
@@ -341,11 +377,11 @@ fn visit(
         // without the deleted `ldxb` changing what X holds.
         Ldxb::Reloaded(_) => {
             let reads = reads();
-            read_indices(f, b, &reads, &mut state.clone(), index, joins);
+            read_indices(f, b, &reads, &mut state.clone(), index, joins, assumed);
         }
         _ => {
             let reads = reads();
-            read_indices(f, b, &reads, &mut state, index, joins);
+            read_indices(f, b, &reads, &mut state, index, joins, assumed);
         }
     }
     match ldxb {
@@ -379,6 +415,7 @@ fn read_indices(
     state: &mut State,
     index: &mut Index,
     joins: &mut [Join],
+    assumed: &mut Vec<Block>,
 ) {
     let changed = &mut index.changed;
     for &Read { index: x, site } in reads {
@@ -400,7 +437,7 @@ fn read_indices(
         };
         match (nop && state.stale && alone, state.real) {
             (true, real) => {
-                if let Some(v) = real_value(f, joins, real, b) {
+                if let Some(v) = real_value(f, joins, real, b, assumed) {
                     replace_read(f, b, x, site, v);
                     *changed = true;
                 }

@@ -116,12 +116,13 @@ pub(super) fn header_length_held(f: &Function, joins: &[Join], real: Real) -> Op
 
 /// The value X holds as `real` says, defined where block `at` can use it: a constant 0 put
 /// into `at` for an unset X, a join's parameter (added now, with its edges' arguments, when it
-/// is first asked for).
+/// is first asked for). The blocks whose header length it computes go into `assumed`.
 pub(super) fn real_value(
     f: &mut Function,
     joins: &mut [Join],
     real: Real,
     at: Block,
+    assumed: &mut Vec<Block>,
 ) -> Option<Value> {
     match real {
         Real::Unset => {
@@ -132,6 +133,7 @@ pub(super) fn real_value(
         }
         Real::Set(v) => Some(v),
         Real::HeaderLength { offset, block } => {
+            assumed.push(block);
             let byte = f.push(
                 block,
                 Inst::Load {
@@ -171,7 +173,7 @@ pub(super) fn real_value(
                 let param = f.add_param(block);
                 for e in 0..joins[k].edges.len() {
                     let (from, r) = joins[k].edges[e];
-                    let arg = real_value(f, joins, r, from).expect("every edge is known");
+                    let arg = real_value(f, joins, r, from, assumed).expect("every edge is known");
                     f.block_mut(from).term.for_each_target_mut(|t| {
                         if t.block == block {
                             t.args.push(arg);
