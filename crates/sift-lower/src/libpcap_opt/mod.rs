@@ -1042,6 +1042,24 @@ block2:
         assert_eq!(filter.run(&mut sift_ir::Cache::new(), &packet, 82), 262_144);
     }
 
+    /// `-0 * udp[14:2]` loses its `ldxb` to the zero on its left, and the rest of that block
+    /// puts nothing else into X: `ip[5]` has a constant index (`ld #5; tax`, an absolute load
+    /// once folded) and `0 | ip[5]` is `txa` after the zero. libpcap 1.10 has no `ldxb` in the
+    /// program and reads the UDP source port at `[x + 0]`, X unset; with `0 - ip[5]` (a `sub x`)
+    /// it loads the header length again.
+    #[test]
+    fn a_constant_index_and_an_or_after_a_zero_leave_x_alone() {
+        for text in [
+            "-0 * udp[14:2] | ip[5] > 80 && udp[0:2] != 6",
+            "-0 * udp[14:2] + ip[5] > 80 && udp[0:2] != 6",
+        ] {
+            let out = lowered(text, 228);
+            assert!(!out.contains("shl"), "{text}: {out}");
+        }
+        let out = lowered("-0 * udp[14:2] - ip[5] > 80 && udp[0:2] != 6", 228);
+        assert!(out.contains("shl"), "{out}");
+    }
+
     /// `tcp[0:2] < len` leaves the source port in the accumulator and the wire length in X
     /// (`ld #pktlen; tax` for `jge x`); the source port tests of the port range use the
     /// accumulator, and libpcap deletes their loads with their `ldxb`, still believing X

@@ -474,6 +474,11 @@ fn sets_x_otherwise(f: &Function, b: Block) -> bool {
 pub(super) fn writes_x(f: &Function, v: Value) -> bool {
     match *f.inst(v) {
         Inst::Load { index: Some(x), .. } => header_length(f, x).is_none(),
+        // After a zero, `add x`, `or x` and `xor x` are `txa`, and libpcap's peephole then
+        // loads the right side into A instead of X.
+        Inst::Binary(BinOp::Add | BinOp::Or | BinOp::Xor, l, _) if f.const_value(l) == Some(0) => {
+            false
+        }
         Inst::Binary(_, _, r) => f.const_value(r).is_none() && header_length(f, r).is_none(),
         _ => false,
     }
