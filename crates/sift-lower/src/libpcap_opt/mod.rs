@@ -1014,6 +1014,26 @@ block2:
             1,
         );
         assert!(out.contains("shl"), "{out}");
+        // Nor when the other paths write no X (`src net N`, or a check that only a constant
+        // index makes look like one: `ip[1]` on LINUX_SLL2), or only the header length
+        // (`0 & sctp[7]`): libpcap 1.10 keeps the `ldxb` in all three.
+        for (text, linktype) in [
+            (
+                "(udp[0:2] & 0 = 2 and src net 10.0.0.0/24) or udp src portrange 80-8080",
+                108,
+            ),
+            (
+                "(tcp[0:2] & icmptype = 0 or 0 & sctp[7] > 0) and not tcp src and dst port 80",
+                228,
+            ),
+            (
+                "(icmp[0:4] & 0 = 69 and ip[1] > 6) or icmp[0:2] >= len",
+                276,
+            ),
+        ] {
+            let out = lowered(text, linktype);
+            assert!(out.contains("shl"), "{text}: {out}");
+        }
         let text = "(udp[0:2] & 0 <= 0 or udp[2:2] != 8080) and udp[2:2] >= len";
         let out = lowered(text, 1);
         assert!(!out.contains("shl"), "{out}");
@@ -1040,6 +1060,14 @@ block2:
         );
         let filter = interpreted(text, 1);
         assert_eq!(filter.run(&mut sift_ir::Cache::new(), &packet, 82), 262_144);
+        // A zero libpcap computes (`0 * 7`) folds a pass later, when the read below already
+        // relies on the `ldxb`: libpcap 1.10 keeps it (`ldxb 4*([16]&0xf)` in the decided
+        // block) and the TCP flags below are read at the header length on that path.
+        let text = "(tcp[2:1] & 0 * 7 = 2 and (tcp[((tcp[12:1] & 0xf0) >> 2):4] = 0x47455420 \
+                    or udp dst portrange 123-8080)) or ((0 & udp[13] > 6 and ip[9] = 32) or \
+                    tcp[13] & 18 != 0)";
+        let out = lowered(text, 113);
+        assert!(out.contains("shl"), "{out}");
     }
 
     /// `-0 * udp[14:2]` loses its `ldxb` to the zero on its left, and the rest of that block

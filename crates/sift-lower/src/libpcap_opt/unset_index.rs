@@ -54,14 +54,30 @@ use super::x_reads::{x_code, Read, Site};
 /// paths that set no X), the successor keeps its own `ldxb` until this one has died, and once
 /// the branch is decided and the other paths gone, libpcap believes X holds it there (the
 /// index suite's seed 0x81d8e). Another block that also leaves the same header length at offset
-/// 0 (`or udp[0:2] != 8080`) does not count: checked against libpcap on both forms.
+/// 0 (`or udp[0:2] != 8080`) does not count, nor one that passes on X from this one (`(udp[0:2]
+/// & 0 = 2 and src net N) or udp src portrange ...`, the index suite's seed 0x151d95): checked
+/// against libpcap on these forms.
 pub(super) fn shared_successors(
     f: &Function,
     before: &[Option<HeaderLength>],
 ) -> Vec<(Block, Block)> {
-    let at_zero =
-        |b: Block| before[b.index()].filter(|h| h.one_load && !h.at_offset && !h.computed_last);
-    let candidate = |b: Block| at_zero(b).filter(|h| h.zero_on_right);
+    let candidate = |b: Block| {
+        before[b.index()]
+            .filter(|h| h.one_load && !h.at_offset && h.zero_on_right && !h.computed_last)
+    };
+    // A block that puts something else into X (`tcp[2:2] < len`), or loads at an offset from
+    // the header length (`udp[2:2] != 8080`: its `tax` leaves X holding the header length plus
+    // that offset until the peephole folds it into the load).
+    let leaves_other = |p: Block, offset: u32| {
+        sets_x_otherwise(f, p)
+            || before[p.index()].is_some_and(|o| {
+                o.offset == offset
+                    && o.one_load
+                    && o.at_offset
+                    && !o.zero_on_left
+                    && !o.computed_last
+            })
+    };
     if !(0..before.len()).any(|i| candidate(Block(i as u32)).is_some()) {
         return Vec::new();
     }
@@ -75,11 +91,11 @@ pub(super) fn shared_successors(
         };
         successors_once(&f.block(b).term, &mut targets);
         for &s in &targets {
-            let leaves_other = |p: Block| {
-                p != b
-                    && (sets_x_otherwise(f, p) || at_zero(p).is_none_or(|o| o.offset != h.offset))
-            };
-            if entering.of_block(s).iter().any(|&p| leaves_other(p)) {
+            if entering
+                .of_block(s)
+                .iter()
+                .any(|&p| p != b && leaves_other(p, h.offset))
+            {
                 shared.push((b, s));
             }
         }
@@ -139,18 +155,22 @@ pub(super) fn read_stale_index(
         return walk(f, rpo, &entering, &ldxb).0;
     }
     // A folded `ldxb` holds X below only if libpcap keeps it, which it does where a block below
-    // relies on it. A stale read below (a lost `ldxb` between) does not: libpcap's code set X
-    // again there before the optimizer deleted that. So where such a read took X from a folded
-    // `ldxb` that nothing keeps, libpcap deleted that one too and only believes X holds it (the
-    // index suite's seed 0xa1d8e: `tcp[0:2] & icmptype != 69` above `0 / tcp[7] < 6`, whose
-    // `tcp[2:2]` below libpcap 1.10 reads at X unset): it is lost, and the walk runs again.
+    // relies on it. When the fold was a literal zero on the right of the load (`tcp[0:2] &
+    // icmptype`), it comes early enough that a stale read below (a lost `ldxb` between) does
+    // not: libpcap's code set X again there before the optimizer deleted that. So where such a
+    // read took X from such a folded `ldxb` that nothing keeps, libpcap deleted that one too and
+    // only believes X holds it (the index suite's seed 0xa1d8e: `tcp[0:2] & icmptype != 69`
+    // above `0 / tcp[7] < 6`, whose `tcp[2:2]` below libpcap 1.10 reads at X unset): it is
+    // lost, and the walk runs again. A zero libpcap computes (`tcp[2:1] & 0 * 7`) folds a pass
+    // later, by when that read relies on the `ldxb` (seed 0x341d90).
     loop {
         let mut trial = f.clone();
         let (index, assumed) = walk(&mut trial, rpo, &entering, &ldxb);
         let mut settled = true;
         for b in assumed {
             if let Ldxb::Folded(offset) = ldxb[b.index()] {
-                if !index.kept.iter().any(|&(k, _)| k == b) {
+                let early = modelled(b).is_some_and(|h| h.zero_on_right);
+                if early && !index.kept.iter().any(|&(k, _)| k == b) {
                     ldxb[b.index()] = Ldxb::Lost(offset);
                     settled = false;
                 }
@@ -473,7 +493,11 @@ fn sets_x_otherwise(f: &Function, b: Block) -> bool {
 /// as `ld #16; add x`).
 pub(super) fn writes_x(f: &Function, v: Value) -> bool {
     match *f.inst(v) {
-        Inst::Load { index: Some(x), .. } => header_length(f, x).is_none(),
+        // Not at a constant index (`ip[1]` on LINUX_SLL2): libpcap makes that load absolute in
+        // the first pass of its second loop, its `tax` dead with it.
+        Inst::Load { index: Some(x), .. } => {
+            f.const_value(x).is_none() && header_length(f, x).is_none()
+        }
         // After a zero, `add x`, `or x` and `xor x` are `txa`, and libpcap's peephole then
         // loads the right side into A instead of X.
         Inst::Binary(BinOp::Add | BinOp::Or | BinOp::Xor, l, _) if f.const_value(l) == Some(0) => {
