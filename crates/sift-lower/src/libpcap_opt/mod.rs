@@ -15,7 +15,8 @@
 //! * constant folding with libpcap's identities: `x op 0` for `+ - << >> | ^` is `x`, `x * 0`
 //!   and `x & 0` are 0, `0 op x` for `+ | ^` is `x` and for `* / % & << >>` is 0 (even when
 //!   `x` is 0: libpcap folds `0 / x` to 0); shifts of constants by 32 or more give 0; a
-//!   constant zero divisor and a shift of an unknown value by more than 31 bits are errors (a
+//!   constant zero divisor and a shift of an unknown value by more than 31 bits are errors
+//!   (`x * 0` and `x & 0` are known only from the next pass on, so they count as unknown; a
 //!   divisor that folding finds to be 0 under an unknown dividend, in the next pass, if its
 //!   block is still reached then);
 //! * branches: both sides constant decide the branch; `(x & k) == 0` becomes `jset #k`
@@ -37,8 +38,9 @@
 //!   return (libpcap's `opt_root`); the statements of the blocks skipped after the entry are
 //!   lost, and with them the accumulator value the next block relied on;
 //! * the index register: a block's `ldxb` that lost its only load through it to a fold (one
-//!   that decided the block's branch, the load at an offset from the header length, or a zero
-//!   on the load's left) is deleted while libpcap still believes X holds it, so the blocks
+//!   that decided the block's branch, the load at an offset from the header length or with
+//!   another path into the block below leaving something else in X, or a zero on the load's
+//!   left) is deleted while libpcap still believes X holds it, so the blocks
 //!   below read X unset (`unset_index.rs`; where such a path joins one that loaded the header
 //!   length, as X each path left; so does an `ldxb` whose load libpcap found in the
 //!   accumulator, after a block put something else into X); one that libpcap keeps because

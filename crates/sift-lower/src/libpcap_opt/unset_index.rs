@@ -14,8 +14,10 @@
 //! `add x` with a zero accumulator becomes `txa` and the load's `tax` a no-op), keeps its
 //! `ldxb` in libpcap's program, for the block below (the soak's seeds 0x11d65ef1 and
 //! 0x11f35eed); so does a decided block whose zero takes not the load itself but an operation
-//! on it (`-tcp[23:4] * 0`, seed 0x1a715ef1). Like the side of the zero below, these are
-//! rules the soaks gave, not ones derived pass by pass.
+//! on it (`-tcp[23:4] * 0`, seed 0x1a715ef1); but at offset 0 a decided block loses it when
+//! another block entering the one below leaves something else in X ([`shared_successors`]).
+//! Like the side of the zero below, these are rules the soaks gave, not ones derived pass by
+//! pass.
 //! `tests/libpcap_x_register.rs` checks that libpcap reads an unset X on every open case.
 //!
 //! The other way round: when a fold takes a block's loads through X but the rules above do
