@@ -76,24 +76,10 @@ impl Numbering {
                 } else {
                     data.insts[i - params]
                 };
-                if phase == Phase::FoldStatements && this.zero_divisor_found_now(f, v, &folded_now)
-                {
-                    // libpcap turns `div x` with a known X into `div #k` and only reports a
-                    // zero `k` in the next pass, when the block may no longer be reached.
-                    changed = true;
-                } else if phase == Phase::FoldStatements {
-                    let later = this.known_next_pass(f, v, &next_pass)?;
-                    let (inst, alias) = this.fold(&f.values, &f.values[v.index()])?;
-                    if later && (alias.is_some() || matches!(inst, Inst::Const(_))) {
-                        next_pass.push(v);
-                    }
-                    if inst != f.values[v.index()] {
-                        if matches!(inst, Inst::Const(_)) {
-                            folded_now.push(v);
-                        }
-                        f.values[v.index()] = inst;
-                        changed = true;
-                    }
+                if phase == Phase::FoldStatements {
+                    let (rewritten, alias) =
+                        this.fold_in_place(f, v, &mut folded_now, &mut next_pass)?;
+                    changed |= rewritten;
                     if let Some(a) = alias {
                         this.vn[v.index()] = this.vn(a);
                         this.konst[v.index()] = this.konst(a);
@@ -156,6 +142,37 @@ impl Numbering {
             }
             _ => false,
         }
+    }
+
+    /// The second loop's folding of `v` in this pass, in place: whether `v` changed, and the
+    /// operand it is equal to when it is an identity. Kept out of line: the first loop's
+    /// numbering (most of the time on long chains) runs the same walk without it.
+    #[inline(never)]
+    fn fold_in_place(
+        &self,
+        f: &mut Function,
+        v: Value,
+        folded_now: &mut Vec<Value>,
+        next_pass: &mut Vec<Value>,
+    ) -> Result<(bool, Option<Value>), OptimizerError> {
+        if self.zero_divisor_found_now(f, v, folded_now) {
+            // libpcap turns `div x` with a known X into `div #k` and only reports a zero `k`
+            // in the next pass, when the block may no longer be reached.
+            return Ok((true, None));
+        }
+        let (inst, alias) = self.fold(&f.values, &f.values[v.index()])?;
+        let known = alias.is_some() || matches!(inst, Inst::Const(_));
+        if (known || !next_pass.is_empty()) && self.known_next_pass(f, v, next_pass)? && known {
+            next_pass.push(v);
+        }
+        let rewritten = inst != f.values[v.index()];
+        if rewritten {
+            if matches!(inst, Inst::Const(_)) {
+                folded_now.push(v);
+            }
+            f.values[v.index()] = inst;
+        }
+        Ok((rewritten, alias))
     }
 
     /// Whether libpcap's accumulator knows `v` as a constant only from the next pass on: `x *
