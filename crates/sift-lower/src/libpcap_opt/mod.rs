@@ -1254,5 +1254,10 @@ block1:
         }
         // Not for a zero on the left, which libpcap turns into `ld #0` at once.
         assert!(lower_text("0 * len >> 31 ^ 33 > 8", 1).is_ok());
+        // Nor for a zero dividend over such a zero divisor: `mod x` becomes `ld #0` before X
+        // is known (libpcap 1.10 accepts every packet), unlike a dividend that is not zero.
+        assert!(lower_text("00 % ip[7:2] & 80 >> 28 < 0xff", 228).is_ok());
+        let err = lower_text("5 % (ip[7:2] & 0) < 0xff", 228).expect_err("modulus by zero");
+        assert!(err.to_string().contains("modulus by zero"), "{err}");
     }
 }

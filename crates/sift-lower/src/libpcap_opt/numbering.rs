@@ -160,6 +160,18 @@ impl Numbering {
             // in the next pass, when the block may no longer be reached.
             return Ok((true, None));
         }
+        if let Inst::Binary(BinOp::Div | BinOp::Mod, a, divisor) = f.values[v.index()] {
+            if next_pass.contains(&divisor) {
+                // X is not yet known to be 0: a zero dividend makes `div x` an `ld #0` at
+                // once (`00 % ip[7:2] & 80 >> 28`: libpcap 1.10 reports no error), and any
+                // other waits for the pass that finds the zero.
+                if self.konst(a) == Some(0) {
+                    f.values[v.index()] = Inst::Const(0);
+                    folded_now.push(v);
+                }
+                return Ok((true, None));
+            }
+        }
         let (inst, alias) = self.fold(&f.values, &f.values[v.index()])?;
         let known = alias.is_some() || matches!(inst, Inst::Const(_));
         if (known || !next_pass.is_empty()) && self.known_next_pass(f, v, next_pass)? && known {
