@@ -1108,6 +1108,24 @@ block2:
         assert_eq!(filter.run(&mut sift_ir::Cache::new(), &packet, 60), 0);
     }
 
+    /// After `tcp[2:2] < len` (a load at an offset from the header length) the destination
+    /// port test finds its load in the accumulator, but libpcap keeps its `ldxb` (`ldxb
+    /// 4*([20]&0xf); jeq #0x7b` in libpcap 1.10 on LINUX_SLL2), so the source port below is read
+    /// at the header length, not at the wire length the `jge x` left in X: this packet from
+    /// port 1234 matches.
+    #[test]
+    fn an_accumulator_load_after_one_at_an_offset_keeps_its_index_load() {
+        let text = "(tcp[2:2] < len and ((tcp dst port 123 or tcp port 1234) or (udp dst port \
+                    20 and tcp[7] = 6)))";
+        let packet = bytes(
+            "080000000000000200010206fd4923cca9f7000045b80044190e40008006f6e9e00000010a000003\
+             04d200509fc3af6f424fa48180115c6800000000020405b401030307040201019da9feb93bf3f796\
+             50d3b2a2ba4ac0ba",
+        );
+        let filter = interpreted(text, 276);
+        assert_eq!(filter.run(&mut sift_ir::Cache::new(), &packet, 88), 262_144);
+    }
+
     /// `(0 / ether[1:1]) & -tcp[12:1] != 2` folds to a decided test whose `ldxb` libpcap keeps
     /// (the zero takes `-tcp[12:1]`, not the load; `ether[1:1]` is indexed by a constant on
     /// LINUX_SLL2, not by the header length), and the port tests below read X instead of

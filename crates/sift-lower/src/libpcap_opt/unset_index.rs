@@ -145,7 +145,7 @@ pub(super) fn read_stale_index(
         let mut ldxb = vec![Ldxb::Kept; f.blocks.len()];
         for &b in rpo {
             if let Some(h) = modelled(b) {
-                ldxb[b.index()] = fate(f, b, h, &entering, skipped_by_root, shared);
+                ldxb[b.index()] = fate(f, b, h, before, &entering, skipped_by_root, shared);
             }
         }
         ldxb
@@ -249,10 +249,16 @@ fn fate(
     f: &Function,
     b: Block,
     h: HeaderLength,
+    before: &[Option<HeaderLength>],
     entering: &Entering,
     skipped_by_root: &[Block],
     shared: &[(Block, Block)],
 ) -> Ldxb {
+    // Not when an entering block's load is at an offset from the header length (`tcp[2:2] <
+    // len`, whose `tax` leaves X holding the header length plus 2 for a while): libpcap then
+    // keeps the `ldxb` for the blocks below (the index suite's seed 0xab1d91; `tcp[0:2] < len`
+    // in the same place loses it, checked against libpcap on both forms).
+    let at_offset = |p: Block| before[p.index()].is_some_and(|o| o.at_offset);
     let in_accumulator = h.one_load
         && compared(f, b).is_some_and(|lhs| {
             let from = entering.of_block(b);
@@ -260,7 +266,7 @@ fn fate(
                 && !from.is_empty()
                 && from
                     .iter()
-                    .all(|&p| compared(f, p).is_some_and(|v| same_load(f, v, lhs)))
+                    .all(|&p| !at_offset(p) && compared(f, p).is_some_and(|v| same_load(f, v, lhs)))
         });
     if in_accumulator {
         return Ldxb::InAccumulator(h.offset);
