@@ -42,6 +42,13 @@ pub(super) fn header_length(f: &Function, index: Value) -> Option<(u32, u32)> {
 /// The index values of `b`'s packet loads, in order, each once.
 pub(super) fn indices(f: &Function, b: Block) -> Vec<Value> {
     let mut out: Vec<Value> = Vec::new();
+    indices_into(f, b, &mut out);
+    out
+}
+
+/// [`indices`] into `out` (cleared first).
+fn indices_into(f: &Function, b: Block, out: &mut Vec<Value>) {
+    out.clear();
     for &v in &f.block(b).insts {
         if let Inst::Load { index: Some(x), .. } = *f.inst(v) {
             if !out.contains(&x) {
@@ -49,7 +56,6 @@ pub(super) fn indices(f: &Function, b: Block) -> Vec<Value> {
             }
         }
     }
-    out
 }
 
 /// A block's last header-length index computation before the optimizer deletes any.
@@ -76,10 +82,11 @@ pub(super) struct HeaderLength {
 
 /// Per block, its [`HeaderLength`] (`None`: no index computation is a header length).
 pub(super) fn header_length_loads(f: &Function) -> Vec<Option<HeaderLength>> {
+    let mut indices = Vec::new();
     (0..f.blocks.len())
         .map(|b| {
             let b = Block(b as u32);
-            let indices = indices(f, b);
+            indices_into(f, b, &mut indices);
             let offset = indices
                 .iter()
                 .rev()

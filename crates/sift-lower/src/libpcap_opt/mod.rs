@@ -112,7 +112,7 @@ use thread_check::{nothing_to_thread, TestGroups};
 #[cfg(test)]
 use threading::thread_edges;
 use threading::{thread_edges_with, used_outside_own_block, FactsInForce};
-use unset_index::{read_stale_index, shared_successors};
+use unset_index::{read_stale_index, writes_x_anywhere, FirstLoop};
 
 /// Rounds of the whole pipeline; libpcap iterates to a fixed point too. Each round that changes
 /// something removes a branch or an instruction, so this bound is never reached in practice.
@@ -135,6 +135,7 @@ pub(crate) fn apply(f: &mut Function) -> Result<(), OptimizerError> {
         .iter()
         .any(|inst| matches!(inst, Inst::Load { index: Some(_), .. }));
     let mut header_lengths = indexed.then(|| header_length_loads(f));
+    let x_written = indexed && writes_x_anywhere(f);
     // The numbering carried into the next round, when a fresh one would give the same
     // classes (see `numbering_stays`).
     let mut carried: Option<Numbering> = None;
@@ -299,9 +300,11 @@ pub(crate) fn apply(f: &mut Function) -> Result<(), OptimizerError> {
         }
     }
     // The unset-X model needs some of the edges as the first loop leaves them.
-    let shared = header_lengths
+    let first_loop = header_lengths
         .as_ref()
-        .map_or_else(Vec::new, |before| shared_successors(f, before));
+        .map_or_else(FirstLoop::default, |before| {
+            FirstLoop::record(f, before, x_written)
+        });
     // The reachable blocks in reverse postorder once the second loop reached its fixed point
     // (its last dead-code removal, over the blocks reachable now, removed nothing; the last
     // round changed nothing, so its order stands).
@@ -355,8 +358,8 @@ pub(crate) fn apply(f: &mut Function) -> Result<(), OptimizerError> {
     // tests the operands of an instruction of the branch's block, dead code only removes
     // uses. So when no block did at the end of the first loop, none does now.
     let skipped_by_root = root_chain(f).map_or_else(Vec::new, |(skipped, _)| skipped);
-    let index =
-        header_lengths.map(|before| read_stale_index(f, &before, &rpo, &skipped_by_root, &shared));
+    let index = header_lengths
+        .map(|before| read_stale_index(f, &before, &rpo, &skipped_by_root, &first_loop, x_written));
     let stale_index = index.as_ref().is_some_and(|i| i.changed);
     let used = match cross_block_uses {
         Some(used) if shortcuts && numbering_stays(&used) && !stale_index => used,
@@ -1124,6 +1127,24 @@ block2:
         );
         let filter = interpreted(text, 276);
         assert_eq!(filter.run(&mut sift_ir::Cache::new(), &packet, 88), 262_144);
+    }
+
+    /// The source port test finds its load in the accumulator (`sctp[0:2] < len` compared
+    /// it), but in libpcap's first loop the decided `0 / icmp[1] > 0` still entered it too, so
+    /// libpcap keeps its `ldxb` (libpcap 1.10: `ldxb 4*([0]&0xf); jeq #0x16; ldh [x + 2]`):
+    /// the destination port is read at the header length, not at the wire length.
+    #[test]
+    fn an_accumulator_load_joined_in_the_first_loop_keeps_its_index_load() {
+        // SCTP from port 5 to port 22, 32 bytes captured of 100: libpcap 1.10 accepts.
+        let packet = bytes("4500002000000000408400000a0000010a000002000500160000000000000000");
+        let filter = interpreted(
+            "((sctp[0:2] < len or 0 / icmp[1] > 0) and not not port 22)",
+            101,
+        );
+        assert_eq!(
+            filter.run(&mut sift_ir::Cache::new(), &packet, 100),
+            262_144
+        );
     }
 
     /// `(0 / ether[1:1]) & -tcp[12:1] != 2` folds to a decided test whose `ldxb` libpcap keeps

@@ -15,7 +15,7 @@
 //! `ldxb` in libpcap's program, for the block below (the soak's seeds 0x11d65ef1 and
 //! 0x11f35eed); so does a decided block whose zero takes not the load itself but an operation
 //! on it (`-tcp[23:4] * 0`, seed 0x1a715ef1); but at offset 0 a decided block loses it when
-//! another block entering the one below leaves something else in X ([`shared_successors`]).
+//! another block entering the one below leaves something else in X ([`FirstLoop`]).
 //! Like the side of the zero below, these are rules the soaks gave, not ones derived pass by
 //! pass.
 //! `tests/libpcap_x_register.rs` checks that libpcap reads an unset X on every open case.
@@ -44,65 +44,102 @@ use super::header_length::{header_length, header_length_offset, indices, HeaderL
 use super::x_paths::{entered, header_length_held, real_value, Join, Real, State};
 use super::x_reads::{x_code, Read, Site};
 
-/// The blocks whose `ldxb` a decided branch loses even with its load at offset 0 from the
-/// header length (`udp[0:2] & 0 <= 0`), with the successor that other paths enter too, as
-/// libpcap's first loop leaves them (`f` and `before` then).
-///
-/// At offset 0 libpcap's `add x` after a zero is a `txa` and the load's `tax` a no-op, so the
-/// block leaves X holding its `ldxb`; a successor entered from it alone finds that value there
-/// and its own `ldxb` becomes a no-op early, which keeps this one (`(udp[0:2] & 0 <= 0) and
-/// udp[2:2] >= len`). When another block enters that successor leaving something else in X (a
-/// load at an offset, `or udp[2:2] != 8080`, whose `tax` leaves the header length plus 2; or
-/// paths that set no X), the successor keeps its own `ldxb` until this one has died, and once
-/// the branch is decided and the other paths gone, libpcap believes X holds it there (the
-/// index suite's seed 0x81d8e). Another block that also leaves the same header length at offset
-/// 0 (`or udp[0:2] != 8080`) does not count, nor one that passes on X from this one (`(udp[0:2]
-/// & 0 = 2 and src net N) or udp src portrange ...`, the index suite's seed 0x151d95): checked
-/// against libpcap on these forms.
-pub(super) fn shared_successors(
-    f: &Function,
-    before: &[Option<HeaderLength>],
-) -> Vec<(Block, Block)> {
-    let candidate = |b: Block| {
-        before[b.index()]
-            .filter(|h| h.one_load && !h.at_offset && h.zero_on_right && !h.computed_last)
-    };
-    // A block that puts something else into X (`tcp[2:2] < len`), or loads at an offset from
-    // the header length (`udp[2:2] != 8080`: its `tax` leaves X holding the header length plus
-    // that offset until the peephole folds it into the load).
-    let leaves_other = |p: Block, offset: u32| {
-        sets_x_otherwise(f, p)
-            || before[p.index()].is_some_and(|o| {
-                o.offset == offset
-                    && o.one_load
-                    && o.at_offset
-                    && !o.zero_on_left
-                    && !o.computed_last
-            })
-    };
-    if !(0..before.len()).any(|i| candidate(Block(i as u32)).is_some()) {
-        return Vec::new();
-    }
-    let rpo = f.reverse_postorder();
-    let entering = Entering::new(f, &rpo);
-    let mut shared = Vec::new();
-    let mut targets = Vec::new();
-    for &b in &rpo {
-        let Some(h) = candidate(b) else {
-            continue;
+/// What the model needs of the edges as libpcap's first loop leaves them (`f` and `before`
+/// then): its second loop decides branches and drops paths, but what X and the accumulator
+/// held at the joins of the first passes decided some `ldxb`s.
+#[derive(Default)]
+pub(super) struct FirstLoop {
+    /// The blocks whose `ldxb` a decided branch loses even with its load at offset 0 from the
+    /// header length (`udp[0:2] & 0 <= 0`), with the successor that another block enters too,
+    /// leaving something else in X.
+    ///
+    /// At offset 0 libpcap's `add x` after a zero is a `txa` and the load's `tax` a no-op, so
+    /// the block leaves X holding its `ldxb`; a successor entered from it alone (or from blocks
+    /// that set no X, or only the same header length) finds that value there and its own
+    /// `ldxb` becomes a no-op early, which keeps this one (`(udp[0:2] & 0 <= 0) and udp[2:2] >=
+    /// len`). When another block enters that successor leaving something else in X (a load at
+    /// an offset, `or udp[2:2] != 8080`, whose `tax` leaves the header length plus 2; a
+    /// comparison with `len`), the successor keeps its own `ldxb` until this one has died, and
+    /// once the branch is decided and the other paths gone, libpcap believes X holds it there
+    /// (the index suite's seeds 0x81d8e, 0x151d95 and 0x531d92 show the three kinds).
+    shared: Vec<(Block, Block)>,
+    /// Blocks with one load that some entering block did not compare: libpcap's accumulator
+    /// did not hold that load on every way in then, so it keeps the block's `ldxb` even where
+    /// the way that did is the only one left (`(sctp[0:2] < len or 0 / icmp[1] > 0) and port
+    /// 22`: libpcap 1.10 has `ldxb 4*([0]&0xf); jeq #0x16` for the source port).
+    mixed: Vec<Block>,
+}
+
+impl FirstLoop {
+    // Out of line, as is `read_stale_index`: called once each from the emulation's driver, they
+    // would otherwise be inlined there and move what LLVM inlines on its hot paths.
+    #[inline(never)]
+    pub(super) fn record(
+        f: &Function,
+        before: &[Option<HeaderLength>],
+        x_written: bool,
+    ) -> FirstLoop {
+        let candidate = |b: Block| {
+            before[b.index()]
+                .filter(|h| h.one_load && !h.at_offset && h.zero_on_right && !h.computed_last)
         };
-        successors_once(&f.block(b).term, &mut targets);
-        for &s in &targets {
-            if entering
-                .of_block(s)
+        // A block that puts something else into X (`tcp[2:2] < len`), or loads at an offset
+        // from the header length (`udp[2:2] != 8080`: its `tax` leaves X holding the header
+        // length plus that offset until the peephole folds it into the load).
+        let leaves_other = |p: Block, offset: u32| {
+            sets_x_otherwise(f, p)
+                || before[p.index()].is_some_and(|o| {
+                    o.offset == offset
+                        && o.one_load
+                        && o.at_offset
+                        && !o.zero_on_left
+                        && !o.computed_last
+                })
+        };
+        // The accumulator rule matters only below a block that puts something else into X or
+        // after a fold took an `ldxb`'s load (never in long chains of primitives).
+        let accumulator = x_written
+            || before
                 .iter()
-                .any(|&p| p != b && leaves_other(p, h.offset))
-            {
-                shared.push((b, s));
+                .flatten()
+                .any(|h| h.zero_on_left || h.zero_on_right);
+        let candidates = (0..before.len()).any(|i| candidate(Block(i as u32)).is_some());
+        let mut first = FirstLoop::default();
+        if !accumulator && !candidates {
+            return first;
+        }
+        let rpo = f.reverse_postorder();
+        let entering = Entering::new(f, &rpo);
+        let mut targets = Vec::new();
+        for &b in &rpo {
+            if accumulator && before[b.index()].is_some_and(|h| h.one_load) {
+                let mixed = compared(f, b).is_some_and(|lhs| {
+                    f.block(b).insts.contains(&lhs)
+                        && !entering
+                            .of_block(b)
+                            .iter()
+                            .all(|&p| compared(f, p).is_some_and(|v| same_load(f, v, lhs)))
+                });
+                if mixed {
+                    first.mixed.push(b);
+                }
+            }
+            let Some(h) = candidate(b) else {
+                continue;
+            };
+            successors_once(&f.block(b).term, &mut targets);
+            for &s in &targets {
+                if entering
+                    .of_block(s)
+                    .iter()
+                    .any(|&p| p != b && leaves_other(p, h.offset))
+                {
+                    first.shared.push((b, s));
+                }
             }
         }
+        first
     }
-    shared
 }
 
 /// What [`read_stale_index`] found.
@@ -120,13 +157,16 @@ pub(super) struct Index {
 /// Rewrites the packet loads that read X where libpcap's program reads a stale X; `before`
 /// is [`header_length_loads`](super::header_length::header_length_loads) from before the
 /// optimizer ran, `rpo` the reachable blocks now, `skipped_by_root` the blocks `opt_root` will
-/// skip after the entry, `shared` what [`shared_successors`] found.
+/// skip after the entry, `first` what [`FirstLoop::record`] found, `x_written` what
+/// [`writes_x_anywhere`] said before the optimizer ran.
+#[inline(never)]
 pub(super) fn read_stale_index(
     f: &mut Function,
     before: &[Option<HeaderLength>],
     rpo: &[Block],
     skipped_by_root: &[Block],
-    shared: &[(Block, Block)],
+    first: &FirstLoop,
+    x_written: bool,
 ) -> Index {
     let modelled =
         |b: Block| before[b.index()].filter(|h| !h.computed_last || skipped_by_root.contains(&b));
@@ -136,7 +176,7 @@ pub(super) fn read_stale_index(
     let loads_gone = rpo
         .iter()
         .any(|&b| modelled(b).is_some() && !has_index_loads(f, b));
-    if !loads_gone && !rpo.iter().any(|&b| sets_x_otherwise(f, b)) {
+    if !loads_gone && !(x_written && rpo.iter().any(|&b| sets_x_otherwise(f, b))) {
         return Index::default();
     }
     let entering = Entering::new(f, rpo);
@@ -145,7 +185,7 @@ pub(super) fn read_stale_index(
         let mut ldxb = vec![Ldxb::Kept; f.blocks.len()];
         for &b in rpo {
             if let Some(h) = modelled(b) {
-                ldxb[b.index()] = fate(f, b, h, before, &entering, skipped_by_root, shared);
+                ldxb[b.index()] = fate(f, b, h, before, &entering, skipped_by_root, first);
             }
         }
         ldxb
@@ -252,7 +292,7 @@ fn fate(
     before: &[Option<HeaderLength>],
     entering: &Entering,
     skipped_by_root: &[Block],
-    shared: &[(Block, Block)],
+    first: &FirstLoop,
 ) -> Ldxb {
     // Not when an entering block's load is at an offset from the header length (`tcp[2:2] <
     // len`, whose `tax` leaves X holding the header length plus 2 for a while): libpcap then
@@ -260,6 +300,7 @@ fn fate(
     // in the same place loses it, checked against libpcap on both forms).
     let at_offset = |p: Block| before[p.index()].is_some_and(|o| o.at_offset);
     let in_accumulator = h.one_load
+        && !first.mixed.contains(&b)
         && compared(f, b).is_some_and(|lhs| {
             let from = entering.of_block(b);
             f.block(b).insts.contains(&lhs)
@@ -284,7 +325,7 @@ fn fate(
                 || decided_to.is_some_and(|to| {
                     b != Function::ENTRY
                         && h.zero_on_right
-                        && (h.at_offset || shared.contains(&(b, to)))
+                        && (h.at_offset || first.shared.contains(&(b, to)))
                 }));
     if lost {
         Ldxb::Lost(h.offset)
@@ -482,6 +523,17 @@ fn read_indices(
             }
         }
     }
+}
+
+/// Whether some block may put into X something other than an `ldxb` ([`sets_x_otherwise`]),
+/// asked once before the optimizer runs: it only deletes such instructions and folds the
+/// constant indices away, so where none was, none is later. One pass over the values and
+/// the terminators, cheaper than asking every block (a chain of 1,000 `port`s has 10^5).
+pub(super) fn writes_x_anywhere(f: &Function) -> bool {
+    (0..f.values.len()).any(|i| writes_x(f, Value(i as u32)))
+        || f.blocks.iter().any(
+            |b| matches!(b.term, Terminator::Branch { rhs, .. } if f.const_value(rhs).is_none()),
+        )
 }
 
 /// Whether libpcap's code for `b` puts into X something other than an `ldxb`: the right
