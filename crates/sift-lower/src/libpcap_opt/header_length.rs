@@ -91,13 +91,14 @@ pub(super) fn header_length_loads(f: &Function) -> Vec<Option<HeaderLength>> {
                 .iter()
                 .rev()
                 .find_map(|&x| header_length_offset(f, x))?;
-            // A constant index (`ip[5]` on a raw IPv4 link is `ld #5; tax; ldb [x + 0]`) does
-            // not count: libpcap makes its load absolute in the first pass of its second loop
-            // and its `tax` dead with it, before the folds that take an `ldxb`'s loads.
+            // A constant index (`ip[5]` on a raw IPv4 link is `ld #5; tax; ldb [x + 0]`, also
+            // one a zero on the left folds, `ip[icmptype & udp[8]:1]`) does not count: libpcap
+            // makes its load absolute in the first pass of its second loop and its `tax` dead
+            // with it, before the folds that take an `ldxb`'s loads.
             let computed_last = indices
                 .iter()
                 .rev()
-                .find(|&&x| f.const_value(x).is_none())
+                .find(|&&x| constant(f, x, 8).is_none())
                 .is_some_and(|&x| header_length_offset(f, x).is_none());
             let mut loads = header_length_loads_of(f, b);
             let first = loads.next();
