@@ -75,6 +75,9 @@ pub(super) struct HeaderLength {
     pub(super) one_load: bool,
     /// Whether that load adds a byte offset to it (`tcp[17:2]`, not `tcp[0:1]`).
     pub(super) at_offset: bool,
+    /// Whether that load's index is computed as libpcap's arithmetic does (`tcp[0:2]`: `ld #0;
+    /// add x; tax`, which reads X again after the `ldxb`), not a primitive's `ldh [x + 14]`.
+    pub(super) arithmetic: bool,
     /// Whether a zero on the right of an operation that then gives 0 takes that load itself
     /// (`tcp[23:4] * 0`, `tcp[23:4] & icmptype`; not `-tcp[23:4] * 0` or `(tcp[23:4] + 1) & 0`).
     pub(super) zero_on_right: bool,
@@ -103,7 +106,8 @@ pub(super) fn header_length_loads(f: &Function) -> Vec<Option<HeaderLength>> {
             let mut loads = header_length_loads_of(f, b);
             let first = loads.next();
             let one_load = first.is_some() && loads.next().is_none();
-            let at_offset = first.is_some_and(|k| k != 0);
+            let at_offset = first.is_some_and(|(k, _)| k != 0);
+            let arithmetic = first.is_some_and(|(_, added)| added);
             let (zero_on_left, zero_on_right) = zeros_fold_load(f, b);
             Some(HeaderLength {
                 offset,
@@ -111,6 +115,7 @@ pub(super) fn header_length_loads(f: &Function) -> Vec<Option<HeaderLength>> {
                 zero_on_left,
                 one_load,
                 at_offset,
+                arithmetic,
                 zero_on_right,
             })
         })
@@ -118,10 +123,12 @@ pub(super) fn header_length_loads(f: &Function) -> Vec<Option<HeaderLength>> {
 }
 
 /// The byte offsets `b`'s packet loads through a header length add to it (`tcp[17:2]`: 17,
-/// `tcp[0:1]`: 0), in order.
-fn header_length_loads_of(f: &Function, b: Block) -> impl Iterator<Item = u32> + '_ {
+/// `tcp[0:1]`: 0), in order, each with whether the index is an addition (see
+/// [`HeaderLength::arithmetic`]).
+fn header_length_loads_of(f: &Function, b: Block) -> impl Iterator<Item = (u32, bool)> + '_ {
     f.block(b).insts.iter().filter_map(|&v| match *f.inst(v) {
-        Inst::Load { index: Some(x), .. } => header_length(f, x).map(|(_, added)| added),
+        Inst::Load { index: Some(x), .. } => header_length(f, x)
+            .map(|(_, added)| (added, matches!(f.inst(x), Inst::Binary(BinOp::Add, ..)))),
         _ => None,
     })
 }

@@ -1147,6 +1147,23 @@ block2:
         );
     }
 
+    /// `udp[0:2] = 80` finds its load in the accumulator, but as arithmetic its `add x` reads
+    /// the `ldxb` it follows, so libpcap keeps that (libpcap 1.10: `ldxb 4*([0]&0xf); jeq
+    /// #0x50; ldh [x + 2]`) and reads the destination port at the header length: this UDP
+    /// datagram to port 5, 28 bytes captured of 100, matches.
+    #[test]
+    fn an_arithmetic_load_in_the_accumulator_keeps_its_index_load() {
+        let packet = bytes("4500002000000000401100000a0000010a000002000a0005000c0000");
+        let filter = interpreted(
+            "udp[0:2] < len and not (udp[0:2] = 80) and udp dst port 5",
+            101,
+        );
+        assert_eq!(
+            filter.run(&mut sift_ir::Cache::new(), &packet, 100),
+            262_144
+        );
+    }
+
     /// `(0 / ether[1:1]) & -tcp[12:1] != 2` folds to a decided test whose `ldxb` libpcap keeps
     /// (the zero takes `-tcp[12:1]`, not the load; `ether[1:1]` is indexed by a constant on
     /// LINUX_SLL2, not by the header length), and the port tests below read X instead of

@@ -299,7 +299,11 @@ fn fate(
     // keeps the `ldxb` for the blocks below (the index suite's seed 0xab1d91; `tcp[0:2] < len`
     // in the same place loses it, checked against libpcap on both forms).
     let at_offset = |p: Block| before[p.index()].is_some_and(|o| o.at_offset);
+    // Nor when the block's own load is arithmetic (`udp[0:2] = 80`): its `add x` reads X after
+    // the `ldxb`, which keeps that alive (libpcap 1.10 keeps it for `not (udp[0:2] = len or
+    // udp[0:2] = 80) and udp dst port 5`, deletes it for `udp src port 80` there).
     let in_accumulator = h.one_load
+        && !h.arithmetic
         && !first.mixed.contains(&b)
         && compared(f, b).is_some_and(|lhs| {
             let from = entering.of_block(b);
