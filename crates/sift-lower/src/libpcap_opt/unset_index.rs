@@ -294,16 +294,18 @@ fn fate(
     skipped_by_root: &[Block],
     first: &FirstLoop,
 ) -> Ldxb {
-    // Not when an entering block's load is at an offset from the header length (`tcp[2:2] <
-    // len`, whose `tax` leaves X holding the header length plus 2 for a while): libpcap then
-    // keeps the `ldxb` for the blocks below (the index suite's seed 0xab1d91; `tcp[0:2] < len`
-    // in the same place loses it, checked against libpcap on both forms).
-    let at_offset = |p: Block| before[p.index()].is_some_and(|o| o.at_offset);
-    // Nor when the block's own load is arithmetic (`udp[0:2] = 80`): its `add x` reads X after
-    // the `ldxb`, which keeps that alive (libpcap 1.10 keeps it for `not (udp[0:2] = len or
-    // udp[0:2] = 80) and udp dst port 5`, deletes it for `udp src port 80` there).
+    // libpcap finds the load in the accumulator early, and deletes the `ldxb` with it, only
+    // when both loads have the same form in its code: both at an offset added to the header
+    // length (`udp[2:2] = len`, then `udp[2:2] > 8080`: `ld #2; add x; tax; ldh [x + 0]`), or
+    // neither (`tcp[0:2] < len`, then `tcp src port`: `ldh [x + 0]`). Otherwise they match
+    // only once the peephole has folded the offset into the load, by when the blocks below
+    // rely on the `ldxb` and libpcap keeps it (`tcp[2:2] < len`, then `tcp dst port 123`: the
+    // index suite's seed 0xab1d91). An arithmetic load at offset 0 (`udp[0:2] = 80`) is never
+    // found there: its `add x` after the zero is a `txa`, which puts X into the accumulator
+    // first. Each checked against libpcap 1.10.
+    let same_form = |p: Block| before[p.index()].is_some_and(|o| o.at_offset) == h.at_offset;
     let in_accumulator = h.one_load
-        && !h.arithmetic
+        && !(h.arithmetic && !h.at_offset)
         && !first.mixed.contains(&b)
         && compared(f, b).is_some_and(|lhs| {
             let from = entering.of_block(b);
@@ -311,7 +313,7 @@ fn fate(
                 && !from.is_empty()
                 && from
                     .iter()
-                    .all(|&p| !at_offset(p) && compared(f, p).is_some_and(|v| same_load(f, v, lhs)))
+                    .all(|&p| same_form(p) && compared(f, p).is_some_and(|v| same_load(f, v, lhs)))
         });
     if in_accumulator {
         return Ldxb::InAccumulator(h.offset);
