@@ -174,7 +174,8 @@ impl Numbering {
         }
         let (inst, alias) = self.fold(&f.values, &f.values[v.index()])?;
         let known = alias.is_some() || matches!(inst, Inst::Const(_));
-        if (known || !next_pass.is_empty()) && self.known_next_pass(f, v, next_pass)? && known {
+        // A shift that fails only where it folds (a deferred zero is a constant to `fold`).
+        if known && self.known_next_pass(f, v, next_pass)? {
             next_pass.push(v);
         }
         let rewritten = inst != f.values[v.index()];

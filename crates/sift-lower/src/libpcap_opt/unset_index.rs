@@ -176,7 +176,7 @@ pub(super) fn read_stale_index(
     let loads_gone = rpo
         .iter()
         .any(|&b| modelled(b).is_some() && !has_index_loads(f, b));
-    if !loads_gone && !(x_written && rpo.iter().any(|&b| sets_x_otherwise(f, b))) {
+    if !(loads_gone || x_written && rpo.iter().any(|&b| sets_x_otherwise(f, b))) {
         return Index::default();
     }
     let entering = Entering::new(f, rpo);
@@ -305,7 +305,7 @@ fn fate(
     // first. Each checked against libpcap 1.10.
     let same_form = |p: Block| before[p.index()].is_some_and(|o| o.at_offset) == h.at_offset;
     let in_accumulator = h.one_load
-        && !(h.arithmetic && !h.at_offset)
+        && (h.at_offset || !h.arithmetic)
         && !first.mixed.contains(&b)
         && compared(f, b).is_some_and(|lhs| {
             let from = entering.of_block(b);
