@@ -873,6 +873,11 @@ block2:
         sift_ir::Interpreter::new(lower_text(text, linktype).expect("lowers")).expect("verifies")
     }
 
+    /// The lowered filter's verdict on a packet given in hex, with its wire length.
+    fn verdict(text: &str, linktype: u32, hex: &str, wire_len: u32) -> u32 {
+        interpreted(text, linktype).run(&mut sift_ir::Cache::new(), &bytes(hex), wire_len)
+    }
+
     /// `udp[22:2] & 0 = 17` folds to a decided branch that keeps only its `ldxb`; libpcap
     /// deletes that as a dead store but still believes X holds it, so the port tests after it
     /// skip their own `ldxb` and read X unset, 0 (libpcap 1.10: `ldh [x + 0]`, `ldh [x + 2]`
@@ -1042,12 +1047,9 @@ block2:
         let text = "(udp[0:2] & 0 <= 0 or udp[2:2] != 8080) and udp[2:2] >= len";
         let out = lowered(text, 1);
         assert!(!out.contains("shl"), "{out}");
-        let packet = bytes(
-            "001122334401001122334403080045b8003f491e00000011fe19c0a80102ac10050417c1ffff\
-             002b0000b03c491dd00377f7d2aabc2171119885fa0323673bd67ee2a054bea5a806ba6a3b060e",
-        );
-        let filter = interpreted(text, 1);
-        assert_eq!(filter.run(&mut sift_ir::Cache::new(), &packet, 77), 0);
+        let hex = "001122334401001122334403080045b8003f491e00000011fe19c0a80102ac10050417c1ffff\
+                   002b0000b03c491dd00377f7d2aabc2171119885fa0323673bd67ee2a054bea5a806ba6a3b060e";
+        assert_eq!(verdict(text, 1, hex, 77), 0);
     }
 
     /// A decided `tcp[0:2] & icmptype` test keeps its `ldxb` only if a block below relies on
@@ -1059,12 +1061,9 @@ block2:
     fn a_folded_index_load_nothing_relies_on_is_lost() {
         let text = "(not not (tcp[0:2] & icmptype != 69 and not ip[8] > 32) or (0 / tcp[7] < 6 \
                     and tcp[2:2] < 1234))";
-        let packet = bytes(
-            "05dc22334402ffffffffffff0800450100449f74000040060f93c0a801030a0000011f90ffffe637\
-             2d3640c1e3c780bf622700000000020405b40103030304020101de7b601f6ba5e6fcb65c716ca50de4de",
-        );
-        let filter = interpreted(text, 1);
-        assert_eq!(filter.run(&mut sift_ir::Cache::new(), &packet, 82), 262_144);
+        let hex = "05dc22334402ffffffffffff0800450100449f74000040060f93c0a801030a0000011f90ffffe637\
+                   2d3640c1e3c780bf622700000000020405b40103030304020101de7b601f6ba5e6fcb65c716ca50de4de";
+        assert_eq!(verdict(text, 1, hex, 82), 262_144);
         // A zero libpcap computes (`0 * 7`) folds a pass later, when the read below already
         // relies on the `ldxb`: libpcap 1.10 keeps it (`ldxb 4*([16]&0xf)` in the decided
         // block) and the TCP flags below are read at the header length on that path.
@@ -1120,13 +1119,11 @@ block2:
     fn an_accumulator_load_after_one_at_an_offset_keeps_its_index_load() {
         let text = "(tcp[2:2] < len and ((tcp dst port 123 or tcp port 1234) or (udp dst port \
                     20 and tcp[7] = 6)))";
-        let packet = bytes(
+        let hex =
             "080000000000000200010206fd4923cca9f7000045b80044190e40008006f6e9e00000010a000003\
-             04d200509fc3af6f424fa48180115c6800000000020405b401030307040201019da9feb93bf3f796\
-             50d3b2a2ba4ac0ba",
-        );
-        let filter = interpreted(text, 276);
-        assert_eq!(filter.run(&mut sift_ir::Cache::new(), &packet, 88), 262_144);
+                   04d200509fc3af6f424fa48180115c6800000000020405b401030307040201019da9feb93bf3f796\
+                   50d3b2a2ba4ac0ba";
+        assert_eq!(verdict(text, 276, hex, 88), 262_144);
     }
 
     /// The source port test finds its load in the accumulator (`sctp[0:2] < len` compared
@@ -1136,15 +1133,9 @@ block2:
     #[test]
     fn an_accumulator_load_joined_in_the_first_loop_keeps_its_index_load() {
         // SCTP from port 5 to port 22, 32 bytes captured of 100: libpcap 1.10 accepts.
-        let packet = bytes("4500002000000000408400000a0000010a000002000500160000000000000000");
-        let filter = interpreted(
-            "((sctp[0:2] < len or 0 / icmp[1] > 0) and not not port 22)",
-            101,
-        );
-        assert_eq!(
-            filter.run(&mut sift_ir::Cache::new(), &packet, 100),
-            262_144
-        );
+        let text = "((sctp[0:2] < len or 0 / icmp[1] > 0) and not not port 22)";
+        let hex = "4500002000000000408400000a0000010a000002000500160000000000000000";
+        assert_eq!(verdict(text, 101, hex, 100), 262_144);
     }
 
     /// `udp[0:2] = 80` finds its load in the accumulator, but as arithmetic its `add x` reads
@@ -1153,15 +1144,9 @@ block2:
     /// datagram to port 5, 28 bytes captured of 100, matches.
     #[test]
     fn an_arithmetic_load_in_the_accumulator_keeps_its_index_load() {
-        let packet = bytes("4500002000000000401100000a0000010a000002000a0005000c0000");
-        let filter = interpreted(
-            "udp[0:2] < len and not (udp[0:2] = 80) and udp dst port 5",
-            101,
-        );
-        assert_eq!(
-            filter.run(&mut sift_ir::Cache::new(), &packet, 100),
-            262_144
-        );
+        let text = "udp[0:2] < len and not (udp[0:2] = 80) and udp dst port 5";
+        let hex = "4500002000000000401100000a0000010a000002000a0005000c0000";
+        assert_eq!(verdict(text, 101, hex, 100), 262_144);
     }
 
     /// `(0 / ether[1:1]) & -tcp[12:1] != 2` folds to a decided test whose `ldxb` libpcap keeps
