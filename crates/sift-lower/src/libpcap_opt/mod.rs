@@ -897,12 +897,9 @@ block2:
         // 1.10 accepts: it reads the port at the header length, not at X unset.
         let text = "not icmp || ip and udp[0x86dd] & 0 != 430573177 and -17 % 21 ^ ip[3:2] << 15 \
                     <= 255 and ip[6:2] & 0x1fff != 0 or port 4321";
-        let packet = bytes(
-            "00000002460000329a900000011106d2c0a80102c0a8010294040000ffff10e1001a\
-             0000b230e845b63e1c4f2169d4e17e4b091d2004",
-        );
-        let filter = interpreted(text, 108);
-        assert_eq!(filter.run(&mut sift_ir::Cache::new(), &packet, 54), 262_144);
+        let hex = "00000002460000329a900000011106d2c0a80102c0a8010294040000ffff10e1001a\
+                   0000b230e845b63e1c4f2169d4e17e4b091d2004";
+        assert_eq!(verdict(text, 108, hex, 54), 262_144);
         // Without the fold the index is loaded as the filter means.
         let out = lowered("udp[22:2] & 1 = 17 or udp port 22", 228);
         assert!(out.contains("load.b [0]"), "{out}");
@@ -984,9 +981,7 @@ block2:
                     tcp[20] & 0 = 69 or tcp[20:1] >= 4";
         let hex = "00000001000600000000000000000800450000280000000040060000\
                    0a0000010a000002040012340000000000000000500200000000000000";
-        let packet = bytes(hex);
-        let filter = interpreted(text, 113);
-        assert_eq!(filter.run(&mut sift_ir::Cache::new(), &packet, 57), 262_144);
+        assert_eq!(verdict(text, 113, hex, 57), 262_144);
     }
 
     /// A decided `tcp[20:4] & 0` test loses its `ldxb` and the port load below reads X unset;

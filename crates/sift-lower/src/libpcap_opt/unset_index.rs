@@ -112,17 +112,11 @@ impl FirstLoop {
         let entering = Entering::new(f, &rpo);
         let mut targets = Vec::new();
         for &b in &rpo {
-            if accumulator && before[b.index()].is_some_and(|h| h.one_load) {
-                let mixed = compared(f, b).is_some_and(|lhs| {
-                    f.block(b).insts.contains(&lhs)
-                        && !entering
-                            .of_block(b)
-                            .iter()
-                            .all(|&p| compared(f, p).is_some_and(|v| same_load(f, v, lhs)))
-                });
-                if mixed {
-                    first.mixed.push(b);
-                }
+            if accumulator
+                && before[b.index()].is_some_and(|h| h.one_load)
+                && compares_held_load(f, b, entering.of_block(b), |_| true) == Some(false)
+            {
+                first.mixed.push(b);
             }
             let Some(h) = candidate(b) else {
                 continue;
@@ -304,17 +298,12 @@ fn fate(
     // found there: its `add x` after the zero is a `txa`, which puts X into the accumulator
     // first. Each checked against libpcap 1.10.
     let same_form = |p: Block| before[p.index()].is_some_and(|o| o.at_offset) == h.at_offset;
+    let from = entering.of_block(b);
     let in_accumulator = h.one_load
         && (h.at_offset || !h.arithmetic)
         && !first.mixed.contains(&b)
-        && compared(f, b).is_some_and(|lhs| {
-            let from = entering.of_block(b);
-            f.block(b).insts.contains(&lhs)
-                && !from.is_empty()
-                && from
-                    .iter()
-                    .all(|&p| same_form(p) && compared(f, p).is_some_and(|v| same_load(f, v, lhs)))
-        });
+        && !from.is_empty()
+        && compares_held_load(f, b, from, same_form) == Some(true);
     if in_accumulator {
         return Ldxb::InAccumulator(h.offset);
     }
@@ -338,6 +327,22 @@ fn fate(
     } else {
         Ldxb::Folded(h.offset)
     }
+}
+
+/// Whether every block of `from` compares the load `b` compares (and passes `also`): what
+/// libpcap's accumulator holds on the way into `b`. `None` when `b` compares no load of its
+/// own.
+fn compares_held_load(
+    f: &Function,
+    b: Block,
+    from: &[Block],
+    also: impl Fn(Block) -> bool,
+) -> Option<bool> {
+    let own = compared(f, b).filter(|lhs| f.block(b).insts.contains(lhs))?;
+    Some(
+        from.iter()
+            .all(|&p| also(p) && compared(f, p).is_some_and(|v| same_load(f, v, own))),
+    )
 }
 
 /// Whether a packet load of `b` is indexed.
@@ -537,20 +542,19 @@ fn read_indices(
 /// the terminators, cheaper than asking every block (a chain of 1,000 `port`s has 10^5).
 pub(super) fn writes_x_anywhere(f: &Function) -> bool {
     (0..f.values.len()).any(|i| writes_x(f, Value(i as u32)))
-        || f.blocks.iter().any(
-            |b| matches!(b.term, Terminator::Branch { rhs, .. } if f.const_value(rhs).is_none()),
-        )
+        || f.blocks.iter().any(|b| compares_with_x(f, &b.term))
 }
 
 /// Whether libpcap's code for `b` puts into X something other than an `ldxb`: the right
 /// operand of a comparison (`jge x`), or of an operation when it is computed (`add x`, also
 /// after a constant, `ld #17; mod x`), or an index that is not a header length (`tax`).
 fn sets_x_otherwise(f: &Function, b: Block) -> bool {
-    let term = match f.block(b).term {
-        Terminator::Branch { rhs, .. } => f.const_value(rhs).is_none(),
-        _ => false,
-    };
-    term || f.block(b).insts.iter().any(|&v| writes_x(f, v))
+    compares_with_x(f, &f.block(b).term) || f.block(b).insts.iter().any(|&v| writes_x(f, v))
+}
+
+/// Whether `term` compares with a computed right side, which libpcap puts into X (`jge x`).
+fn compares_with_x(f: &Function, term: &Terminator) -> bool {
+    matches!(*term, Terminator::Branch { rhs, .. } if f.const_value(rhs).is_none())
 }
 
 /// Whether libpcap's code for `v` puts into X something other than an `ldxb`: a load at an
