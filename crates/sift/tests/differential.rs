@@ -136,6 +136,25 @@ fn soak_open_findings_agree() {
     assert_eq!(failed, 0, "lists with differences");
 }
 
+/// The lines of the file `SIFT_FINDINGS` names (the soak lists' format), each printed with
+/// whether it agrees: for sorting a soak's findings, or comparing two builds on them.
+#[test]
+#[ignore = "a tool: needs SIFT_FINDINGS=FILE"]
+fn listed_findings_agree() {
+    let path = std::env::var("SIFT_FINDINGS").expect("SIFT_FINDINGS=FILE");
+    let list = std::fs::read_to_string(&path).expect("SIFT_FINDINGS names a readable file");
+    let mut differ = 0;
+    for line in list
+        .lines()
+        .filter(|l| !l.is_empty() && !l.starts_with('#'))
+    {
+        let agrees = std::panic::catch_unwind(|| findings_agree(line)).is_ok();
+        differ += usize::from(!agrees);
+        eprintln!("{} {line}", if agrees { "AGREE " } else { "DIFFER" });
+    }
+    assert_eq!(differ, 0, "lines that differ from libpcap");
+}
+
 /// Runs each `LINKTYPE SEED EXPRESSION` line of `list` against libpcap.
 fn findings_agree(list: &str) {
     let mut failed = Vec::new();

@@ -1047,6 +1047,21 @@ block2:
         assert_eq!(verdict(text, 1, hex, 77), 0);
     }
 
+    /// An arithmetic load at offset 0 (`tcp[0:2]`, gencode's `ld #0; ... add x; tax`) whose
+    /// load the block above compared (`src port 123`) is found in the accumulator a pass late:
+    /// libpcap 1.10 deletes all of `tcp[0:2] <= 53`'s statements (nothing below uses what they
+    /// leave, and they leave A and X as they came) and tests the source port still in A, though
+    /// X holds the packet length there (`tcp[0:2] = len` put it there). It accepts this TCP
+    /// segment from port 21; reading the port at X would reject it.
+    #[test]
+    fn an_arithmetic_load_is_found_in_the_accumulator_a_pass_late() {
+        let text = "(tcp[2:2] > 80 or tcp[0:2] = len) or (src port 123 or tcp[0:2] <= 53)";
+        let hex = "0001000100080011223344010000080046b8005c473840008006e3ffc0a801010a000002\
+                   0101010000150016ace2866a691b8c7b500457d3000000001355821ab4b4c65fde7f3096089c\
+                   500e2f87fe3cbd77fc254903364be71c08b0db664a2617581fe267e9693b2efa1582";
+        assert_eq!(verdict(text, 113, hex, 108), 262_144);
+    }
+
     /// A decided `tcp[0:2] & icmptype` test keeps its `ldxb` only if a block below relies on
     /// it; the one below that would, `0 / tcp[7] < 6`, is entered from the other protocols too
     /// and lost its own `ldxb` to its zero on the left, so `tcp[2:2]` under it reads X as libpcap

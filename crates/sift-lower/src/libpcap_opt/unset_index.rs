@@ -245,11 +245,12 @@ fn walk(
             &mut joins,
         );
         let mut fate = ldxb[b.index()];
-        if let Ldxb::InAccumulator(offset) = fate {
+        if let Ldxb::InAccumulator(offset) | Ldxb::LateInAccumulator(offset) = fate {
             let stale = state.stale && state.believed == Some(offset);
             match compare_accumulator(f, b, entering.of_block(b), stale) {
                 Some(changed) => index.changed |= changed,
-                None => fate = Ldxb::Reloaded(offset),
+                None if fate == Ldxb::InAccumulator(offset) => fate = Ldxb::Reloaded(offset),
+                None => fate = Ldxb::Kept,
             }
         }
         let state = visit(f, b, state, fate, &mut index, &mut joins, &mut assumed);
@@ -294,18 +295,25 @@ fn fate(
     // neither (`tcp[0:2] < len`, then `tcp src port`: `ldh [x + 0]`). Otherwise they match
     // only once the peephole has folded the offset into the load, by when the blocks below
     // rely on the `ldxb` and libpcap keeps it (`tcp[2:2] < len`, then `tcp dst port 123`: the
-    // index suite's seed 0xab1d91). An arithmetic load at offset 0 (`udp[0:2] = 80`) is never
-    // found there: its `add x` after the zero is a `txa`, which puts X into the accumulator
-    // first. Each checked against libpcap 1.10.
+    // index suite's seed 0xab1d91). An arithmetic load at offset 0 (`udp[0:2] = 80`) is found
+    // there a pass later: its `add x` after the zero is a `txa`, which puts X into the
+    // accumulator first, and only once that has gone as dead code does the load match. By then
+    // the blocks below rely on its `ldxb`, which libpcap keeps where they do (`not (udp[0:2] =
+    // len or udp[0:2] = 80) and udp[2:2] = len`) and deletes where nothing reads X below (`src
+    // port 123 or tcp[0:2] <= 53`, the index suite's seed 0x1b81d90). Each checked against
+    // libpcap 1.10.
     let same_form = |p: Block| before[p.index()].is_some_and(|o| o.at_offset) == h.at_offset;
     let from = entering.of_block(b);
     let in_accumulator = h.one_load
-        && (h.at_offset || !h.arithmetic)
         && !first.mixed.contains(&b)
         && !from.is_empty()
         && compares_held_load(f, b, from, same_form) == Some(true);
     if in_accumulator {
-        return Ldxb::InAccumulator(h.offset);
+        return if h.at_offset || !h.arithmetic {
+            Ldxb::InAccumulator(h.offset)
+        } else {
+            Ldxb::LateInAccumulator(h.offset)
+        };
     }
     if has_index_loads(f, b) {
         return Ldxb::Kept;
@@ -417,6 +425,9 @@ enum Ldxb {
     Reloaded(u32),
     /// Its loads folded away; kept if a block below relies on it.
     Folded(u32),
+    /// Its load found in the accumulator a pass later than [`Ldxb::InAccumulator`]'s: deleted;
+    /// the `ldxb` kept, as [`Ldxb::Folded`]'s, if a block below relies on it.
+    LateInAccumulator(u32),
 }
 
 /// The model at block `b`, entered with `state`, with what became of its `ldxb`; returns the
@@ -452,7 +463,7 @@ fn visit(
     match ldxb {
         // libpcap deleted the block's load and its `ldxb`: nothing is read. The block compares
         // what the blocks entering it compared (see `compare_accumulator`).
-        Ldxb::InAccumulator(_) => {}
+        Ldxb::InAccumulator(_) | Ldxb::LateInAccumulator(_) => {}
         // The same, but sift's own load stands for that value: it reads X as theirs did,
         // without the deleted `ldxb` changing what X holds.
         Ldxb::Reloaded(_) => {
@@ -473,8 +484,9 @@ fn visit(
             state.stale = !holds;
         }
         // A no-op where libpcap already believes X holds it: X stays as the block found it.
-        Ldxb::Folded(offset) if state.believed == Some(offset) => {}
-        Ldxb::Folded(offset) => {
+        Ldxb::Folded(offset) | Ldxb::LateInAccumulator(offset)
+            if state.believed == Some(offset) => {}
+        Ldxb::Folded(offset) | Ldxb::LateInAccumulator(offset) => {
             state = State {
                 believed: Some(offset),
                 real: Real::HeaderLength { offset, block: b },
