@@ -216,6 +216,10 @@ enum Command {
         /// Read the expression (or program) from a file.
         #[arg(short = 'F', value_name = "EXPRFILE")]
         expr_file: Option<PathBuf>,
+        /// Optimization level: 0 lowers without libpcap's optimizer semantics, as `tcpdump -O`
+        /// (`ir` then shows the code as generated, before the emulation of libpcap's optimizer).
+        #[arg(short = 'O', value_name = "LEVEL", default_value_t = 1)]
+        level: u8,
         /// Accept sift's extensions to the filter language: payload tests (`payload contains
         /// [nocase] "GET|0d 0a|"`, `payload matches "re"`, `payload[0:4] = "HTTP"`) and sets
         /// (`host in {10.0.0.1, 192.168.0.0/16}`, `port in {22, 8000-8100}`, `host in @FILE`).
@@ -250,6 +254,7 @@ fn run(cli: Cli) -> Result<ExitCode> {
         Command::Debug {
             stage,
             expr_file,
+            level,
             extensions,
             lang,
             linktype,
@@ -260,6 +265,7 @@ fn run(cli: Cli) -> Result<ExitCode> {
             lang::check_extensions(lang, extensions)?;
             let opts = Options {
                 extensions,
+                optimize: level > 0,
                 ..Options::new(linktype, snaplen)
             };
             // Only `bytecode` needs the runnable filter; the other stages are code.

@@ -136,6 +136,15 @@ fn debug_prints_every_stage() {
     }
 }
 
+/// `-O0` shows the IR as generated: `ip[0] & 0 = 0` keeps its load, which libpcap's optimizer
+/// deletes (the default `ir` has none).
+#[test]
+fn debug_ir_without_the_optimizer_keeps_what_it_deletes() {
+    let ir = |args: &[&str]| String::from_utf8(sift(args).stdout).unwrap();
+    assert!(ir(&["debug", "-O0", "ir", "ip[0] & 0 = 0"]).contains("load.b"));
+    assert!(!ir(&["debug", "ir", "ip[0] & 0 = 0"]).contains("load.b"));
+}
+
 /// Parses `tcpdump -ddd` text into libpcap's instruction type.
 fn parse_ddd(text: &str) -> Vec<sift_oracle::BpfInsn> {
     let mut lines = text.lines();
