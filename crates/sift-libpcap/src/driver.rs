@@ -1,0 +1,163 @@
+//! The pass structure of libpcap's `bpf_optimize`: a loop of passes that only number
+//! statements (but already run the peepholes, dead stores and all branch moves), a loop of
+//! passes that rewrite statements, then merging of identical blocks and the root fix-up.
+
+use crate::error::OptimizeError;
+use crate::flow::{find_dom, find_edom, find_levels, find_preds, find_ud};
+use crate::graph::{BlockId, Graph};
+use crate::state::{Optimizer, Progress};
+use crate::trace::{Stage, Tracer};
+use crate::values::Values;
+
+/// After this many passes in a row that only moved edges, libpcap assumes it is cycling.
+const MAX_EDGE_ONLY_PASSES: u32 = 100;
+
+impl Optimizer {
+    /// One pass (libpcap's `opt_blks` after the analyses).
+    fn pass(&mut self, do_stmts: bool) -> Result<(), OptimizeError> {
+        self.values = Values::new();
+        let levels = std::mem::take(&mut self.levels);
+        find_preds(&mut self.g, &levels);
+        for level in levels.iter().rev() {
+            for &b in level {
+                self.opt_blk(b, do_stmts)?;
+            }
+        }
+        if !do_stmts {
+            for level in levels.iter().skip(1) {
+                for &b in level {
+                    self.opt_j(b, true);
+                    self.opt_j(b, false);
+                }
+            }
+            find_preds(&mut self.g, &levels);
+            for level in levels.iter().skip(1) {
+                for &b in level {
+                    self.pullup(b, false);
+                    self.pullup(b, true);
+                }
+            }
+        }
+        self.levels = levels;
+        Ok(())
+    }
+
+    /// Passes until one changes nothing (libpcap's `opt_loop`).
+    fn run_loop(&mut self, do_stmts: bool, tracer: &mut Tracer<'_>) -> Result<(), OptimizeError> {
+        let mut edge_only = 0;
+        for pass in 0.. {
+            self.progress = Progress {
+                done: true,
+                progressed: false,
+            };
+            self.levels = find_levels(&mut self.g);
+            find_dom(&self.g, &self.levels, &mut self.dom);
+            find_ud(&mut self.g, &self.levels);
+            find_edom(&self.g, &self.levels, &mut self.edom);
+            self.pass(do_stmts)?;
+            tracer.snapshot(Stage::Pass { do_stmts, pass }, &self.g, Some(self.progress));
+            if self.progress.done {
+                break;
+            }
+            if self.progress.progressed {
+                edge_only = 0;
+            } else {
+                edge_only += 1;
+                if edge_only >= MAX_EDGE_ONLY_PASSES {
+                    break;
+                }
+            }
+        }
+        Ok(())
+    }
+
+    /// Merges blocks with equal live statements, branch and targets, repeatedly (libpcap's
+    /// `intern_blocks`): each block is replaced by the highest-numbered equal block.
+    fn intern_blocks(&mut self) {
+        let n = self.g.blocks.len();
+        loop {
+            let live = marked_live(&self.g);
+            let mut link: Vec<Option<BlockId>> = vec![None; n];
+            for i in (0..n.saturating_sub(1)).rev() {
+                if !live[i] {
+                    continue;
+                }
+                for j in i + 1..n {
+                    if live[j] && equal_blocks(&self.g, i, j) {
+                        link[i] = Some(link[j].unwrap_or(j));
+                        break;
+                    }
+                }
+            }
+            let mut stable = true;
+            for b in &mut self.g.blocks {
+                if b.jt.is_none() {
+                    continue;
+                }
+                for succ in [&mut b.jt, &mut b.jf] {
+                    if let Some(l) = succ.and_then(|s| link[s]) {
+                        stable = false;
+                        *succ = Some(l);
+                    }
+                }
+            }
+            if stable {
+                break;
+            }
+        }
+    }
+
+    /// Skips tests at the root whose outcomes lead to the same place, moving the root's
+    /// statements in front of the new root's; a returning root keeps no statements.
+    fn opt_root(&mut self) {
+        let old = self.g.root;
+        let moved = std::mem::take(&mut self.g.blocks[old].stmts);
+        let mut root = old;
+        loop {
+            let b = &self.g.blocks[root];
+            match (b.jt, b.jf) {
+                (Some(t), Some(f)) if t == f => root = t,
+                _ => break,
+            }
+        }
+        let own = std::mem::take(&mut self.g.blocks[root].stmts);
+        let mut stmts = moved;
+        stmts.extend(own);
+        if self.g.blocks[root].is_return() {
+            stmts.clear();
+        }
+        self.g.blocks[root].stmts = stmts;
+        self.g.root = root;
+    }
+}
+
+/// Blocks reachable from the root by libpcap's marking walk (which stops at returns).
+fn marked_live(g: &Graph) -> Vec<bool> {
+    g.reachable()
+}
+
+/// libpcap's `eq_blk`: same branch, operand and targets, and the same live statements.
+fn equal_blocks(g: &Graph, i: BlockId, j: BlockId) -> bool {
+    let (a, b) = (&g.blocks[i], &g.blocks[j]);
+    a.code == b.code
+        && a.k == b.k
+        && a.jt == b.jt
+        && a.jf == b.jf
+        && a.stmts
+            .iter()
+            .filter(|s| s.code.is_some())
+            .eq(b.stmts.iter().filter(|s| s.code.is_some()))
+}
+
+/// Runs libpcap's whole optimizer on a graph; the optimized graph has its new root.
+pub fn optimize_graph(g: Graph, tracer: &mut Tracer<'_>) -> Result<Graph, OptimizeError> {
+    let mut opt = Optimizer::new(g);
+    tracer.snapshot(Stage::Input, &opt.g, None);
+    opt.run_loop(false, tracer)?;
+    opt.run_loop(true, tracer)?;
+    opt.intern_blocks();
+    tracer.snapshot(Stage::Interned, &opt.g, None);
+    opt.opt_root();
+    tracer.snapshot(Stage::Rooted, &opt.g, None);
+    Ok(opt.g)
+}
