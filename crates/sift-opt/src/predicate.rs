@@ -64,8 +64,12 @@ pub fn run_with(f: &mut Function, analysis: &mut Analysis) -> usize {
     // The inequalities `x != k` the walk may record: at most one per test, and one per key of
     // a `switch` (on its default edge).
     let mut inequalities = 0;
+    // How many tests read each value (deciding a test turns it into a jump, so this stays an
+    // upper bound through the run).
+    let mut tested = vec![0u32; f.values.len()];
     for &p in &cfg.rpo {
         let term = &f.block(p).term;
+        for_each_compared(term, |v| tested[v.index()] += 1);
         for (i, t) in crate::cfg::targets(term).enumerate() {
             if cfg.incoming[t.block.index()] == 1 {
                 entry[t.block.index()] = edge_assertion(f, term, i);
@@ -96,7 +100,7 @@ pub fn run_with(f: &mut Function, analysis: &mut Analysis) -> usize {
             Visit::Exit(b) => {
                 marks.push(facts.mark());
                 if let Some(a) = &entry[b.index()] {
-                    assume(&mut facts, a);
+                    assume(&mut facts, a, &tested);
                 }
                 if let Some(t) = decide(f, &facts, &f.block(b).term).cloned() {
                     f.set_term(b, Terminator::Jump(t));
@@ -138,7 +142,7 @@ pub fn run_with(f: &mut Function, analysis: &mut Analysis) -> usize {
                         if !assumed {
                             assumed = true;
                             if let Some(a) = edge_assertion(f, term, i) {
-                                assume(&mut facts, &a);
+                                assume(&mut facts, &a, &tested);
                             }
                         }
                         match decide(f, &facts, other) {
@@ -152,7 +156,9 @@ pub fn run_with(f: &mut Function, analysis: &mut Analysis) -> usize {
                 t = next;
                 tried_on_entry = false;
             }
-            facts.undo_to(m);
+            if assumed {
+                facts.undo_to(m);
+            }
             if t != start {
                 moved.push((i, t.clone()));
                 changes += 1;
@@ -177,6 +183,26 @@ pub fn run_with(f: &mut Function, analysis: &mut Analysis) -> usize {
     changes
 }
 
+/// Calls `visit` with each value `term` compares (not its edges' arguments).
+fn for_each_compared(term: &Terminator, mut visit: impl FnMut(Value)) {
+    match term {
+        Terminator::Branch { lhs, rhs, .. } => {
+            visit(*lhs);
+            visit(*rhs);
+        }
+        Terminator::Switch { value, .. } => visit(*value),
+        _ => {}
+    }
+}
+
+/// Whether a test other than the one making assertion `a` reads one of its values.
+fn observable(a: &Assertion, tested: &[u32]) -> bool {
+    match a {
+        Assertion::Const(x, ..) | Assertion::NoneOf(x, _) => tested[x.index()] > 1,
+        Assertion::Pair(x, _, y, _) => tested[x.index()] > 1 || tested[y.index()] > 1,
+    }
+}
+
 /// The assertion that holds on the `i`th edge of `term`.
 fn edge_assertion(f: &Function, term: &Terminator, i: usize) -> Option<Assertion> {
     match term {
@@ -196,7 +222,14 @@ fn edge_assertion(f: &Function, term: &Terminator, i: usize) -> Option<Assertion
     }
 }
 
-fn assume(facts: &mut Facts, a: &Assertion) {
+/// Adds assertion `a` to `facts`, unless no test but the one making it reads its values (`tested`:
+/// how many tests read each value): facts are only ever asked about the values tests compare,
+/// so it could not decide anything. (A lookup table's default edge asserts a thousand
+/// inequalities about a value nothing else tests.)
+fn assume(facts: &mut Facts, a: &Assertion, tested: &[u32]) {
+    if !observable(a, tested) {
+        return;
+    }
     match a {
         Assertion::Const(x, op, k, outcome) => facts.assume_const(*x, *op, *k, *outcome),
         Assertion::Pair(a, op, b, outcome) => facts.assume_pair(*a, *op, *b, *outcome),

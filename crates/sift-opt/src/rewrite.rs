@@ -76,16 +76,13 @@ impl Replacements {
         if self.count == 0 {
             return;
         }
-        for bi in 0..f.blocks.len() {
-            for k in 0..f.blocks[bi].insts.len() {
-                let v = f.blocks[bi].insts[k];
-                let mut inst = f.values[v.index()].clone();
-                inst.map_operands(|x| self.resolve(x));
-                f.values[v.index()] = inst;
+        // In place, without a copy of each instruction and terminator.
+        let (blocks, values) = (&mut f.blocks, &mut f.values);
+        for data in blocks {
+            for &v in &data.insts {
+                values[v.index()].map_operands(|x| self.resolve(x));
             }
-            let mut term = std::mem::take(&mut f.blocks[bi].term);
-            term.map_operands(|x| self.resolve(x));
-            f.blocks[bi].term = term;
+            data.term.map_operands(|x| self.resolve(x));
         }
     }
 }

@@ -41,6 +41,13 @@ enum Keys<'f> {
 }
 
 impl<'f> Keys<'f> {
+    fn len(self) -> usize {
+        match self {
+            Keys::One(_) => 1,
+            Keys::Cases(cases) => cases.len(),
+        }
+    }
+
     fn iter(self) -> impl Iterator<Item = u32> + 'f {
         let (one, cases) = match self {
             Keys::One(k) => (Some(k), &[][..]),
@@ -144,25 +151,36 @@ pub fn run_with(f: &mut Function, min_keys: usize, analysis: &mut Analysis) -> u
                 _ => break,
             }
         }
-        // Group the keys by value, in order of first appearance.
+        // The values tested, in order of first appearance, and each link's among them. A chain
+        // testing each value once has nothing to regroup, whatever its keys (after the chains
+        // become tables, each link is a table on a value of its own).
         let mut order: Vec<Value> = Vec::new();
-        let mut groups: FastMap<Value, Vec<u32>> = FastMap::default();
-        // Every link has a key or more: sized once rather than rehashed as a long chain fills it.
-        let mut seen: FastSet<(Value, u32)> = FastSet::default();
-        seen.reserve(links.len());
-        for l in &links {
-            let g = groups.entry(l.value).or_insert_with(|| {
-                order.push(l.value);
-                Vec::new()
-            });
-            for k in l.keys.iter() {
-                if seen.insert((l.value, k)) {
-                    g.push(k);
+        let mut group_of: FastMap<Value, usize> = FastMap::default();
+        let link_groups: Vec<usize> = links
+            .iter()
+            .map(|l| {
+                *group_of.entry(l.value).or_insert_with(|| {
+                    order.push(l.value);
+                    order.len() - 1
+                })
+            })
+            .collect();
+        let regroups = order.len() < links.len();
+        // The keys of each value, repeated keys dropped.
+        let mut groups: Vec<Vec<u32>> = vec![Vec::new(); order.len()];
+        if regroups {
+            // Sized once rather than rehashed as a long chain fills it.
+            let mut seen: FastSet<(Value, u32)> = FastSet::default();
+            seen.reserve(links.iter().map(|l| l.keys.len()).sum());
+            for (l, &g) in links.iter().zip(&link_groups) {
+                for k in l.keys.iter() {
+                    if seen.insert((l.value, k)) {
+                        groups[g].push(k);
+                    }
                 }
             }
         }
-        let forms_table = order.iter().any(|v| groups[v].len() >= min_keys);
-        let regroups = order.len() < links.len();
+        let forms_table = groups.iter().any(|keys| keys.len() >= min_keys);
         if !forms_table || !regroups {
             for &b in &blocks[1..] {
                 consumed[b.index()] = true;
@@ -173,10 +191,9 @@ pub fn run_with(f: &mut Function, min_keys: usize, analysis: &mut Analysis) -> u
         let fall = links.last().expect("nonempty").next.clone();
         // Emit: one node per table, one per key of small groups, reusing the chain's blocks.
         let mut nodes: Vec<(Value, Vec<u32>)> = Vec::new();
-        for v in &order {
-            let keys = &groups[v];
+        for (v, keys) in order.iter().zip(groups) {
             if keys.len() >= min_keys {
-                nodes.push((*v, keys.clone()));
+                nodes.push((*v, keys));
             } else {
                 nodes.extend(keys.iter().map(|&k| (*v, vec![k])));
             }

@@ -106,11 +106,36 @@ impl Facts {
     }
 }
 
-/// Per piece and instruction: whether it is a packet load proved to complete. `postorder`
-/// lists the reachable pieces, every piece after its successors.
-pub(super) fn proved_loads(pieces: &[Piece], postorder: &[usize]) -> Vec<Vec<bool>> {
+/// Per piece and instruction: whether it is a packet load proved to complete; `proved[p][i]`
+/// for instruction `i` of piece `p`. One array for every piece (a list each was an allocation
+/// per piece).
+pub(super) struct Proved {
+    /// Where each piece's instructions start in `bits`, and the end.
+    start: Vec<usize>,
+    bits: Vec<bool>,
+}
+
+impl std::ops::Index<usize> for Proved {
+    type Output = [bool];
+
+    fn index(&self, piece: usize) -> &[bool] {
+        &self.bits[self.start[piece]..self.start[piece + 1]]
+    }
+}
+
+/// Which loads are proved to complete. `postorder` lists the reachable pieces, every piece
+/// after its successors.
+pub(super) fn proved_loads(pieces: &[Piece], postorder: &[usize]) -> Proved {
     let mut entry: Vec<Option<Facts>> = vec![None; pieces.len()];
-    let mut proved: Vec<Vec<bool>> = pieces.iter().map(|p| vec![false; p.insns.len()]).collect();
+    let mut start = Vec::with_capacity(pieces.len() + 1);
+    start.push(0);
+    for p in pieces {
+        start.push(start[start.len() - 1] + p.insns.len());
+    }
+    let mut proved = Proved {
+        bits: vec![false; start[pieces.len()]],
+        start,
+    };
     if let Some(&first) = postorder.last() {
         entry[first] = Some(NOTHING);
     }
@@ -123,7 +148,7 @@ pub(super) fn proved_loads(pieces: &[Piece], postorder: &[usize]) -> Vec<Vec<boo
             facts.xmax = None;
         } else {
             for (i, &insn) in pieces[p].insns.iter().enumerate() {
-                proved[p][i] = facts.proves(insn);
+                proved.bits[proved.start[p] + i] = facts.proves(insn);
                 facts = facts.after(insn);
             }
         }

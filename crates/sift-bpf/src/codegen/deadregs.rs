@@ -52,6 +52,8 @@ pub(super) fn remove(pieces: &mut [Piece], postorder: &[usize]) {
     let proved = super::bounds::proved_loads(pieces, postorder);
     // Registers live at each piece's entry; pieces not computed yet count as reading both.
     let mut live_in = vec![A | X; pieces.len()];
+    // Scratch: which instructions of the piece stay.
+    let mut keep: Vec<bool> = Vec::new();
     for &p in postorder {
         let live_at = |s: usize| live_in.get(s).copied().unwrap_or(A | X);
         let mut live = match pieces[p].exit {
@@ -66,18 +68,23 @@ pub(super) fn remove(pieces: &mut [Piece], postorder: &[usize]) {
             live_in[p] = A | X;
             continue;
         }
-        let mut kept = Vec::with_capacity(pieces[p].insns.len());
+        keep.clear();
+        keep.resize(pieces[p].insns.len(), true);
         for (i, &insn) in pieces[p].insns.iter().enumerate().rev() {
             let (reads, writes, droppable) = effect(insn);
             let droppable = droppable || proved[p][i];
             if droppable && writes & live == 0 {
+                keep[i] = false;
                 continue;
             }
             live = (live & !writes) | reads;
-            kept.push(insn);
         }
-        kept.reverse();
-        pieces[p].insns = kept;
+        // In place: most pieces lose nothing.
+        let mut i = 0;
+        pieces[p].insns.retain(|_| {
+            i += 1;
+            keep[i - 1]
+        });
         live_in[p] = live;
     }
 }

@@ -91,11 +91,16 @@ pub(super) fn resolve(items: &[Item]) -> Vec<Insn> {
     // Per label, the islands holding an entry for it, in item order, with the entry: a
     // shared island holds hundreds of entries, too many to search for every jump.
     let mut holding: Vec<Vec<(usize, usize)>> = vec![Vec::new(); max_label + 1];
+    // Per label, where its `holding` entries at or after the current jump's first island begin.
+    // That island only moves forward from one jump to the next, and entries are only added at
+    // or after it, so the position only moves forward too (within one sweep).
+    let mut held_from = vec![0usize; max_label + 1];
     let mut own = vec![(false, false); items.len()];
     let mut via: Vec<(Via, Via)> = vec![(Via::Direct, Via::Direct); items.len()];
     let addr = loop {
         let addr = addresses(items, &elided, &own, &islands, max_label);
         let mut changed = false;
+        held_from.fill(0);
         let base = |c: usize| match addr.island[c] {
             NO_ISLAND => addr.item[c],
             at => at,
@@ -115,14 +120,18 @@ pub(super) fn resolve(items: &[Item]) -> Vec<Insn> {
                 in_reach += 1;
             }
             let last = in_reach.max(first);
-            let mut route = |l: Label, own_set: &mut bool| -> Via {
-                if *own_set {
-                    return Via::Own;
+            let reach = |to: i64| (0..=255).contains(&(to - addr.item[i] - 1));
+            // Most edges go straight to their target: decided here, the rest by `far`.
+            let near = |l: Label, own_set: bool| -> Option<Via> {
+                if own_set {
+                    Some(Via::Own)
+                } else if reach(addr.label[l]) {
+                    Some(Via::Direct)
+                } else {
+                    None
                 }
-                let reach = |to: i64| (0..=255).contains(&(to - addr.item[i] - 1));
-                if reach(addr.label[l]) {
-                    return Via::Direct;
-                }
+            };
+            let mut far = |l: Label, own_set: &mut bool| -> Via {
                 // Islands after the jump, before the target, within reach: reuse an entry,
                 // else add one to the farthest.
                 let before_target = |c: usize| addr.item[c] < addr.label[l];
@@ -130,8 +139,11 @@ pub(super) fn resolve(items: &[Item]) -> Vec<Insn> {
                 if first < last {
                     let (lo, hi) = (candidates[first], candidates[last - 1]);
                     let held = &holding[l];
-                    let from = held.partition_point(|&(c, _)| c < lo);
-                    for &(c, k) in held[from..].iter().take_while(|&&(c, _)| c <= hi) {
+                    let from = &mut held_from[l];
+                    while held.get(*from).is_some_and(|&(c, _)| c < lo) {
+                        *from += 1;
+                    }
+                    for &(c, k) in held[*from..].iter().take_while(|&&(c, _)| c <= hi) {
                         if before_target(c) && reach(base(c) + k as i64) {
                             return Via::Island(c, k);
                         }
@@ -161,8 +173,8 @@ pub(super) fn resolve(items: &[Item]) -> Vec<Insn> {
                 }
             };
             let (mut own_t, mut own_f) = own[i];
-            let vt = route(*t, &mut own_t);
-            let vf = route(*f, &mut own_f);
+            let vt = near(*t, own_t).unwrap_or_else(|| far(*t, &mut own_t));
+            let vf = near(*f, own_f).unwrap_or_else(|| far(*f, &mut own_f));
             own[i] = (own_t, own_f);
             via[i] = (vt, vf);
         }

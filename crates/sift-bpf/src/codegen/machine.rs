@@ -24,12 +24,13 @@
 // Keys are the code generator's own pieces, looked up but never iterated: a fast hash.
 use foldhash::HashMap;
 use foldhash::HashMapExt;
+use std::hash::{Hash, Hasher};
 
 use super::select::Item;
 use crate::insn::{Insn, Op};
 
 /// How a piece ends.
-#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub(super) enum Exit {
     /// The last instruction is a `ret`.
     Return,
@@ -44,6 +45,25 @@ pub(super) enum Exit {
     },
 }
 
+/// Tail merging looks up every conditional piece by its exit: three words instead of the
+/// derived five fields.
+impl Hash for Exit {
+    fn hash<H: Hasher>(&self, h: &mut H) {
+        match *self {
+            Exit::Return => h.write_u64(0),
+            Exit::Jump(t) => {
+                h.write_u64(1);
+                h.write_usize(t);
+            }
+            Exit::Cond { code, k, t, f } => {
+                h.write_u64(2 | u64::from(code) << 16 | u64::from(k) << 32);
+                h.write_usize(t);
+                h.write_usize(f);
+            }
+        }
+    }
+}
+
 impl Exit {
     pub(super) fn successors(self) -> impl Iterator<Item = usize> {
         let (a, b) = match self {
@@ -52,6 +72,16 @@ impl Exit {
             Exit::Cond { t, f, .. } => (Some(t), Some(f)),
         };
         a.into_iter().chain(b)
+    }
+
+    /// The `i`th of [`Exit::successors`], for walks that resume a piece's successors where
+    /// they left off.
+    fn successor(self, i: usize) -> Option<usize> {
+        match (self, i) {
+            (Exit::Jump(t), 0) | (Exit::Cond { t, .. }, 0) => Some(t),
+            (Exit::Cond { f, .. }, 1) => Some(f),
+            _ => None,
+        }
     }
 
     /// The jump a conditional exit ends with, decoded (`None` for other exits).
@@ -91,17 +121,21 @@ pub(super) struct Piece {
 /// Splits allocated items into pieces (piece 0 is the entry). Code after a `ret` or a jump
 /// that no label reaches is dropped; a piece running into a label jumps to it.
 fn pieces(items: &[Item]) -> Vec<Piece> {
-    let max_label = items
-        .iter()
-        .filter_map(|i| match i {
-            Item::Label(l) | Item::Jump(l) => Some(*l),
-            Item::Cond { t, f, .. } => Some((*t).max(*f)),
-            _ => None,
-        })
-        .max()
-        .unwrap_or(0);
-    // Exits name labels until every label's piece is known.
-    let mut out: Vec<Piece> = Vec::new();
+    let (mut max_label, mut labels) = (0, 0);
+    for it in items {
+        max_label = max_label.max(match it {
+            Item::Label(l) => {
+                labels += 1;
+                *l
+            }
+            Item::Jump(l) => *l,
+            Item::Cond { t, f, .. } => (*t).max(*f),
+            _ => continue,
+        });
+    }
+    // Exits name labels until every label's piece is known. Every piece but the first starts
+    // at a label.
+    let mut out: Vec<Piece> = Vec::with_capacity(labels + 1);
     let mut piece_of = vec![usize::MAX; max_label + 1];
     // The instructions of the piece being built (its number is `out.len()`), and whether a
     // label names it; `None` after a `ret` or a jump, until the next label.
@@ -184,7 +218,11 @@ fn merge(pieces: &mut [Piece], successors_first: &[usize]) -> Vec<usize> {
     // Conditional pieces by instructions, jump and constant: candidates for un-threading. A
     // twin whose exit reaches no length test cannot lend its exit (`may_take`), so those that
     // can are also listed on their own: in long chains the others are thousands.
-    let mut by_test: HashMap<(u32, u16, u32), Vec<usize>> = HashMap::with_capacity(n);
+    // `by_test` holds the first and last twin of each test, the others follow through
+    // `next_twin` in listing order (one list each would be an allocation per test, and most
+    // tests of a long chain have one piece).
+    let mut by_test: HashMap<(u32, u16, u32), (usize, usize)> = HashMap::with_capacity(n);
+    let mut next_twin = vec![NONE; n];
     let mut lenders: HashMap<(u32, u16, u32), Vec<usize>> = HashMap::new();
     // When each representative was listed in `by_test`.
     let (mut listed_at, mut next_listing) = (vec![0usize; n], 0);
@@ -229,8 +267,11 @@ fn merge(pieces: &mut [Piece], successors_first: &[usize]) -> Vec<usize> {
                         .find(|&twin| may_take(pieces, lengths[p], p, exit, twin))
                 });
                 let theirs = || {
-                    let twins = by_test.get(&test)?;
-                    twins.iter().copied().find(|&q| {
+                    let &(first, _) = by_test.get(&test)?;
+                    let mut twins = std::iter::successors(Some(first), |&q| {
+                        Some(next_twin[q]).filter(|&q| q != NONE)
+                    });
+                    twins.find(|&q| {
                         let mut m = first_member[q];
                         while m != NONE {
                             if !may_take(pieces, lengths[m], m, pieces[q].exit, exit) {
@@ -271,7 +312,10 @@ fn merge(pieces: &mut [Piece], successors_first: &[usize]) -> Vec<usize> {
                 if super::unthread::reaches_len_test(pieces, exit) {
                     lenders.entry(test).or_default().push(p);
                 }
-                by_test.entry(test).or_default().push(p);
+                by_test
+                    .entry(test)
+                    .and_modify(|(_, last)| next_twin[std::mem::replace(last, p)] = p)
+                    .or_insert((p, p));
             }
         }
     }
@@ -284,37 +328,14 @@ fn is_lone_return(p: &Piece) -> bool {
 
 /// Pieces reachable from the entry, every piece after all its successors.
 fn postorder(pieces: &[Piece]) -> Vec<usize> {
-    let mut visited = vec![false; pieces.len()];
-    let mut out = Vec::with_capacity(pieces.len());
-    let mut stack: Vec<(usize, usize)> = Vec::new();
-    if !pieces.is_empty() {
-        visited[0] = true;
-        stack.push((0, 0));
-    }
-    while let Some((p, i)) = stack.last_mut() {
-        let next = pieces[*p].exit.successors().nth(*i);
-        *i += 1;
-        match next {
-            Some(s) if s < pieces.len() && !visited[s] => {
-                visited[s] = true;
-                stack.push((s, 0));
-            }
-            Some(_) => {}
-            None => {
-                out.push(*p);
-                stack.pop();
-            }
-        }
-    }
-    out
+    postorder_from(pieces, 0)
 }
 
-/// A topological order of the pieces reachable from `entry` that lets unconditional jumps fall
-/// through when it can.
-fn order(pieces: &[Piece], entry: usize) -> Vec<usize> {
-    let reachable = postorder_from(pieces, entry);
+/// A topological order of the pieces reachable from `entry` (`reachable`, in any order) that
+/// lets unconditional jumps fall through when it can.
+fn order(pieces: &[Piece], entry: usize, reachable: &[usize]) -> Vec<usize> {
     let mut preds = vec![0usize; pieces.len()];
-    for &p in &reachable {
+    for &p in reachable {
         for s in pieces[p].exit.successors() {
             if s < pieces.len() {
                 preds[s] += 1;
@@ -356,14 +377,14 @@ fn order(pieces: &[Piece], entry: usize) -> Vec<usize> {
 
 fn postorder_from(pieces: &[Piece], entry: usize) -> Vec<usize> {
     let mut visited = vec![false; pieces.len()];
-    let mut out = Vec::new();
+    let mut out = Vec::with_capacity(pieces.len());
     let mut stack = vec![(entry, 0usize)];
     if entry >= pieces.len() {
         return out;
     }
     visited[entry] = true;
     while let Some((p, i)) = stack.last_mut() {
-        let next = pieces[*p].exit.successors().nth(*i);
+        let next = pieces[*p].exit.successor(*i);
         *i += 1;
         match next {
             Some(s) if s < pieces.len() && !visited[s] => {
@@ -392,10 +413,28 @@ pub(super) fn optimize(items: &[Item]) -> Vec<Item> {
     // Neither pass above changes how pieces leave, so the order stands.
     let rep = merge(&mut pieces, &successors_first);
     let entry = rep[0];
-    let live = postorder_from(&pieces, entry);
+    let mut live = postorder_from(&pieces, entry);
+    let before = pieces.len();
     super::suffix::share(&mut pieces, &live);
-    let mut out = Vec::new();
-    for p in order(&pieces, entry) {
+    // A cut suffix is reached through the pieces it was cut from, and leaves as they did: the
+    // same pieces stay reachable, and the shared suffixes added are too.
+    live.extend(before..pieces.len());
+    debug_assert_eq!(
+        {
+            let mut l = live.clone();
+            l.sort_unstable();
+            l
+        },
+        {
+            let mut l = postorder_from(&pieces, entry);
+            l.sort_unstable();
+            l
+        }
+    );
+    let order = order(&pieces, entry, &live);
+    // A label and an exit around each piece's instructions.
+    let mut out = Vec::with_capacity(order.iter().map(|&p| pieces[p].insns.len() + 2).sum());
+    for p in order {
         out.push(Item::Label(p));
         out.extend(pieces[p].insns.iter().map(|&i| Item::Insn(i)));
         match pieces[p].exit {

@@ -64,15 +64,33 @@ impl Regs {
         out
     }
 
-    /// Merges the state of one more incoming edge into a block's entry state.
-    pub(super) fn merge_into(slot: &mut Option<Regs>, incoming: Regs) {
-        match slot {
-            None => *slot = Some(incoming),
-            Some(s) => {
-                s.a.intersect(&incoming.a);
-                s.x.intersect(&incoming.x);
-            }
+    /// Merges the state an edge leaves (`from.through_edge(params, args)`) into its target's
+    /// entry state, without building that state when the target already has one: a block
+    /// entered by the thousand cases of a lookup table would otherwise clone and drop the
+    /// registers' lists once per case.
+    pub(super) fn merge_edge_into(
+        slot: &mut Option<Regs>,
+        from: &Regs,
+        params: &[Value],
+        args: impl Iterator<Item = Value>,
+    ) {
+        let Some(s) = slot else {
+            let args: Vec<Value> = args.collect();
+            *slot = Some(from.through_edge(params, &args));
+            return;
+        };
+        if params.is_empty() {
+            s.a.intersect(&from.a);
+            s.x.intersect(&from.x);
+            return;
         }
+        // What `through_edge` adds: each parameter whose argument a register holds.
+        let pairs: Vec<(Value, Value)> = params.iter().copied().zip(args).collect();
+        let keeps = |held: &Holds, v: Value| {
+            held.contains(v) || pairs.iter().any(|&(p, arg)| p == v && held.contains(arg))
+        };
+        s.a.0.retain(|&v| keeps(&from.a, v));
+        s.x.0.retain(|&v| keeps(&from.x, v));
     }
 }
 
@@ -89,8 +107,8 @@ mod tests {
         let mut two = Regs::default();
         two.a.set(Value(2));
         let mut entry = None;
-        Regs::merge_into(&mut entry, one);
-        Regs::merge_into(&mut entry, two);
+        Regs::merge_edge_into(&mut entry, &one, &[], std::iter::empty());
+        Regs::merge_edge_into(&mut entry, &two, &[], std::iter::empty());
         let entry = entry.unwrap();
         assert!(entry.a.contains(Value(2)) && !entry.a.contains(Value(1)));
         assert!(!entry.x.contains(Value(3)));

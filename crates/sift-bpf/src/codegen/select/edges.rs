@@ -58,9 +58,9 @@ impl Selector<'_> {
     /// Records the register state an edge leaves at its target's entry.
     pub(super) fn leave(&mut self, t: &Target) {
         let params = &self.f.block(t.block).params;
-        let args: Vec<Value> = t.args.iter().map(|a| self.class[a.index()]).collect();
-        let state = self.regs.through_edge(params, &args);
-        Regs::merge_into(&mut self.entry[t.block.index()], state);
+        let class = &self.class;
+        let args = t.args.iter().map(|a| class[a.index()]);
+        Regs::merge_edge_into(&mut self.entry[t.block.index()], &self.regs, params, args);
     }
 
     /// The label to jump to for an edge: the block itself, or a stub doing the copies first.
