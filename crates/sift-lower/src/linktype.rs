@@ -154,13 +154,14 @@ impl Gen {
             Dlt::Null | Dlt::Loop => match proto {
                 ETHERTYPE_IP => self.loopback_linktype(AF_INET),
                 ETHERTYPE_IPV6 => {
-                    // tcpdump reads a file: accept any BSD's AF_INET6.
-                    let mut c = self.loopback_linktype(BSD_AF_INET6[0]);
-                    for af in &BSD_AF_INET6[1..] {
-                        let next = self.loopback_linktype(*af);
-                        c = self.or(c, next);
-                    }
-                    c
+                    // tcpdump reads a file: accept any BSD's AF_INET6, in gencode's order:
+                    // Darwin's first, then the others' (`(30 or (24 or 28))`).
+                    let [bsd, freebsd, darwin] = BSD_AF_INET6;
+                    let bsd = self.loopback_linktype(bsd);
+                    let freebsd = self.loopback_linktype(freebsd);
+                    let either = self.or(bsd, freebsd);
+                    let darwin = self.loopback_linktype(darwin);
+                    self.or(darwin, either)
                 }
                 _ => self.uncond(false),
             },

@@ -63,10 +63,13 @@ impl Gen {
     /// `len op n` for `less` (`len <= n`) and `greater` (`len >= n`).
     pub fn length(&mut self, op: CmpOp, n: u32) -> Cond {
         let block = self.f.create_block();
+        // gencode's `ld len; jge #n`, no scratch memory: the constant comes first, which tells
+        // it from the relation `len >= n` (`sift_pcapgen`).
+        let k = self.f.iconst(block, n);
         let len = self.f.push(block, Inst::WireLen);
         match op {
-            CmpOp::Le => self.branch_const(block, CmpOp::Gt, len, n).not(),
-            _ => self.branch_const(block, op, len, n),
+            CmpOp::Le => self.branch(block, CmpOp::Gt, len, k).not(),
+            _ => self.branch(block, op, len, k),
         }
     }
 

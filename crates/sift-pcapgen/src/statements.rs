@@ -118,10 +118,8 @@ fn is_header_operand(f: &Function, v: Value) -> bool {
 
 /// Whether a comparison of `len` with a constant is a relation (`len >= 5`: both in scratch
 /// memory, `jge x`) rather than `gen_len` (`greater 5`: `ld len; jge #5`). sift lowers both to
-/// the same instructions, `len` first, then the constant; only the order of the two values
-/// can tell them apart, and today it does not. So the relation is assumed (more common in the
-/// test sets), unless the constant was created first, which a `less`/`greater` lowered that
-/// way would show.
+/// the same two instructions and tells them apart by their order: `less`/`greater` create the
+/// constant first, a relation creates `len` first (its left operand).
 fn is_len_relation(f: &Function, lhs: Value, rhs: Value) -> bool {
     matches!(inst(f, lhs), Inst::WireLen) && lhs < rhs
 }
