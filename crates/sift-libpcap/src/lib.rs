@@ -7,8 +7,11 @@
 //! is the reference for that emulation: a pass-by-pass reimplementation of libpcap's
 //! `bpf_optimize` (optimize.c) and of its conversion of the block graph to linear code
 //! (`icode_to_fcode`). Given libpcap's *unoptimized* program for an expression,
-//! [`optimize`] returns libpcap's optimized program, instruction for instruction; sift uses it to
-//! check its emulation and, later, to drive it from sift's own unoptimized code.
+//! [`optimize`] returns libpcap's optimized program, instruction for instruction. sift's
+//! lowering runs it on the code `sift-pcapgen` rebuilds from the IR as lowered (libpcap's own
+//! unoptimized code for the filter) and lifts the result back into the IR, for every filter up
+//! to a few hundred instructions; larger ones go through the IR-level emulation in
+//! `sift-lower`, which is linear in a long chain where this model, like libpcap, is not.
 //!
 //! [`optimize_traced`] reports a [`Snapshot`] after every pass (blocks with their statements,
 //! exit value numbers and use summaries, and the linear code at that point), to see which pass

@@ -130,6 +130,9 @@ pub(crate) struct Gen {
     pub register_writes: Vec<RegisterWrite>,
     /// libpcap disables its optimizer for filters that use `protochain` or `geneve`.
     pub no_optimize: bool,
+    /// Whether libpcap's statements follow from the IR (`statement_model`): not after `byte N
+    /// & V` or `byte N | V`, which libpcap applies to whatever the accumulator holds.
+    pub statements_known: bool,
     /// Every read of a run-time offset, to be resolved where `geneve` may not have matched.
     pub offset_uses: Vec<OffsetUse>,
     /// While lowering `... in SET` (an extension): the set whose membership test replaces the

@@ -31,6 +31,7 @@ mod proto;
 mod reachable;
 mod scratch;
 mod sets;
+mod statement_model;
 
 use std::fmt;
 
@@ -139,6 +140,7 @@ pub fn lower(expr: Option<&Expr>, opts: &Options) -> Result<Function, LowerError
         registers: Registers::default(),
         register_writes: Vec::new(),
         no_optimize: !opts.optimize,
+        statements_known: true,
         offset_uses: Vec::new(),
         member_set: None,
         error_span: None,
@@ -254,7 +256,13 @@ impl Gen {
         if self.no_optimize {
             return Ok(f);
         }
-        libpcap_opt::apply(&mut f).map_err(|e| LowerError::whole(LowerErrorKind::Optimizer(e)))?;
+        let optimizer_error = |e| LowerError::whole(LowerErrorKind::Optimizer(e));
+        if self.statements_known {
+            if let Some(result) = statement_model::optimized(&f) {
+                return Ok(reachable_from(result.map_err(optimizer_error)?, Function::ENTRY).0);
+            }
+        }
+        libpcap_opt::apply(&mut f).map_err(optimizer_error)?;
         Ok(reachable_from(f, Function::ENTRY).0)
     }
 }

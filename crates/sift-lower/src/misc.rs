@@ -75,6 +75,9 @@ impl Gen {
 
     /// `byte idx op val` on the link-layer header.
     pub fn byte_op(&mut self, index: u32, op: ByteOp, value: u32) -> GenResult<Cond> {
+        if matches!(op, ByteOp::And | ByteOp::Or) {
+            self.statements_known = false;
+        }
         Ok(match op {
             ByteOp::Eq => self.cmp(OffRel::LinkHdr, index, Byte, value),
             ByteOp::Lt => self

@@ -89,6 +89,76 @@ pub struct Graph {
     pub blocks: Vec<BlockCode>,
 }
 
+impl Graph {
+    /// A linear program with this graph, from block `entry`: the blocks reachable from it in
+    /// reverse postorder (every jump forward), each its statements and its exit. For a consumer
+    /// that rebuilds the graph from it (as `sift_libpcap` does, numbering the blocks by the
+    /// graph, not the layout); not libpcap's own layout. `None` when a block has no exit or an
+    /// exit other than a branch or `ret #k`, when the graph has a cycle, or when a branch
+    /// reaches further than 255 instructions (this layout has no `ja` trampolines).
+    pub fn to_linear(&self, entry: BlockId) -> Option<Vec<Insn>> {
+        let order = self.reverse_postorder(entry)?;
+        let mut start = vec![usize::MAX; self.blocks.len()];
+        let mut at = 0;
+        for &b in &order {
+            start[b] = at;
+            at += self.blocks[b].stmts.len() + 1;
+        }
+        let mut out = Vec::with_capacity(at);
+        for &b in &order {
+            let block = &self.blocks[b];
+            out.extend_from_slice(&block.stmts);
+            let here = out.len();
+            let offset = |to: BlockId| u8::try_from(start[to].checked_sub(here + 1)?).ok();
+            out.push(match block.exit? {
+                Exit::Branch { code, k, jt, jf } => Insn::jump(code, k, offset(jt)?, offset(jf)?),
+                Exit::Return(k) => Insn::stmt(code::RET | code::K, k),
+                Exit::Other(_) => return None,
+            });
+        }
+        Some(out)
+    }
+
+    /// The blocks reachable from `entry`, each before its successors; `None` on a cycle or a
+    /// successor out of range.
+    fn reverse_postorder(&self, entry: BlockId) -> Option<Vec<BlockId>> {
+        const NEW: u8 = 0;
+        const OPEN: u8 = 1;
+        const DONE: u8 = 2;
+        let mut state = vec![NEW; self.blocks.len()];
+        let mut post = Vec::new();
+        let mut stack = vec![(entry, 0usize)];
+        *state.get_mut(entry)? = OPEN;
+        while let Some((b, next)) = stack.last_mut() {
+            let b = *b;
+            let succs = match self.blocks[b].exit {
+                Some(Exit::Branch { jt, jf, .. }) => [Some(jt), Some(jf)],
+                _ => [None, None],
+            };
+            match succs.get(*next).copied().flatten() {
+                Some(s) => {
+                    *next += 1;
+                    match *state.get(s)? {
+                        NEW => {
+                            state[s] = OPEN;
+                            stack.push((s, 0));
+                        }
+                        OPEN => return None,
+                        _ => {}
+                    }
+                }
+                None => {
+                    state[b] = DONE;
+                    post.push(b);
+                    stack.pop();
+                }
+            }
+        }
+        post.reverse();
+        Some(post)
+    }
+}
+
 impl fmt::Display for Graph {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
         for (i, b) in self.blocks.iter().enumerate() {

@@ -109,31 +109,12 @@ fn generated_rounds(suite: &str, base: u64, expressions: impl Fn(u64, u32) -> Ve
 }
 
 /// What soak runs found: each listed expression against libpcap on the generated packets of
-/// the seed that showed the difference (`tests/data/soak_findings.txt`).
+/// the seed that showed the difference (`tests/data/soak_findings.txt`), and the filters on
+/// which libpcap's program reads an unset index register (`tests/data/libpcap_unset_x.txt`).
 #[test]
 fn soak_findings_agree() {
     findings_agree(include_str!("data/soak_findings.txt"));
-}
-
-/// The differences soak runs found that are not fixed yet (`tests/data/soak_open.txt`,
-/// `tests/data/soak_open_x_value.txt`, `tests/data/soak_open_constant_loads.txt`,
-/// `tests/data/soak_open_errors.txt`, `tests/data/soak_open_kept_index.txt`,
-/// `tests/data/soak_open_index_suite.txt`).
-#[test]
-#[ignore = "known differences from libpcap, not fixed yet"]
-fn soak_open_findings_agree() {
-    let mut failed = 0;
-    for list in [
-        include_str!("data/soak_open.txt"),
-        include_str!("data/soak_open_x_value.txt"),
-        include_str!("data/soak_open_constant_loads.txt"),
-        include_str!("data/soak_open_errors.txt"),
-        include_str!("data/soak_open_kept_index.txt"),
-        include_str!("data/soak_open_index_suite.txt"),
-    ] {
-        failed += usize::from(std::panic::catch_unwind(|| findings_agree(list)).is_err());
-    }
-    assert_eq!(failed, 0, "lists with differences");
+    findings_agree(include_str!("data/libpcap_unset_x.txt"));
 }
 
 /// The lines of the file `SIFT_FINDINGS` names (the soak lists' format), each printed with

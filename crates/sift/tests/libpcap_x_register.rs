@@ -1,4 +1,4 @@
-//! What the open soak findings (`tests/data/soak_open.txt`) have in common: libpcap's optimized
+//! What the filters of `tests/data/libpcap_unset_x.txt` have in common: libpcap's optimized
 //! program reads its index register X on a path where no instruction set it, so the indexed
 //! load sees X's initial value 0 instead of the header length the filter means. libpcap's code
 //! generator never does that (its unoptimized program loads X before every use); its optimizer
@@ -6,8 +6,8 @@
 //! `opt_root`, which drops the statements of the undecided blocks it skips) after a later block
 //! dropped its own `ldx` of the same value because X was meant to hold it already.
 //!
-//! sift does not reproduce that yet. This test keeps the list honest: every line in it must be
-//! this libpcap bug, so a new divergence of another kind cannot hide there.
+//! sift agrees with libpcap on them (`soak_findings_agree`); this test keeps the list honest:
+//! every line in it must be this libpcap bug.
 
 use sift_oracle::{BpfInsn, Oracle, DEFAULT_SNAPLEN};
 
@@ -96,9 +96,9 @@ fn findings(list: &str) -> impl Iterator<Item = (u32, &str)> {
 }
 
 #[test]
-fn open_findings_are_libpcaps_unset_index_register() {
+fn listed_filters_are_libpcaps_unset_index_register() {
     let mut count = 0;
-    for (lt, expr) in findings(include_str!("data/soak_open.txt")) {
+    for (lt, expr) in findings(include_str!("data/libpcap_unset_x.txt")) {
         let oracle = Oracle::new(lt, DEFAULT_SNAPLEN).unwrap();
         let optimized = oracle.compile(expr, true, 0).unwrap();
         let reads = unset_x_reads(optimized.instructions());
@@ -116,7 +116,7 @@ fn open_findings_are_libpcaps_unset_index_register() {
         );
         count += 1;
     }
-    assert!(count > 0, "no open findings were checked");
+    assert!(count > 0, "no filters were checked");
 }
 
 /// The check itself: `ldxb 4*([0]&0xf); ldh [x+2]` sets X first, `ldh [x+2]` alone does not,

@@ -13,9 +13,11 @@ const LINKTYPES: [u32; 2] = [1, 101];
 
 fn optimized(text: &str, linktype: u32) -> Result<String, String> {
     let expr = sift_syntax::parse(text).map_err(|e| format!("parse: {e}"))?;
-    lower(expr.as_ref(), &Options::new(linktype, 262_144))
-        .map(|f: Function| f.to_string())
-        .map_err(|e| e.to_string())
+    crate::statement_model::emulation_only(|| {
+        lower(expr.as_ref(), &Options::new(linktype, 262_144))
+    })
+    .map(|f: Function| f.to_string())
+    .map_err(|e| e.to_string())
 }
 
 /// Compiles `text` both ways and fails with the first differing line.

@@ -18,7 +18,7 @@
 //! another block entering the one below leaves something else in X ([`FirstLoop`]).
 //! Like the side of the zero below, these are rules the soaks gave, not ones derived pass by
 //! pass.
-//! `tests/libpcap_x_register.rs` checks that libpcap reads an unset X on every open case.
+//! `tests/libpcap_x_register.rs` checks that libpcap reads an unset X on the filters it lists.
 //!
 //! The other way round: when a fold takes a block's loads through X but the rules above do
 //! not lose its `ldxb`, libpcap keeps that `ldxb` as long as a block below relies on it (its
