@@ -37,10 +37,10 @@ pub(crate) fn optimized(f: &Function) -> Option<Result<Function, OptimizerError>
         return None;
     }
     let code = sift_pcapgen::libpcap_code(f).ok()?;
-    let linear = code.to_linear(Function::ENTRY.index())?;
-    if linear.len() > MAX_INSTRUCTIONS {
+    if code.instructions_from(Function::ENTRY.index())? > MAX_INSTRUCTIONS {
         return None;
     }
+    let linear = code.to_linear(Function::ENTRY.index())?;
     let optimized = match sift_libpcap::optimize(&linear) {
         Ok(insns) => insns,
         Err(OptimizeError::DivisionByZero) => return Some(Err(OptimizerError::DivisionByZero)),
@@ -85,6 +85,10 @@ mod tests {
     fn the_model_takes_small_filters_only() {
         let small = lowered("tcp port 80 and len >= 100", 1, false);
         assert!(optimized(&small).is_some_and(|r| r.is_ok()));
+        // Over 255 instructions, so branches reach further than 8-bit offsets.
+        let hosts: Vec<String> = (0..18).map(|i| format!("host 10.0.0.{i}")).collect();
+        let medium = lowered(&hosts.join(" or "), 1, false);
+        assert!(optimized(&medium).is_some_and(|r| r.is_ok()));
         let chain: Vec<String> = (0..700)
             .map(|i| format!("host 10.0.{}.{}", i / 250, i % 250))
             .collect();

@@ -91,32 +91,49 @@ pub struct Graph {
 
 impl Graph {
     /// A linear program with this graph, from block `entry`: the blocks reachable from it in
-    /// reverse postorder (every jump forward), each its statements and its exit. For a consumer
-    /// that rebuilds the graph from it (as `sift_libpcap` does, numbering the blocks by the
-    /// graph, not the layout); not libpcap's own layout. `None` when a block has no exit or an
-    /// exit other than a branch or `ret #k`, when the graph has a cycle, or when a branch
-    /// reaches further than 255 instructions (this layout has no `ja` trampolines).
+    /// reverse postorder (every jump forward), each its statements and its exit, a branch
+    /// followed by two `ja` trampolines to its targets (so that no offset has to fit in 8 bits).
+    /// For a consumer that rebuilds the graph from it (as `sift_libpcap` does, numbering the
+    /// blocks by the graph, not the layout, and reading a branch to a `ja` as a branch to the
+    /// `ja`'s target); not libpcap's own layout. `None` when a block has no exit or an exit
+    /// other than a branch or `ret #k`, or when the graph has a cycle.
     pub fn to_linear(&self, entry: BlockId) -> Option<Vec<Insn>> {
         let order = self.reverse_postorder(entry)?;
+        let exit_len = |b: &BlockCode| match b.exit {
+            Some(Exit::Branch { .. }) => 3,
+            _ => 1,
+        };
         let mut start = vec![usize::MAX; self.blocks.len()];
         let mut at = 0;
         for &b in &order {
             start[b] = at;
-            at += self.blocks[b].stmts.len() + 1;
+            at += self.blocks[b].stmts.len() + exit_len(&self.blocks[b]);
         }
         let mut out = Vec::with_capacity(at);
         for &b in &order {
             let block = &self.blocks[b];
             out.extend_from_slice(&block.stmts);
-            let here = out.len();
-            let offset = |to: BlockId| u8::try_from(start[to].checked_sub(here + 1)?).ok();
-            out.push(match block.exit? {
-                Exit::Branch { code, k, jt, jf } => Insn::jump(code, k, offset(jt)?, offset(jf)?),
-                Exit::Return(k) => Insn::stmt(code::RET | code::K, k),
+            match block.exit? {
+                Exit::Branch { code, k, jt, jf } => {
+                    out.push(Insn::jump(code, k, 0, 1));
+                    for to in [jt, jf] {
+                        let from = out.len() + 1;
+                        let offset = u32::try_from(start[to].checked_sub(from)?).ok()?;
+                        out.push(Insn::stmt(code::JMP | code::JA, offset));
+                    }
+                }
+                Exit::Return(k) => out.push(Insn::stmt(code::RET | code::K, k)),
                 Exit::Other(_) => return None,
-            });
+            }
         }
         Some(out)
+    }
+
+    /// The statements and exits of the blocks reachable from `entry`: the size of the program
+    /// libpcap would emit for it, without long jumps.
+    pub fn instructions_from(&self, entry: BlockId) -> Option<usize> {
+        let order = self.reverse_postorder(entry)?;
+        Some(order.iter().map(|&b| self.blocks[b].stmts.len() + 1).sum())
     }
 
     /// The blocks reachable from `entry`, each before its successors; `None` on a cycle or a
