@@ -77,6 +77,7 @@ impl Gen {
     pub(crate) fn alloc_register(&mut self) -> GenResult<Register> {
         self.registers
             .alloc()
+            .map(|slot| slot as Register)
             .ok_or_else(|| "too many registers needed to evaluate expression".into())
     }
 
@@ -122,8 +123,8 @@ impl Gen {
                     _ => {}
                 }
                 // Both operands' registers are freed and one is allocated for the result.
-                self.registers.free(a0.tree.register);
-                self.registers.free(a1.tree.register);
+                self.registers.free(a0.tree.register.into());
+                self.registers.free(a1.tree.register.into());
                 let register = self.alloc_register()?;
                 Ok(ArithCode {
                     tree: Tree {
@@ -141,7 +142,7 @@ impl Gen {
                 let inst = self.arith(index)?;
                 // The loaded value gets a new register before the index's is freed.
                 let register = self.alloc_register()?;
-                self.registers.free(inst.tree.register);
+                self.registers.free(inst.tree.register.into());
                 self.load_from(*proto, inst, size, register)
             }
         }
@@ -286,8 +287,8 @@ impl Gen {
     ) -> GenResult<Cond> {
         let a0 = self.arith(lhs)?;
         let a1 = self.arith(rhs)?;
-        self.registers.free(a0.tree.register);
-        self.registers.free(a1.tree.register);
+        self.registers.free(a0.tree.register.into());
+        self.registers.free(a1.tree.register.into());
         let block = self.f.create_block();
         let x = self.emit(block, &a0.tree);
         let y = self.emit(block, &a1.tree);

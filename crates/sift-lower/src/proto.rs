@@ -189,7 +189,7 @@ impl Gen {
         }
         self.no_optimize = true;
         let b0 = self.linktype(if v6 { ETHERTYPE_IPV6 } else { ETHERTYPE_IP })?;
-        self.registers.free(register);
+        self.registers.free(register.into());
         let nl = self.link.off_linkpl.constant.wrapping_add(self.link.off_nl);
         let f = &mut self.f;
         // Entry: A = next-header field, X = offset of the first header after the IP header.

@@ -11,40 +11,12 @@
 use sift_ir::protochain::Chain;
 use sift_ir::{Block, Value};
 
-/// libpcap's `BPF_MEMWORDS`.
-pub(crate) const SCRATCH_REGISTERS: usize = 16;
-
 /// A scratch register's number.
 pub(crate) type Register = u8;
 
-/// Which registers are taken, and where the next search for a free one starts.
-#[derive(Clone, Debug, Default)]
-pub(crate) struct Registers {
-    used: [bool; SCRATCH_REGISTERS],
-    current: usize,
-}
-
-impl Registers {
-    /// libpcap's `alloc_reg`: the first free register from the current one on, wrapping
-    /// around, which becomes the current one (so a register freed and asked for again comes
-    /// back at once). `None` when all are taken.
-    pub fn alloc(&mut self) -> Option<Register> {
-        for _ in 0..SCRATCH_REGISTERS {
-            if self.used[self.current] {
-                self.current = (self.current + 1) % SCRATCH_REGISTERS;
-            } else {
-                self.used[self.current] = true;
-                return Some(self.current as Register);
-            }
-        }
-        None
-    }
-
-    /// libpcap's `free_reg`.
-    pub fn free(&mut self, r: Register) {
-        self.used[usize::from(r)] = false;
-    }
-}
+/// libpcap's `alloc_reg`/`free_reg`, shared with the rebuild of libpcap's statements (its slot
+/// numbers are `u32`; they are below 16, so a [`Register`]).
+pub(crate) use sift_pcapgen::Registers;
 
 /// A store to a scratch register. Stores are logged in the order they execute within their
 /// block.
