@@ -46,10 +46,16 @@ pub(crate) fn optimized(f: &Function) -> Option<Result<Function, OptimizerError>
         Err(OptimizeError::DivisionByZero) => return Some(Err(OptimizerError::DivisionByZero)),
         Err(OptimizeError::ModulusByZero) => return Some(Err(OptimizerError::ModulusByZero)),
         Err(OptimizeError::ShiftTooLarge) => return Some(Err(OptimizerError::ShiftTooFar)),
-        Err(_) => return None,
+        // Where libpcap itself would abort, the emulation gives the filter a meaning.
+        Err(OptimizeError::LibpcapAborts { .. }) => return None,
+        Err(e) => {
+            debug_assert!(false, "the model refused the rebuilt code: {e}");
+            return None;
+        }
     };
-    let valid = sift_bpf::validate(&Program(optimized), Dialect::Libpcap).ok()?;
-    Some(Ok(sift_bpf::lift(&valid)))
+    let valid = sift_bpf::validate(&Program(optimized), Dialect::Libpcap);
+    debug_assert!(valid.is_ok(), "libpcap's optimized program: {valid:?}");
+    Some(Ok(sift_bpf::lift(&valid.ok()?)))
 }
 
 #[cfg(test)]
