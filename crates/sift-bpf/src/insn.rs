@@ -204,6 +204,15 @@ impl Size {
         self.load_size().bytes()
     }
 
+    /// The width of an IR load.
+    pub fn from_load_size(s: sift_ir::LoadSize) -> Size {
+        match s {
+            sift_ir::LoadSize::Word => Size::Word,
+            sift_ir::LoadSize::Half => Size::Half,
+            sift_ir::LoadSize::Byte => Size::Byte,
+        }
+    }
+
     /// The IR's load of the same width.
     pub fn load_size(self) -> sift_ir::LoadSize {
         match self {
@@ -269,6 +278,23 @@ impl AluOp {
 
     fn from_code(op: u16) -> Option<AluOp> {
         AluOp::ALL.into_iter().find(|a| a.code() == op)
+    }
+
+    /// The operator of an IR binary operation.
+    pub fn from_binop(op: sift_ir::BinOp) -> AluOp {
+        use sift_ir::BinOp;
+        match op {
+            BinOp::Add => AluOp::Add,
+            BinOp::Sub => AluOp::Sub,
+            BinOp::Mul => AluOp::Mul,
+            BinOp::Div => AluOp::Div,
+            BinOp::Mod => AluOp::Mod,
+            BinOp::And => AluOp::And,
+            BinOp::Or => AluOp::Or,
+            BinOp::Xor => AluOp::Xor,
+            BinOp::Shl => AluOp::Lsh,
+            BinOp::Shr => AluOp::Rsh,
+        }
     }
 
     /// The mnemonic (`add`, `sub`, ...).

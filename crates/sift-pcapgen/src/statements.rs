@@ -20,35 +20,12 @@
 
 use std::collections::HashSet;
 
-use sift_bpf::{code, Insn};
+use sift_bpf::{code, AluOp, Insn, Op, Size, Src};
 use sift_ir::{BinOp, Block, CmpOp, Function, Inst, LoadSize, Terminator, Value};
 
 use crate::error::Unsupported;
 use crate::graph::{BlockCode, Exit};
 use crate::registers::Registers;
-
-fn size_code(size: LoadSize) -> u16 {
-    match size {
-        LoadSize::Byte => code::B,
-        LoadSize::Half => code::H,
-        LoadSize::Word => code::W,
-    }
-}
-
-fn alu_code(op: BinOp) -> u16 {
-    match op {
-        BinOp::Add => code::ADD,
-        BinOp::Sub => code::SUB,
-        BinOp::Mul => code::MUL,
-        BinOp::Div => code::DIV,
-        BinOp::Mod => code::MOD,
-        BinOp::And => code::AND,
-        BinOp::Or => code::OR,
-        BinOp::Xor => code::XOR,
-        BinOp::Shl => code::LSH,
-        BinOp::Shr => code::RSH,
-    }
-}
 
 /// The jump gencode builds for a comparison, and whether its edges are exchanged (gencode
 /// has only `jeq`/`jgt`/`jge`/`jset` and negates a block by swapping its successors).
@@ -330,14 +307,14 @@ impl<'f, 'r> BlockTranslator<'f, 'r> {
                 index: None,
                 offset,
                 size,
-            } => self.emit(code::LD | size_code(size) | code::ABS, offset),
+            } => self.emit(Op::LdAbs(Size::from_load_size(size)).code(), offset),
             Inst::Load {
                 index: Some(i),
                 offset,
                 size,
             } => {
                 self.ipv4_header_len(i)?;
-                self.emit(code::LD | size_code(size) | code::IND, offset);
+                self.emit(Op::LdInd(Size::from_load_size(size)).code(), offset);
             }
             _ => return Err(self.unsupported(Some(v), "not a header test's operand")),
         }
@@ -386,7 +363,7 @@ impl<'f, 'r> BlockTranslator<'f, 'r> {
                 let rb = self.arith(b)?;
                 self.emit(code::LDX | code::MEM, rb);
                 self.emit(code::LD | code::MEM, ra);
-                self.emit(code::ALU | alu_code(op) | code::X, 0);
+                self.emit(Op::Alu(AluOp::from_binop(op), Src::X).code(), 0);
                 self.registers.free(ra);
                 self.registers.free(rb);
                 let r = self.alloc(v)?;
@@ -424,7 +401,7 @@ impl<'f, 'r> BlockTranslator<'f, 'r> {
                         ri
                     }
                 };
-                self.emit(code::LD | size_code(size) | code::IND, offset);
+                self.emit(Op::LdInd(Size::from_load_size(size)).code(), offset);
                 let r = self.alloc(v)?;
                 self.registers.free(ri);
                 self.emit(code::ST, r);

@@ -37,7 +37,7 @@
 //! that a run of three or more consecutive keys with one target is one `jge`/`jgt` pair.
 
 use sift_ir::runs::Run;
-use sift_ir::{BinOp, Block, Chain, CmpOp, Function, Inst, LoadSize, Target, Terminator, Value};
+use sift_ir::{BinOp, Block, Chain, CmpOp, Function, Inst, Target, Terminator, Value};
 
 use super::classes::value_classes;
 use super::patterns::{header_lengths, jump_argument_loads};
@@ -123,29 +123,6 @@ struct Selector<'f> {
     labels: Label,
     /// Edge stubs to emit after the current block: (label, edge, state at the branch).
     stubs: Vec<(Label, Target, Regs)>,
-}
-
-fn alu_op(op: BinOp) -> AluOp {
-    match op {
-        BinOp::Add => AluOp::Add,
-        BinOp::Sub => AluOp::Sub,
-        BinOp::Mul => AluOp::Mul,
-        BinOp::Div => AluOp::Div,
-        BinOp::Mod => AluOp::Mod,
-        BinOp::And => AluOp::And,
-        BinOp::Or => AluOp::Or,
-        BinOp::Xor => AluOp::Xor,
-        BinOp::Shl => AluOp::Lsh,
-        BinOp::Shr => AluOp::Rsh,
-    }
-}
-
-fn size(s: LoadSize) -> Size {
-    match s {
-        LoadSize::Byte => Size::Byte,
-        LoadSize::Half => Size::Half,
-        LoadSize::Word => Size::Word,
-    }
 }
 
 /// The comparison with its operands exchanged: `op(a, b) == swapped(op)(b, a)`.
@@ -266,7 +243,7 @@ impl Selector<'_> {
             } = *self.f.inst(v)
             {
                 self.load_x(i);
-                self.emit(Op::LdInd(size(s)), offset);
+                self.emit(Op::LdInd(Size::from_load_size(s)), offset);
                 self.set_a(v);
                 self.items.push(Item::Store(v));
                 return;
@@ -292,12 +269,12 @@ impl Selector<'_> {
                 index: None,
                 offset,
                 size: s,
-            } => self.emit(Op::LdAbs(size(s)), offset),
+            } => self.emit(Op::LdAbs(Size::from_load_size(s)), offset),
             Inst::Load {
                 index: Some(i),
                 offset,
                 size: s,
-            } if self.in_x(i) => self.emit(Op::LdInd(size(s)), offset),
+            } if self.in_x(i) => self.emit(Op::LdInd(Size::from_load_size(s)), offset),
             _ => self.items.push(Item::LoadA(v)),
         }
         self.set_a(v);
@@ -410,10 +387,10 @@ impl Selector<'_> {
                 offset,
                 size: s,
             } => match index {
-                None => self.emit(Op::LdAbs(size(s)), offset),
+                None => self.emit(Op::LdAbs(Size::from_load_size(s)), offset),
                 Some(i) => {
                     self.load_x(i);
-                    self.emit(Op::LdInd(size(s)), offset);
+                    self.emit(Op::LdInd(Size::from_load_size(s)), offset);
                 }
             },
             // Pure arithmetic nobody reads can go; division may reject the packet, so it stays.
@@ -435,7 +412,7 @@ impl Selector<'_> {
     }
 
     fn binary(&mut self, op: BinOp, lhs: Value, rhs: Value) {
-        let alu = alu_op(op);
+        let alu = AluOp::from_binop(op);
         // `div #0` is invalid and `lsh #32` means something else in cBPF: use X for those.
         let k_form_ok = |k: u32| match op {
             BinOp::Div | BinOp::Mod => k != 0,
