@@ -168,20 +168,4 @@ mod tests {
                 != emulated.run(&mut cache, &p.data, p.wire_len)
         }))
     }
-
-    /// The packet of `an_arithmetic_load_is_found_in_the_accumulator_a_pass_late` in
-    /// `libpcap_opt`'s tests, through the model: libpcap 1.10 accepts it.
-    #[test]
-    fn the_model_gives_libpcap_s_verdict() {
-        let text = "(tcp[2:2] > 80 or tcp[0:2] = len) or (src port 123 or tcp[0:2] <= 53)";
-        let hex = "0001000100080011223344010000080046b8005c473840008006e3ffc0a801010a000002\
-                   0101010000150016ace2866a691b8c7b500457d3000000001355821ab4b4c65fde7f3096089c\
-                   500e2f87fe3cbd77fc254903364be71c08b0db664a2617581fe267e9693b2efa1582";
-        let packet: Vec<u8> = (0..hex.len() / 2)
-            .map(|i| u8::from_str_radix(&hex[2 * i..2 * i + 2], 16).unwrap())
-            .collect();
-        let f = lowered(text, 113, true);
-        let run = sift_ir::Interpreter::new(f).expect("verifies");
-        assert_eq!(run.run(&mut sift_ir::Cache::new(), &packet, 108), 262_144);
-    }
 }

@@ -1066,6 +1066,14 @@ block2:
                    0101010000150016ace2866a691b8c7b500457d3000000001355821ab4b4c65fde7f3096089c\
                    500e2f87fe3cbd77fc254903364be71c08b0db664a2617581fe267e9693b2efa1582";
         assert_eq!(verdict(text, 113, hex, 108), 262_144);
+        // Lowering itself takes the statement model for a filter this small: the same verdict.
+        let expr = sift_syntax::parse(text).expect("parses");
+        let f = crate::lower(expr.as_ref(), &crate::Options::new(113, 262_144)).expect("lowers");
+        let model = sift_ir::Interpreter::new(f).expect("verifies");
+        assert_eq!(
+            model.run(&mut sift_ir::Cache::new(), &bytes(hex), 108),
+            262_144
+        );
     }
 
     /// A decided `tcp[0:2] & icmptype` test keeps its `ldxb` only if a block below relies on
