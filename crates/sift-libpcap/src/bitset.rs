@@ -47,19 +47,14 @@ impl BitMatrix {
         }
     }
 
-    /// The members of set `row`, ascending.
-    pub fn members(&self, row: usize) -> impl Iterator<Item = usize> + '_ {
-        self.row(row).iter().enumerate().flat_map(|(w, &word)| {
-            let mut x = word;
-            std::iter::from_fn(move || {
-                if x == 0 {
-                    return None;
-                }
-                let b = x.trailing_zeros() as usize;
-                x &= x - 1;
-                Some(w * 32 + b)
-            })
-        })
+    /// The number of words in a set.
+    pub fn words(&self) -> usize {
+        self.words
+    }
+
+    /// Word `w` of set `row` (members `32 * w..32 * w + 32`).
+    pub fn word(&self, row: usize, w: usize) -> u32 {
+        self.bits[row * self.words + w]
     }
 
     fn row(&self, row: usize) -> &[u32] {

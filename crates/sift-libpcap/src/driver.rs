@@ -4,7 +4,8 @@
 
 use crate::error::OptimizeError;
 use crate::flow::{find_dom, find_edom, find_levels, find_preds, find_ud};
-use crate::graph::{BlockId, Graph};
+use crate::graph::Graph;
+use crate::interning::intern_blocks;
 use crate::state::{Optimizer, Progress};
 use crate::trace::{Stage, Tracer};
 use crate::values::Values;
@@ -71,42 +72,6 @@ impl Optimizer {
         Ok(())
     }
 
-    /// Merges blocks with equal live statements, branch and targets, repeatedly (libpcap's
-    /// `intern_blocks`): each block is replaced by the highest-numbered equal block.
-    fn intern_blocks(&mut self) {
-        let n = self.g.blocks.len();
-        loop {
-            let live = marked_live(&self.g);
-            let mut link: Vec<Option<BlockId>> = vec![None; n];
-            for i in (0..n.saturating_sub(1)).rev() {
-                if !live[i] {
-                    continue;
-                }
-                for j in i + 1..n {
-                    if live[j] && equal_blocks(&self.g, i, j) {
-                        link[i] = Some(link[j].unwrap_or(j));
-                        break;
-                    }
-                }
-            }
-            let mut stable = true;
-            for b in &mut self.g.blocks {
-                if b.jt.is_none() {
-                    continue;
-                }
-                for succ in [&mut b.jt, &mut b.jf] {
-                    if let Some(l) = succ.and_then(|s| link[s]) {
-                        stable = false;
-                        *succ = Some(l);
-                    }
-                }
-            }
-            if stable {
-                break;
-            }
-        }
-    }
-
     /// Skips tests at the root whose outcomes lead to the same place, moving the root's
     /// statements in front of the new root's; a returning root keeps no statements.
     fn opt_root(&mut self) {
@@ -131,31 +96,13 @@ impl Optimizer {
     }
 }
 
-/// Blocks reachable from the root by libpcap's marking walk (which stops at returns).
-fn marked_live(g: &Graph) -> Vec<bool> {
-    g.reachable()
-}
-
-/// libpcap's `eq_blk`: same branch, operand and targets, and the same live statements.
-fn equal_blocks(g: &Graph, i: BlockId, j: BlockId) -> bool {
-    let (a, b) = (&g.blocks[i], &g.blocks[j]);
-    a.code == b.code
-        && a.k == b.k
-        && a.jt == b.jt
-        && a.jf == b.jf
-        && a.stmts
-            .iter()
-            .filter(|s| s.code.is_some())
-            .eq(b.stmts.iter().filter(|s| s.code.is_some()))
-}
-
 /// Runs libpcap's whole optimizer on a graph; the optimized graph has its new root.
 pub fn optimize_graph(g: Graph, tracer: &mut Tracer<'_>) -> Result<Graph, OptimizeError> {
     let mut opt = Optimizer::new(g);
     tracer.snapshot(Stage::Input, &opt.g, None);
     opt.run_loop(false, tracer)?;
     opt.run_loop(true, tracer)?;
-    opt.intern_blocks();
+    intern_blocks(&mut opt.g);
     tracer.snapshot(Stage::Interned, &opt.g, None);
     opt.opt_root();
     tracer.snapshot(Stage::Rooted, &opt.g, None);

@@ -57,24 +57,30 @@ impl Optimizer {
             self.set_edge_succ(pred, taken, Some(succ_t));
         }
         let me = edge_id(self.g.blocks.len(), pred, taken);
+        // The dominators in ascending order, a word of the set at a time (moving edges leaves
+        // the sets as they are; this runs for every edge of every pass).
         'restart: loop {
-            let dominators: Vec<usize> = self.edom.members(me).collect();
-            for d in dominators {
-                let Some(cur) = self.edge_succ(pred, taken) else {
+            for w in 0..self.edom.words() {
+                let mut word = self.edom.word(me, w);
+                while word != 0 {
+                    let d = w * 32 + word.trailing_zeros() as usize;
+                    word &= word - 1;
+                    let Some(cur) = self.edge_succ(pred, taken) else {
+                        return;
+                    };
+                    let Some(target) = self.fold_edge(cur, d) else {
+                        continue;
+                    };
+                    if self.use_conflict(pred, target) {
+                        continue;
+                    }
+                    self.progress.moved_edge();
+                    self.set_edge_succ(pred, taken, Some(target));
+                    if self.g.blocks[target].jt.is_some() {
+                        continue 'restart;
+                    }
                     return;
-                };
-                let Some(target) = self.fold_edge(cur, d) else {
-                    continue;
-                };
-                if self.use_conflict(pred, target) {
-                    continue;
                 }
-                self.progress.moved_edge();
-                self.set_edge_succ(pred, taken, Some(target));
-                if self.g.blocks[target].jt.is_some() {
-                    continue 'restart;
-                }
-                return;
             }
             return;
         }

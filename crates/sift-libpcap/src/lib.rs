@@ -23,8 +23,8 @@
 //!
 //! Layout: [`graph`] (blocks and their recovery from linear code), [`linearize`], `flow`
 //! (levels, dominators, edge dominators, use/def), `values` (value numbering), `block_opt`
-//! (statement numbering and rewriting), `peephole`, `jumps` (edge moving), `pullups`, `driver`
-//! (the pass loops, block interning, root fix-up), [`trace`].
+//! (statement numbering and rewriting), `peephole`, `jumps` (edge moving), `pullups`,
+//! `interning` (merging equal blocks), `driver` (the pass loops, root fix-up), [`trace`].
 
 #![forbid(unsafe_code)]
 #![warn(missing_docs)]
@@ -36,6 +36,7 @@ mod driver;
 mod error;
 mod flow;
 pub mod graph;
+mod interning;
 mod jumps;
 pub mod linearize;
 mod peephole;

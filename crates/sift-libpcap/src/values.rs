@@ -10,8 +10,8 @@
 //! get the *same* number even if X differs at run time. libpcap's optimizer treats them as
 //! equal, and so must the model.
 
-use std::collections::HashMap;
-
+use foldhash::HashMap;
+use foldhash::HashMapExt;
 use sift_bpf::code;
 
 /// The value table of one pass.
