@@ -44,8 +44,17 @@ impl Optimizer {
     }
 
     /// Passes until one changes nothing (libpcap's `opt_loop`).
+    ///
+    /// A pass is a function of the graph alone (the analyses and value numbers start afresh),
+    /// and libpcap stops only when a pass changes nothing or after 100 passes in a row that
+    /// only moved edges. A pass that changed more than edges and left a graph an earlier such
+    /// pass left therefore starts a cycle libpcap never leaves (a branch its constant A
+    /// decides, so the peephole points both edges at the next block, while `opt_j` moves the
+    /// edge the decision removed past that block, which has no statements for the peephole to
+    /// decide, pass after pass): the model reports it instead of following it.
     fn run_loop(&mut self, do_stmts: bool, tracer: &mut Tracer<'_>) -> Result<(), OptimizeError> {
         let mut edge_only = 0;
+        let mut after_progress: Vec<Graph> = Vec::new();
         for pass in 0.. {
             self.progress = Progress {
                 done: true,
@@ -62,6 +71,10 @@ impl Optimizer {
             }
             if self.progress.progressed {
                 edge_only = 0;
+                if after_progress.contains(&self.g) {
+                    return Err(OptimizeError::NeverFinishes);
+                }
+                after_progress.push(self.g.clone());
             } else {
                 edge_only += 1;
                 if edge_only >= MAX_EDGE_ONLY_PASSES {

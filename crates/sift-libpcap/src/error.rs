@@ -69,6 +69,10 @@ pub enum OptimizeError {
         /// What libpcap would have been doing.
         reason: &'static str,
     },
+    /// libpcap's optimizer would never finish: a pass that changed more than edges left the
+    /// graph as an earlier such pass did, so the same passes come round forever (libpcap's
+    /// guard against cycling counts only passes that move edges and nothing else).
+    NeverFinishes,
 }
 
 impl OptimizeError {
@@ -120,6 +124,9 @@ impl fmt::Display for OptimizeError {
             OptimizeError::ShiftTooLarge => f.write_str("shift by more than 31 bits"),
             OptimizeError::LibpcapAborts { reason } => {
                 write!(f, "libpcap's optimizer would abort: {reason}")
+            }
+            OptimizeError::NeverFinishes => {
+                f.write_str("libpcap's optimizer would never finish: its passes repeat")
             }
         }
     }

@@ -48,7 +48,7 @@ impl Stmt {
 }
 
 /// One block with the per-block state of libpcap's optimizer.
-#[derive(Clone, Debug)]
+#[derive(Clone, Debug, PartialEq, Eq)]
 pub struct Block {
     /// The statements, deleted ones included. Empty is libpcap's null list, which some passes
     /// treat differently from a list of deleted statements.
@@ -126,7 +126,7 @@ impl Block {
 
 /// A block graph: every block libpcap allocated state for (numbered once, before optimizing;
 /// blocks that later become unreachable stay in the array) and the current root.
-#[derive(Clone, Debug)]
+#[derive(Clone, Debug, PartialEq, Eq)]
 pub struct Graph {
     /// The blocks, indexed by id.
     pub blocks: Vec<Block>,

@@ -49,8 +49,9 @@ pub(crate) fn optimized(f: &Function) -> Option<Result<Function, OptimizerError>
         Err(OptimizeError::DivisionByZero) => return Some(Err(OptimizerError::DivisionByZero)),
         Err(OptimizeError::ModulusByZero) => return Some(Err(OptimizerError::ModulusByZero)),
         Err(OptimizeError::ShiftTooLarge) => return Some(Err(OptimizerError::ShiftTooFar)),
-        // Where libpcap itself would abort, the emulation gives the filter a meaning.
-        Err(OptimizeError::LibpcapAborts { .. }) => return None,
+        // Where libpcap itself would abort or never finish, the emulation gives the filter a
+        // meaning.
+        Err(OptimizeError::LibpcapAborts { .. } | OptimizeError::NeverFinishes) => return None,
         Err(e) => {
             debug_assert!(false, "the model refused the rebuilt code: {e}");
             return None;
@@ -194,4 +195,3 @@ mod tests {
         }))
     }
 }
-
