@@ -133,6 +133,10 @@ pub(crate) struct Gen {
     /// Whether libpcap's statements follow from the IR (`statement_model`): not after `byte N
     /// & V` or `byte N | V`, which libpcap applies to whatever the accumulator holds.
     pub statements_known: bool,
+    /// Whether the filter compares computed values (`expr relop expr`), which lets it take
+    /// libpcap's optimizer statement by statement up to a larger size
+    /// (`statement_model::MAX_INSTRUCTIONS_WITH_RELATIONS`).
+    pub relations: bool,
     /// Every read of a run-time offset, to be resolved where `geneve` may not have matched.
     pub offset_uses: Vec<OffsetUse>,
     /// While lowering `... in SET` (an extension): the set whose membership test replaces the

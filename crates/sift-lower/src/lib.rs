@@ -141,6 +141,7 @@ pub fn lower(expr: Option<&Expr>, opts: &Options) -> Result<Function, LowerError
         register_writes: Vec::new(),
         no_optimize: !opts.optimize,
         statements_known: true,
+        relations: false,
         offset_uses: Vec::new(),
         member_set: None,
         error_span: None,
@@ -216,7 +217,10 @@ impl Gen {
                 negated,
                 lhs,
                 rhs,
-            } => self.relation(*op, *negated, lhs, rhs),
+            } => {
+                self.relations = true;
+                self.relation(*op, *negated, lhs, rhs)
+            }
             K::Broadcast(proto) => self.broadcast(*proto),
             K::Multicast(proto) => self.multicast(*proto),
             K::Less(n) => Ok(self.length(CmpOp::Le, *n)),
@@ -258,7 +262,7 @@ impl Gen {
         }
         let optimizer_error = |e| LowerError::whole(LowerErrorKind::Optimizer(e));
         if self.statements_known {
-            if let Some(result) = statement_model::optimized(&f) {
+            if let Some(result) = statement_model::optimized(&f, self.relations) {
                 return Ok(reachable_from(result.map_err(optimizer_error)?, Function::ENTRY).0);
             }
         }
