@@ -331,7 +331,24 @@ impl JmpOp {
     /// Every condition.
     pub const ALL: [JmpOp; 4] = [JmpOp::Jeq, JmpOp::Jgt, JmpOp::Jge, JmpOp::Jset];
 
-    fn code(self) -> u16 {
+    /// The condition for an IR comparison, and whether the edges are exchanged: classic BPF
+    /// has only `jeq`/`jgt`/`jge`/`jset`, so `!=`, `<=` and `<` are those with the targets
+    /// swapped, as libpcap's code generator writes them.
+    pub fn from_cmp(op: sift_ir::CmpOp) -> (JmpOp, bool) {
+        use sift_ir::CmpOp;
+        match op {
+            CmpOp::Eq => (JmpOp::Jeq, false),
+            CmpOp::Ne => (JmpOp::Jeq, true),
+            CmpOp::Gt => (JmpOp::Jgt, false),
+            CmpOp::Ge => (JmpOp::Jge, false),
+            CmpOp::Lt => (JmpOp::Jge, true),
+            CmpOp::Le => (JmpOp::Jgt, true),
+            CmpOp::Set => (JmpOp::Jset, false),
+        }
+    }
+
+    /// The condition's opcode bits (`BPF_JEQ`, ...).
+    pub fn code(self) -> u16 {
         match self {
             JmpOp::Jeq => code::JEQ,
             JmpOp::Jgt => code::JGT,

@@ -20,26 +20,12 @@
 
 use std::collections::HashSet;
 
-use sift_bpf::{code, AluOp, Insn, Op, Size, Src};
+use sift_bpf::{code, AluOp, Insn, JmpOp, Op, Size, Src};
 use sift_ir::{BinOp, Block, CmpOp, Function, Inst, LoadSize, Terminator, Value};
 
 use crate::error::Unsupported;
 use crate::graph::{BlockCode, Exit};
 use crate::registers::Registers;
-
-/// The jump gencode builds for a comparison, and whether its edges are exchanged (gencode
-/// has only `jeq`/`jgt`/`jge`/`jset` and negates a block by swapping its successors).
-fn jump_op(op: CmpOp) -> (u16, bool) {
-    match op {
-        CmpOp::Eq => (code::JEQ, false),
-        CmpOp::Gt => (code::JGT, false),
-        CmpOp::Ge => (code::JGE, false),
-        CmpOp::Set => (code::JSET, false),
-        CmpOp::Ne => (code::JEQ, true),
-        CmpOp::Le => (code::JGT, true),
-        CmpOp::Lt => (code::JGE, true),
-    }
-}
 
 /// The instruction defining `v`; a value out of range (malformed IR) reads as `len`, which
 /// no pattern below takes apart, so that a bad operand is refused rather than panicking.
@@ -244,7 +230,9 @@ impl<'f, 'r> BlockTranslator<'f, 'r> {
         rhs: Value,
     ) -> Result<(u16, u32, bool), Unsupported> {
         let f = self.f;
-        let (jop, swapped) = jump_op(op);
+        // gencode negates a block by swapping its successors.
+        let (jop, swapped) = JmpOp::from_cmp(op);
+        let jop = jop.code();
         let rhs_const = const_value(f, rhs);
         let relation_eq =
             matches!(*inst(f, lhs), Inst::Binary(BinOp::Sub, ..)) && rhs_const == Some(0);

@@ -136,19 +136,6 @@ fn swapped(op: CmpOp) -> CmpOp {
     }
 }
 
-/// The cBPF condition for `op`, and whether the targets must be exchanged.
-fn jmp_op(op: CmpOp) -> (JmpOp, bool) {
-    match op {
-        CmpOp::Eq => (JmpOp::Jeq, false),
-        CmpOp::Ne => (JmpOp::Jeq, true),
-        CmpOp::Gt => (JmpOp::Jgt, false),
-        CmpOp::Ge => (JmpOp::Jge, false),
-        CmpOp::Lt => (JmpOp::Jge, true),
-        CmpOp::Le => (JmpOp::Jgt, true),
-        CmpOp::Set => (JmpOp::Jset, false),
-    }
-}
-
 /// Selects instructions for every reachable block of a verified function, in reverse postorder.
 pub(super) fn select(f: &Function) -> Vec<Item> {
     let order = f.reverse_postorder();
@@ -487,7 +474,7 @@ impl Selector<'_> {
                 } else {
                     (*op, *lhs, *rhs)
                 };
-                let (jop, exchange) = jmp_op(op);
+                let (jop, exchange) = JmpOp::from_cmp(op);
                 let (t, e) = if exchange {
                     (else_, then_)
                 } else {

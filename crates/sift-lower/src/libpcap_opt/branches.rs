@@ -4,28 +4,6 @@ use sift_ir::{BinOp, Block, CmpOp, Function, Inst, Terminator, Value};
 
 use super::numbering::Numbering;
 
-/// A branch in libpcap's form: `jeq`, `jgt`, `jge` or `jset`, with the edges possibly swapped
-/// (`x != y` is `jeq` with the targets exchanged).
-#[derive(Clone, Copy, PartialEq, Eq, PartialOrd, Ord, Hash)]
-pub(super) enum Code {
-    Eq,
-    Gt,
-    Ge,
-    Set,
-}
-
-pub(super) fn libpcap_form(op: CmpOp) -> (Code, bool) {
-    match op {
-        CmpOp::Eq => (Code::Eq, false),
-        CmpOp::Ne => (Code::Eq, true),
-        CmpOp::Gt => (Code::Gt, false),
-        CmpOp::Le => (Code::Gt, true),
-        CmpOp::Ge => (Code::Ge, false),
-        CmpOp::Lt => (Code::Ge, true),
-        CmpOp::Set => (Code::Set, false),
-    }
-}
-
 /// `(x & k) == 0` (and `!=`) becomes `jset #k` when the `and` is the block's last computation
 /// and nothing else uses it — libpcap's peephole, after which `jset #0xffffffff` always holds.
 /// This is the second loop's, for `and`s whose mask became a constant by folding.

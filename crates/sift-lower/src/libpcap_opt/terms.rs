@@ -8,10 +8,10 @@
 
 use sift_ir::{Block, Function, Terminator};
 
-use super::branches::Code;
 use super::fact_ids::{FactIds, NO_ID};
 use super::numbering::{Numbering, Vn};
 use super::threading::Test;
+use sift_bpf::JmpOp;
 
 #[derive(Clone, Copy, PartialEq, Eq)]
 enum Kind {
@@ -45,7 +45,7 @@ const UNSEEN: Entry = Entry {
     one_place: false,
     succ: [0; 2],
     test: Test {
-        code: Code::Eq,
+        code: JmpOp::Jeq,
         swapped: false,
         lhs: 0,
         rhs: 0,
@@ -161,7 +161,7 @@ impl<'a> Terms<'a> {
                 let t = Test::new(self.numbers, *op, *lhs, *rhs);
                 e.test = t;
                 e.exact = self.ids.exact(t.code, t.lhs, t.rhs);
-                if t.code == Code::Eq && t.rhs_is_const {
+                if t.code == JmpOp::Jeq && t.rhs_is_const {
                     e.equality = self.ids.equality(t.code, t.lhs);
                 }
             }

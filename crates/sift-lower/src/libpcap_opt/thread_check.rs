@@ -13,13 +13,13 @@
 
 use sift_ir::{Block, Function, Terminator};
 
-use super::branches::Code;
 use super::edges::successors;
 use super::fact_ids::FactIds;
 use super::numbering::Numbering;
 use super::pullup::DomIntervals;
 use super::renumber::moved;
 use super::threading::{edge_fact, is_const_equality, single_incoming, Incoming};
+use sift_bpf::JmpOp;
 
 const NONE: u32 = u32::MAX;
 
@@ -61,7 +61,7 @@ impl TestGroups {
                 continue;
             };
             this.exact_of[b.index()] = ids.exact(code, lhs, fact.rhs);
-            if code == Code::Eq && fact.rhs_is_const {
+            if code == JmpOp::Jeq && fact.rhs_is_const {
                 this.equality_of[b.index()] = ids.equality(code, lhs);
             }
         }

@@ -2,7 +2,6 @@
 
 use sift_ir::{Block, Function, Terminator, Value};
 
-use super::branches::{libpcap_form, Code};
 use super::edges::{edge as edge_at, edge_count, edge_mut, successors};
 use super::equality_runs::EqualityRuns;
 use super::fact_ids::{FactIds, NO_ID};
@@ -10,6 +9,7 @@ use super::grouping::is_marked;
 use super::numbering::{Numbering, Vn};
 use super::pullup::DomIntervals;
 use super::terms::{EdgeFact, Terms, TestIds};
+use sift_bpf::JmpOp;
 
 /// What an edge knows: the comparison it passed through and its outcome.
 #[derive(Clone, Copy, PartialEq, Eq, Hash)]
@@ -19,17 +19,17 @@ pub(super) struct Fact {
     pub(super) holds: bool,
 }
 
-pub(super) type FactKey = (Code, Vn);
+pub(super) type FactKey = (JmpOp, Vn);
 
 pub(super) fn is_const_equality(key: FactKey, fact: Fact) -> bool {
-    fact.holds && key.0 == Code::Eq && fact.rhs_is_const
+    fact.holds && key.0 == JmpOp::Jeq && fact.rhs_is_const
 }
 
 /// A branch's test as threading reads it: libpcap's comparison (`swapped` when the branch's
 /// edges are the other way round) and its operands' value numbers.
 #[derive(Clone, Copy)]
 pub(super) struct Test {
-    pub(super) code: Code,
+    pub(super) code: JmpOp,
     pub(super) swapped: bool,
     pub(super) lhs: Vn,
     pub(super) rhs: Vn,
@@ -38,7 +38,7 @@ pub(super) struct Test {
 
 impl Test {
     pub(super) fn new(numbers: &Numbering, op: sift_ir::CmpOp, lhs: Value, rhs: Value) -> Test {
-        let (code, swapped) = libpcap_form(op);
+        let (code, swapped) = JmpOp::from_cmp(op);
         Test {
             code,
             swapped,
