@@ -12,7 +12,7 @@ use sift_bpf::{code::*, Dialect, Insn, Program};
 
 /// What libpcap's code generator emits (`ja` only as a long-jump trampoline).
 #[rustfmt::skip]
-const CODES: &[u16] = &[
+pub const CODES: &[u16] = &[
     LD | W | ABS, LD | H | ABS, LD | B | ABS, LD | W | IND, LD | H | IND, LD | B | IND,
     LD | W | LEN, LD | IMM, LD | MEM, LDX | IMM, LDX | MEM, LDX | W | LEN, LDX | B | MSH, ST, STX,
     ALU | ADD | K, ALU | ADD | X, ALU | SUB | K, ALU | SUB | X, ALU | MUL | K, ALU | MUL | X,
