@@ -57,8 +57,9 @@ enum Command {
         /// Print the number of accepted packets.
         #[arg(short = 'c')]
         count: bool,
-        /// Link type to compile for, overriding the capture's (a LINKTYPE number).
-        #[arg(short = 'y', value_name = "LINKTYPE")]
+        /// Link type to compile for, overriding the capture's: a LINKTYPE number or a name as
+        /// `tcpdump -y` takes it (EN10MB, LINUX_SLL, RAW, ...).
+        #[arg(short = 'y', value_name = "LINKTYPE", value_parser = parse_linktype)]
         linktype: Option<u32>,
         /// Read the expression from a file.
         #[arg(short = 'F', value_name = "EXPRFILE")]
@@ -199,8 +200,9 @@ enum Command {
         /// The language of the expression.
         #[arg(long, value_enum, default_value_t = Lang::Pcap)]
         lang: Lang,
-        /// Link type to compile for (a LINKTYPE number).
-        #[arg(short = 'y', default_value_t = 1)]
+        /// Link type to compile for: a LINKTYPE number or a name as `tcpdump -y` takes it
+        /// (EN10MB, LINUX_SLL, RAW, ...).
+        #[arg(short = 'y', value_name = "LINKTYPE", default_value = "EN10MB", value_parser = parse_linktype)]
         linktype: u32,
         /// Snapshot length accepting filters return.
         #[arg(short = 's', default_value_t = 262144)]
@@ -229,8 +231,9 @@ enum Command {
         /// The language of the expression.
         #[arg(long, value_enum, default_value_t = Lang::Pcap)]
         lang: Lang,
-        /// Link type to compile for (a LINKTYPE number).
-        #[arg(short = 'y', default_value_t = 1)]
+        /// Link type to compile for: a LINKTYPE number or a name as `tcpdump -y` takes it
+        /// (EN10MB, LINUX_SLL, RAW, ...).
+        #[arg(short = 'y', value_name = "LINKTYPE", default_value = "EN10MB", value_parser = parse_linktype)]
         linktype: u32,
         /// Snapshot length accepting filters return.
         #[arg(short = 's', default_value_t = 262144)]
@@ -428,6 +431,20 @@ fn run(cli: Cli) -> Result<ExitCode> {
 
 /// Writes to standard output; a reader that went away (`sift debug ir ... | head`) ends the
 /// output quietly instead of failing (`print!` would panic).
+/// `-y`: a `LINKTYPE_` number, or a link type's name as `tcpdump -y` takes it.
+fn parse_linktype(text: &str) -> Result<u32, String> {
+    text.parse()
+        .ok()
+        .or_else(|| sift::sift_lower::linktype_by_name(text))
+        .ok_or_else(|| {
+            let names: Vec<&str> = sift::sift_lower::linktype_names().collect();
+            format!(
+                "not a link type number or a name sift knows ({})",
+                names.join(", ")
+            )
+        })
+}
+
 fn emit(args: std::fmt::Arguments<'_>) -> Result<()> {
     use std::io::Write;
     match std::io::stdout().lock().write_fmt(args) {

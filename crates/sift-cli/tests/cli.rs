@@ -202,6 +202,26 @@ fn compiled_classic_bpf_runs_in_libpcap_with_libpcap_verdicts() {
         .contains("ldh      [12]"));
 }
 
+/// `-y` takes link type names as `tcpdump -y` does, and numbers.
+#[test]
+fn link_types_by_name_or_number() {
+    for (name, number) in [("EN10MB", "1"), ("linux_sll", "113"), ("DLT_RAW", "101")] {
+        let by_name = sift(&["compile", "-d", "-y", name, "tcp port 80"]);
+        let by_number = sift(&["compile", "-d", "-y", number, "tcp port 80"]);
+        assert!(by_name.status.success(), "{name}");
+        assert_eq!(by_name.stdout, by_number.stdout, "{name}");
+    }
+    assert_eq!(
+        sift(&["compile", "-d", "tcp"]).stdout,
+        sift(&["compile", "-d", "-y", "1", "tcp"]).stdout,
+        "Ethernet by default"
+    );
+    let unknown = sift(&["compile", "-d", "-y", "IEEE802_11_RADIO", "tcp"]);
+    assert!(!unknown.status.success());
+    let message = String::from_utf8(unknown.stderr).unwrap();
+    assert!(message.contains("IEEE802_11_RADIO") && message.contains("LINUX_SLL2"));
+}
+
 #[test]
 fn compiles_to_ebpf_objects() {
     let dir = std::env::temp_dir();

@@ -41,8 +41,8 @@ use sift_syntax::ast::{Expr, Primitive, PrimitiveKind, Span};
 use crate::cond::{patch, Cond};
 use crate::gen::{Env, Gen, LinkState};
 pub use crate::libpcap_opt::OptimizerError;
-pub use crate::linktype::supported_linktypes;
 use crate::linktype::Dlt;
+pub use crate::linktype::{linktype_by_name, linktype_names, supported_linktypes};
 use crate::reachable::reachable_from;
 use crate::scratch::Registers;
 

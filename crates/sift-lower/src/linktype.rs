@@ -302,3 +302,74 @@ impl Gen {
 pub fn supported_linktypes() -> &'static str {
     "0 (NULL), 1 (EN10MB), 12/14/101 (RAW), 108 (LOOP), 113 (LINUX_SLL), 228 (IPV4), 229 (IPV6), 276 (LINUX_SLL2)"
 }
+
+/// The names of the supported link types, as `tcpdump -y` takes them (libpcap's DLT names),
+/// with their `LINKTYPE_` numbers (`RAW` as capture files store it).
+const NAMES: [(&str, u32); 8] = [
+    ("NULL", 0),
+    ("EN10MB", 1),
+    ("RAW", 101),
+    ("LOOP", 108),
+    ("LINUX_SLL", 113),
+    ("IPV4", 228),
+    ("IPV6", 229),
+    ("LINUX_SLL2", 276),
+];
+
+/// The `LINKTYPE_` number of a supported link type's name: libpcap's DLT name as `tcpdump -y`
+/// takes it (`EN10MB`, `LINUX_SLL`, ...), in any case, with or without a `DLT_` or
+/// `LINKTYPE_` prefix; `ETHERNET` (`LINKTYPE_ETHERNET`) is `EN10MB`.
+pub fn linktype_by_name(name: &str) -> Option<u32> {
+    let upper = name.to_ascii_uppercase();
+    let bare = ["DLT_", "LINKTYPE_"]
+        .iter()
+        .find_map(|prefix| upper.strip_prefix(prefix))
+        .unwrap_or(&upper);
+    let bare = if bare == "ETHERNET" { "EN10MB" } else { bare };
+    NAMES.iter().find(|(n, _)| *n == bare).map(|&(_, lt)| lt)
+}
+
+/// The names [`linktype_by_name`] knows, for messages.
+pub fn linktype_names() -> impl Iterator<Item = &'static str> {
+    NAMES.iter().map(|&(n, _)| n)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    /// Every name is a supported link type, every supported link type has a name, and the
+    /// spellings tcpdump users type are understood.
+    #[test]
+    fn names_cover_the_supported_link_types() {
+        for (name, lt) in NAMES {
+            assert!(Dlt::from_linktype(lt).is_some(), "{name}");
+            assert!(
+                supported_linktypes().contains(&format!("({name})")),
+                "{name}"
+            );
+        }
+        let named: Vec<Dlt> = NAMES
+            .iter()
+            .map(|&(_, lt)| Dlt::from_linktype(lt).unwrap())
+            .collect();
+        for lt in 0..1000 {
+            if let Some(dlt) = Dlt::from_linktype(lt) {
+                assert!(named.contains(&dlt), "link type {lt} has no name");
+            }
+        }
+        for (text, lt) in [
+            ("EN10MB", Some(1)),
+            ("en10mb", Some(1)),
+            ("DLT_EN10MB", Some(1)),
+            ("LINKTYPE_ETHERNET", Some(1)),
+            ("linux_sll2", Some(276)),
+            ("raw", Some(101)),
+            ("IEEE802_11_RADIO", None),
+            ("DLT_", None),
+            ("", None),
+        ] {
+            assert_eq!(linktype_by_name(text), lt, "{text:?}");
+        }
+    }
+}
