@@ -5,7 +5,7 @@
 //!
 //! Both [`Dialect`]s check, listing every violation with its instruction index:
 //!
-//! * the program has 1 to 4096 instructions (Linux's `BPF_MAXINSNS`);
+//! * the program has at least one instruction;
 //! * every opcode is one that `bpf_filter` and the kernel execute (exact 16-bit match, see
 //!   [`crate::Op`]);
 //! * scratch indices (`ld M[k]`, `ldx M[k]`, `st`, `stx`) are below 16;
@@ -33,6 +33,8 @@
 //!
 //! [`Dialect::Linux`] adds what the kernel's `bpf_check_classic` checks on top:
 //!
+//! * at most 4096 instructions (`BPF_MAXINSNS`; libpcap's user-space `bpf_validate` has no
+//!   limit, and `tcpdump -d` prints a program of any length);
 //! * `lsh #k` / `rsh #k` need `k < 32`;
 //! * an absolute load at an offset `>= SKF_AD_OFF` (0xfffff000) must name a known ancillary
 //!   field (`SKF_AD_PROTOCOL` .. `SKF_AD_VLAN_TPID`);
@@ -51,8 +53,7 @@
 //! 2. backward `ja`: its check `from + k >= len` wraps around in 32 bits, so a `ja` with a
 //!    "negative" offset passes (libpcap relies on it for `protochain`), and any loop, endless or
 //!    not, is accepted. sift accepts only the `protochain` loop (above), like the kernel refuses
-//!    all;
-//! 3. more than 4096 instructions (userland `bpf_validate` has no limit).
+//!    all.
 //!
 //! Everything the kernel refuses beyond [`Dialect::Libpcap`] is listed above under
 //! [`Dialect::Linux`]. The interpreter runs both dialects identically; for `lsh #k`/`rsh #k` with
@@ -80,7 +81,7 @@ pub enum Dialect {
 pub enum Violation {
     /// The program has no instruction.
     Empty,
-    /// More than 4096 instructions.
+    /// Linux: more than 4096 instructions.
     TooLong { len: usize },
     /// Not an opcode classic BPF executes.
     UnknownOpcode { code: u16 },
@@ -256,7 +257,7 @@ pub fn validate(prog: &Program, dialect: Dialect) -> Result<ValidProgram, Valida
     if len == 0 {
         violations.push((None, Violation::Empty));
     }
-    if len > code::MAXINSNS {
+    if dialect == Dialect::Linux && len > code::MAXINSNS {
         violations.push((None, Violation::TooLong { len }));
     }
     let mut ops = Vec::with_capacity(len);
@@ -621,7 +622,12 @@ mod tests {
     fn limits() {
         assert!(check(vec![], Dialect::Libpcap).is_err());
         let long = vec![Insn::stmt(0x06, 0); 4097];
-        assert!(check(long, Dialect::Libpcap).is_err());
+        assert_eq!(
+            check(long.clone(), Dialect::Linux).unwrap_err().violations,
+            vec![(None, Violation::TooLong { len: 4097 })]
+        );
         assert!(check(vec![Insn::stmt(0x06, 0); 4096], Dialect::Linux).is_ok());
+        // As libpcap's own `bpf_validate`: no limit outside the kernel.
+        assert!(check(long, Dialect::Libpcap).is_ok());
     }
 }

@@ -293,6 +293,30 @@ fn classic_bpf_files_in_every_form() {
     }
 }
 
+/// A program over the kernel's 4096 instructions is printed with a warning, as `tcpdump -d`
+/// prints it, and a file holding it filters as the expression does.
+#[test]
+fn programs_over_the_kernel_limit_are_printed_and_run() {
+    // 1,500 hosts, 10.0.0.1 (in the sample) among them.
+    let hosts: Vec<String> = (0..1500)
+        .map(|i| format!("host 10.{}.{}.1", i / 250, i % 250))
+        .collect();
+    let expr = hosts.join(" or ");
+    let out = sift(&["compile", "-ddd", &expr]);
+    assert!(out.status.success());
+    let warning = String::from_utf8(out.stderr).unwrap();
+    assert!(warning.contains("over Linux's limit of 4096"), "{warning}");
+    let ddd = String::from_utf8(out.stdout).unwrap();
+    assert!(sift_bpf::numeric::parse_ddd(&ddd).unwrap().insns().len() > 4096);
+    let path = std::env::temp_dir().join(format!("sift-cli-long-{}.ddd", std::process::id()));
+    std::fs::write(&path, ddd).unwrap();
+    let from_file = count(&["--bpf", path.to_str().unwrap()], "");
+    std::fs::remove_file(&path).ok();
+    let expected = count(&[], &expr);
+    assert!(expected > 0);
+    assert_eq!(from_file, expected);
+}
+
 /// Reads every record of a capture.
 fn records(path: &Path) -> Vec<sift_capture::Record> {
     let mut r = sift_capture::CaptureReader::open(path).unwrap();

@@ -85,8 +85,8 @@ pub enum CodegenError {
         /// How many were live.
         live: usize,
     },
-    /// The program would exceed the 4096-instruction limit, or the generated code failed
-    /// validation (a bug in this module).
+    /// The program would exceed the kernel's 4096-instruction limit ([`Dialect::Linux`]; libpcap's
+    /// dialect has none), or the generated code failed validation (a bug in this module).
     Invalid(ValidationError),
     /// The function calls a coprocessor (payload search or set lookup, sift extensions), which
     /// classic BPF has no instruction for.

@@ -179,7 +179,12 @@ pub fn to_classic(program: &Program, snaplen: u32) -> Result<ValidProgram, LiftE
     }
     slot_item.push(items.len());
     let classic = layout(&items, &slot_item);
+    // Refused at the kernel's size, as before libpcap's dialect had no limit: an MPF program is
+    // a kernel filter.
     let len = classic.len();
+    if len > sift_bpf::code::MAXINSNS {
+        return Err(error(LiftErrorKind::TooLong { instructions: len }, None));
+    }
     validate(&classic, Dialect::Libpcap)
         .map_err(|_| error(LiftErrorKind::TooLong { instructions: len }, None))
 }
