@@ -429,8 +429,6 @@ fn run(cli: Cli) -> Result<ExitCode> {
     }
 }
 
-/// Writes to standard output; a reader that went away (`sift debug ir ... | head`) ends the
-/// output quietly instead of failing (`print!` would panic).
 /// `-y`: a `LINKTYPE_` number, or a link type's name as `tcpdump -y` takes it.
 fn parse_linktype(text: &str) -> Result<u32, String> {
     text.parse()
@@ -445,6 +443,8 @@ fn parse_linktype(text: &str) -> Result<u32, String> {
         })
 }
 
+/// Writes to standard output; a reader that went away (`sift debug ir ... | head`) ends the
+/// output quietly instead of failing (`print!` would panic).
 fn emit(args: std::fmt::Arguments<'_>) -> Result<()> {
     use std::io::Write;
     match std::io::stdout().lock().write_fmt(args) {
