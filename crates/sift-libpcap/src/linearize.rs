@@ -10,7 +10,7 @@
 //!
 //! An attempt places the blocks in the same order every time, and a block's distance from the
 //! end of the program depends only on the blocks placed before it; so the attempt after a mark
-//! repeats the previous one up to the marked block. [`mark_long_branches`] therefore finds, in
+//! repeats the previous one up to the marked block. `mark_long_branches` therefore finds, in
 //! one pass, the marks the attempts end with (a chain of a few thousand tests needs hundreds of
 //! them, each a whole layout), and the layout then succeeds at once; the retry loop stays for
 //! what the pass might miss.
