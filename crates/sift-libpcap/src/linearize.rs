@@ -23,8 +23,13 @@ use crate::graph::Graph;
 pub fn linearize(graph: &mut Graph) -> Vec<Insn> {
     let order = graph.postorder(false);
     mark_long_branches(graph, &order);
+    layout_with_retries(graph, &order)
+}
+
+/// libpcap's loop: lay out, and whenever a branch turns out too long, mark it and start over.
+fn layout_with_retries(graph: &mut Graph, order: &[usize]) -> Vec<Insn> {
     loop {
-        if let Some(prog) = try_layout(graph, &order) {
+        if let Some(prog) = try_layout(graph, order) {
             return prog;
         }
     }
@@ -132,17 +137,6 @@ mod tests {
     use super::*;
     use crate::graph::{Block, Stmt};
 
-    /// libpcap's way alone: lay out, and whenever a branch turns out too long, mark it and
-    /// start over.
-    fn with_retries_only(graph: &mut Graph) -> Vec<Insn> {
-        let order = graph.postorder(false);
-        loop {
-            if let Some(prog) = try_layout(graph, &order) {
-                return prog;
-            }
-        }
-    }
-
     fn marks(graph: &Graph) -> Vec<(bool, bool)> {
         graph
             .blocks
@@ -187,10 +181,11 @@ mod tests {
                 })
                 .collect();
             let graph = Graph { blocks, root: 0 };
+            // libpcap's way alone, without the one-pass marks.
+            let order = graph.postorder(false);
             let mut theirs = graph.clone();
-            let expected = with_retries_only(&mut theirs);
+            let expected = layout_with_retries(&mut theirs, &order);
             let mut ours = graph.clone();
-            let order = ours.postorder(false);
             mark_long_branches(&mut ours, &order);
             assert_eq!(marks(&ours), marks(&theirs));
             assert_eq!(try_layout(&mut ours, &order), Some(expected));
