@@ -1,6 +1,5 @@
 //! Fixed-width bit sets in 32-bit words, one row per block or edge, as libpcap sizes them
-//! (`n / 32 + 1` words). The iteration order of set bits (ascending) matters: the jump
-//! optimizer tries edge dominators in that order and takes the first that applies.
+//! (`n / 32 + 1` words): the block dominators.
 
 /// `rows` sets of the same width.
 #[derive(Clone, Debug)]
@@ -45,16 +44,6 @@ impl BitMatrix {
             let s = self.bits[src * self.words + w];
             self.bits[dst * self.words + w] &= s;
         }
-    }
-
-    /// The number of words in a set.
-    pub fn words(&self) -> usize {
-        self.words
-    }
-
-    /// Word `w` of set `row` (members `32 * w..32 * w + 32`).
-    pub fn word(&self, row: usize, w: usize) -> u32 {
-        self.bits[row * self.words + w]
     }
 
     fn row(&self, row: usize) -> &[u32] {

@@ -2,10 +2,12 @@
 //! statements (but already run the peepholes, dead stores and all branch moves), a loop of
 //! passes that rewrite statements, then merging of identical blocks and the root fix-up.
 
+use crate::edge_dominators::EdgeDominators;
 use crate::error::OptimizeError;
-use crate::flow::{find_dom, find_edom, find_levels, find_preds, find_ud};
+use crate::flow::{find_dom, find_levels, find_preds, find_ud};
 use crate::graph::Graph;
 use crate::interning::intern_blocks;
+use crate::jumps::FoldIndex;
 use crate::state::{Optimizer, Progress};
 use crate::trace::{Stage, Tracer};
 use crate::values::Values;
@@ -25,6 +27,7 @@ impl Optimizer {
             }
         }
         if !do_stmts {
+            self.folds = FoldIndex::new(&self.g, &self.edom);
             for level in levels.iter().skip(1) {
                 for &b in level {
                     self.opt_j(b, true);
@@ -63,7 +66,7 @@ impl Optimizer {
             self.levels = find_levels(&mut self.g);
             find_dom(&self.g, &self.levels, &mut self.dom);
             find_ud(&mut self.g, &self.levels);
-            find_edom(&self.g, &self.levels, &mut self.edom);
+            self.edom = EdgeDominators::new(&self.g, &self.levels);
             self.pass(do_stmts)?;
             tracer.snapshot(Stage::Pass { do_stmts, pass }, &self.g, Some(self.progress));
             if self.progress.done {

@@ -1,5 +1,5 @@
 //! The per-pass analyses libpcap recomputes before optimizing: levels, predecessor lists,
-//! dominators, edge dominators and use/def summaries.
+//! dominators and use/def summaries (edge dominators: `edge_dominators`).
 //!
 //! They are computed once at the start of a pass and deliberately *not* kept up to date while
 //! the pass rewrites statements and moves edges: libpcap's later steps in the same pass read
@@ -73,27 +73,6 @@ pub fn edge_id(n_blocks: usize, pred: BlockId, taken: bool) -> usize {
         pred
     } else {
         n_blocks + pred
-    }
-}
-
-/// Edge dominators: `edom` row `e` holds the edges every path from the root through edge `e`
-/// takes (itself included).
-pub fn find_edom(g: &Graph, levels: &[Vec<BlockId>], edom: &mut BitMatrix) {
-    let n = g.blocks.len();
-    edom.fill();
-    edom.clear_row(edge_id(n, g.root, true));
-    edom.clear_row(edge_id(n, g.root, false));
-    for level in levels.iter().rev() {
-        for &b in level {
-            for (taken, succ) in [(true, g.blocks[b].jt), (false, g.blocks[b].jf)] {
-                let e = edge_id(n, b, taken);
-                edom.insert(e, e);
-                if let Some(s) = succ {
-                    edom.intersect(edge_id(n, s, true), e);
-                    edom.intersect(edge_id(n, s, false), e);
-                }
-            }
-        }
     }
 }
 

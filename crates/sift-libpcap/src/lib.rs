@@ -22,7 +22,7 @@
 //! libpcap's order, and blocks keep libpcap's numbering; each of these shows in the output.
 //!
 //! Layout: [`graph`] (blocks and their recovery from linear code), [`linearize`], `flow`
-//! (levels, dominators, edge dominators, use/def), `values` (value numbering), `block_opt`
+//! (levels, dominators, use/def), `edge_dominators`, `values` (value numbering), `block_opt`
 //! (statement numbering and rewriting), `peephole`, `jumps` (edge moving), `pullups`,
 //! `interning` (merging equal blocks), `driver` (the pass loops, root fix-up), [`trace`].
 
@@ -33,6 +33,7 @@ mod atoms;
 mod bitset;
 mod block_opt;
 mod driver;
+mod edge_dominators;
 mod error;
 mod flow;
 pub mod graph;

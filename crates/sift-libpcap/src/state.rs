@@ -2,7 +2,9 @@
 //! change" flags that decide when libpcap stops iterating.
 
 use crate::bitset::BitMatrix;
+use crate::edge_dominators::EdgeDominators;
 use crate::graph::{BlockId, Graph};
+use crate::jumps::FoldIndex;
 use crate::values::Values;
 
 /// libpcap's two progress flags. A pass that only moved branches clears `done` but not
@@ -39,7 +41,11 @@ pub struct Optimizer {
     /// This pass's block dominators.
     pub dom: BitMatrix,
     /// This pass's edge dominators.
-    pub edom: BitMatrix,
+    pub edom: EdgeDominators,
+    /// This pass's index of the edges that can move others (see [`Optimizer::opt_j`]).
+    pub folds: FoldIndex,
+    /// The dominators of the edge being moved (a buffer kept between edges).
+    pub dominators: Vec<usize>,
     /// This pass's flags.
     pub progress: Progress,
 }
@@ -52,7 +58,9 @@ impl Optimizer {
             values: Values::new(),
             levels: Vec::new(),
             dom: BitMatrix::new(n, n),
-            edom: BitMatrix::new(2 * n, 2 * n),
+            edom: EdgeDominators::default(),
+            folds: FoldIndex::default(),
+            dominators: Vec::new(),
             progress: Progress::default(),
             g,
         }
