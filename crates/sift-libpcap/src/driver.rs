@@ -2,12 +2,14 @@
 //! statements (but already run the peepholes, dead stores and all branch moves), a loop of
 //! passes that rewrite statements, then merging of identical blocks and the root fix-up.
 
+use crate::dominators::Dominators;
 use crate::edge_dominators::EdgeDominators;
 use crate::error::OptimizeError;
-use crate::flow::{find_dom, find_levels, find_preds, find_ud};
+use crate::flow::{find_levels, find_preds, find_ud};
 use crate::graph::Graph;
 use crate::interning::intern_blocks;
 use crate::jumps::FoldIndex;
+use crate::pullups::Walks;
 use crate::state::{Optimizer, Progress};
 use crate::trace::{Stage, Tracer};
 use crate::values::Values;
@@ -35,10 +37,11 @@ impl Optimizer {
                 }
             }
             find_preds(&mut self.g, &levels);
+            let mut walks = Walks::new(&self.g);
             for level in levels.iter().skip(1) {
                 for &b in level {
-                    self.pullup(b, false);
-                    self.pullup(b, true);
+                    self.pullup(&mut walks, b, false);
+                    self.pullup(&mut walks, b, true);
                 }
             }
         }
@@ -64,7 +67,7 @@ impl Optimizer {
                 progressed: false,
             };
             self.levels = find_levels(&mut self.g);
-            find_dom(&self.g, &self.levels, &mut self.dom);
+            self.dom = Dominators::new(&self.g, &self.levels);
             find_ud(&mut self.g, &self.levels);
             self.edom = EdgeDominators::new(&self.g, &self.levels);
             self.pass(do_stmts)?;

@@ -1,12 +1,11 @@
-//! The per-pass analyses libpcap recomputes before optimizing: levels, predecessor lists,
-//! dominators and use/def summaries (edge dominators: `edge_dominators`).
+//! The per-pass analyses libpcap recomputes before optimizing: levels, predecessor lists and
+//! use/def summaries (the dominators are in `dominators` and `edge_dominators`).
 //!
 //! They are computed once at the start of a pass and deliberately *not* kept up to date while
 //! the pass rewrites statements and moves edges: libpcap's later steps in the same pass read
 //! the stale results, and that staleness is part of what the optimizer does to a program.
 
 use crate::atoms::{bit, defines, uses, AtomSet, Use, A, X};
-use crate::bitset::BitMatrix;
 use crate::graph::{BlockId, Graph};
 
 /// Levels: `levels[0]` the leaves, the root on the last level. Each level lists its blocks in
@@ -48,22 +47,6 @@ pub fn find_preds(g: &mut Graph, levels: &[Vec<BlockId>]) {
     // Built by appending; libpcap's lists are built by prepending.
     for b in &mut g.blocks {
         b.preds.reverse();
-    }
-}
-
-/// Block dominators: `dom` row `b` holds the blocks that dominate `b` (itself included).
-/// Rows of unreachable blocks stay full.
-pub fn find_dom(g: &Graph, levels: &[Vec<BlockId>], dom: &mut BitMatrix) {
-    dom.fill();
-    dom.clear_row(g.root);
-    for level in levels.iter().rev() {
-        for &b in level {
-            dom.insert(b, b);
-            if let (Some(t), Some(f)) = (g.blocks[b].jt, g.blocks[b].jf) {
-                dom.intersect(t, b);
-                dom.intersect(f, b);
-            }
-        }
     }
 }
 

@@ -338,3 +338,38 @@ fn resolve_target(prog: &[Insn], pc: usize, off: u8) -> Result<usize, OptimizeEr
     }
     Ok(t)
 }
+
+#[cfg(test)]
+pub(crate) mod tests {
+    use super::*;
+
+    /// A random acyclic graph for the analyses' tests: block `i` branches to two later blocks
+    /// (mostly near ones, as in chains; sometimes both edges to one block), the last one to
+    /// three blocks return.
+    pub(crate) fn random_graph(rng: &mut sift_testgen::Rng) -> Graph {
+        let ret = Graph::from_program(&[Insn::stmt(code::RET | code::K, 0)]).unwrap();
+        let template = ret.blocks[0].clone();
+        let n = 2 + rng.index(120);
+        let returns = 1 + rng.index(3);
+        let blocks = (0..n)
+            .map(|i| {
+                if i + returns >= n {
+                    return template.clone();
+                }
+                let mut target = || {
+                    let near = i + 1 + rng.index(3);
+                    let far = i + 1 + rng.index(n - i - 1);
+                    Some((if rng.index(4) == 0 { far } else { near }).min(n - 1))
+                };
+                let (jt, jf) = (target(), target());
+                Block {
+                    code: code::JMP | code::JEQ | code::K,
+                    jt,
+                    jf,
+                    ..template.clone()
+                }
+            })
+            .collect();
+        Graph { blocks, root: 0 }
+    }
+}

@@ -22,16 +22,18 @@
 //! libpcap's order, and blocks keep libpcap's numbering; each of these shows in the output.
 //!
 //! Layout: [`graph`] (blocks and their recovery from linear code), [`linearize`], `flow`
-//! (levels, dominators, use/def), `edge_dominators`, `values` (value numbering), `block_opt`
-//! (statement numbering and rewriting), `peephole`, `jumps` (edge moving), `pullups`,
-//! `interning` (merging equal blocks), `driver` (the pass loops, root fix-up), [`trace`].
+//! (levels, predecessors, use/def), `dominators` and `edge_dominators` (over a
+//! `dominator_tree`), `values` (value numbering), `block_opt` (statement numbering and
+//! rewriting), `peephole`, `jumps` (edge moving), `pullups`, `interning` (merging equal
+//! blocks), `driver` (the pass loops, root fix-up), [`trace`].
 
 #![forbid(unsafe_code)]
 #![warn(missing_docs)]
 
 mod atoms;
-mod bitset;
 mod block_opt;
+mod dominator_tree;
+mod dominators;
 mod driver;
 mod edge_dominators;
 mod error;

@@ -1,7 +1,7 @@
 //! The optimizer's working state: the graph, the pass-wide analyses and the "did anything
 //! change" flags that decide when libpcap stops iterating.
 
-use crate::bitset::BitMatrix;
+use crate::dominators::Dominators;
 use crate::edge_dominators::EdgeDominators;
 use crate::graph::{BlockId, Graph};
 use crate::jumps::FoldIndex;
@@ -39,7 +39,7 @@ pub struct Optimizer {
     /// This pass's levels (see [`crate::flow::find_levels`]).
     pub levels: Vec<Vec<BlockId>>,
     /// This pass's block dominators.
-    pub dom: BitMatrix,
+    pub dom: Dominators,
     /// This pass's edge dominators.
     pub edom: EdgeDominators,
     /// This pass's index of the edges that can move others (see [`Optimizer::opt_j`]).
@@ -53,11 +53,10 @@ pub struct Optimizer {
 impl Optimizer {
     /// Prepares to optimize `g`.
     pub fn new(g: Graph) -> Optimizer {
-        let n = g.blocks.len();
         Optimizer {
             values: Values::new(),
             levels: Vec::new(),
-            dom: BitMatrix::new(n, n),
+            dom: Dominators::default(),
             edom: EdgeDominators::default(),
             folds: FoldIndex::default(),
             dominators: Vec::new(),
