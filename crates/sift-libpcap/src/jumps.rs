@@ -17,6 +17,9 @@ use crate::flow::edge_id;
 use crate::graph::{BlockId, Graph};
 use crate::state::Optimizer;
 
+/// `jeq #k`: on its true edge A is `k`, which decides other constants' tests too.
+const JEQ_K: u16 = code::JMP | code::JEQ | code::K;
+
 /// What edge moving matches a test by: its opcode and the value number of A on exit. An edge
 /// can let an edge into a block skip that block's test only when the two keys are equal.
 fn branch_key(code: u16, a: u32) -> u64 {
@@ -67,8 +70,6 @@ impl FoldIndex {
         }
     }
 }
-
-const JEQ_K: u16 = code::JMP | code::JEQ | code::K;
 
 /// Whether to find an edge's folds through the index, which lists `listed` edges, rather than
 /// through its dominators (`dominators` of them): whichever is shorter. Tests can choose.
