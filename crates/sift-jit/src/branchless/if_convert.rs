@@ -68,7 +68,12 @@ impl Emitter<'_, '_, '_> {
         let rare = edges.iter().all(|e| e.rare);
         for e in &edges[1..] {
             reach = self.or(reach, e.pred);
+            state.taken = state.taken.meet(e.state.taken);
         }
+        // Per edge but the last, what tells it from the later ones (see `Taken`).
+        let apart: Vec<Option<(Value, bool)>> = (0..edges.len() - 1)
+            .map(|k| self.apart(&edges[k..]))
+            .collect();
         let merge = |e: &mut Self, pick: &dyn Fn(&State) -> Option<Value>| {
             let first = pick(&edges[0].state);
             if edges.iter().all(|edge| pick(&edge.state) == first) {
@@ -78,9 +83,13 @@ impl Emitter<'_, '_, '_> {
             let zero = e.b.ins().iconst(types::I32, 0);
             let last = edges.last()?;
             let mut v = pick(&last.state).unwrap_or(zero);
-            for edge in edges[..edges.len() - 1].iter().rev() {
+            for (edge, &apart) in edges[..edges.len() - 1].iter().zip(&apart).rev() {
                 let x = pick(&edge.state).unwrap_or(zero);
-                v = e.pick(edge.pred, x, v);
+                v = match apart {
+                    Some((c, true)) => e.b.ins().select(c, x, v),
+                    Some((c, false)) => e.b.ins().select(c, v, x),
+                    None => e.pick(edge.pred, x, v),
+                };
             }
             Some(v)
         };
@@ -91,6 +100,23 @@ impl Emitter<'_, '_, '_> {
             state.scratch[w] = merge(self, &|s: &State| s.scratch[w]);
         }
         Some((reach, state, rare))
+    }
+
+    /// A branch condition that tells every path along `edges[0]` from every path along the
+    /// later `edges`: the earliest branch all paths of the first took on one side and all
+    /// paths of the others on the other, with the side of the first (`None`: there is none).
+    fn apart(&self, edges: &[Edge]) -> Option<(Value, bool)> {
+        let (first, rest) = (edges[0].state.taken, &edges[1..]);
+        let (mut then_, mut else_) = (first.then_, first.else_);
+        for e in rest {
+            (then_, else_) = (then_ & e.state.taken.else_, else_ & e.state.taken.then_);
+        }
+        let (i, holds) = [(then_, true), (else_, false)]
+            .into_iter()
+            .filter(|&(bits, _)| bits != 0)
+            .map(|(bits, holds)| (bits.trailing_zeros() as usize, holds))
+            .min()?;
+        Some((*self.conditions.get(&i)?, holds))
     }
 
     pub(super) fn run(&mut self) {
@@ -265,7 +291,10 @@ impl Emitter<'_, '_, '_> {
                         let f = self.and_not(reach, holds);
                         let then_rare = rare || (rare_when_equal && cond == Cond::Eq);
                         let else_rare = rare || (rare_when_equal && cond == Cond::Ne);
+                        let taken = state.taken;
+                        state.taken = taken.with(i, true);
                         self.push(then_, t, state, then_rare);
+                        state.taken = taken.with(i, false);
                         self.push(else_, f, state, else_rare);
                         self.end(Term::Cases {
                             cases: vec![(holds, then_ as usize)],

@@ -14,7 +14,7 @@
 //! So a small program without calls is evaluated on every path at once, as predicated code:
 //! each block gets a *reach* predicate (the OR over its incoming edges of the predecessor's reach
 //! AND the edge's condition), and each register at a join becomes a `select` over the incoming
-//! edges. The result is assembled backwards from the blocks' exits ([`crate::outcome`]): one
+//! edges, on a branch that separates them where there is one ([`Taken`]). The result is assembled backwards from the blocks' exits ([`crate::outcome`]): one
 //! `select` (a conditional move) per test of a chain. Switch tables of a few keys become one
 //! equality per key, larger ones a branch-free lookup in a collision-free hash
 //! ([`crate::table`]).
@@ -159,11 +159,52 @@ enum Pred {
     Value(Value),
 }
 
-/// The registers and scratch words along one edge (`None`: not written on that path).
+/// The registers and scratch words along one edge (`None`: not written on that path), and
+/// the branches every path along it took.
 #[derive(Clone, Debug, PartialEq, Eq)]
 struct State {
     regs: [Option<Value>; 16],
     scratch: Vec<Option<Value>>,
+    taken: Taken,
+}
+
+/// Branches (by instruction, those below 128) that every path along an edge took, per side.
+///
+/// At a join, a register whose value differs between the incoming edges is a `select` of
+/// them, on a condition that tells the edges apart. Each edge's reach predicate does, but it
+/// is the AND of every test on the way (a host set's destination key, after its source test,
+/// would wait for the whole source lookup). A branch that one edge always passed on one side
+/// and the other edge on the other side does too, and is usually decided early (the EtherType
+/// test); where the join is not reached, the merged value is never observed either way.
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
+struct Taken {
+    then_: u128,
+    else_: u128,
+}
+
+impl Taken {
+    /// With branch `i` taken on the `then` side (`holds`) or the other.
+    fn with(self, i: usize, holds: bool) -> Taken {
+        let bit = 1u128.checked_shl(i as u32).unwrap_or(0);
+        match holds {
+            true => Taken {
+                then_: self.then_ | bit,
+                ..self
+            },
+            false => Taken {
+                else_: self.else_ | bit,
+                ..self
+            },
+        }
+    }
+
+    /// What paths along either edge all took.
+    fn meet(self, other: Taken) -> Taken {
+        Taken {
+            then_: self.then_ & other.then_,
+            else_: self.else_ & other.else_,
+        }
+    }
 }
 
 /// One incoming edge of a block.
@@ -314,6 +355,7 @@ fn evaluate(
         state: State {
             regs: [None; 16],
             scratch: vec![None; usize::from(p.scratch_words)],
+            taken: Taken::default(),
         },
         rare: false,
     });

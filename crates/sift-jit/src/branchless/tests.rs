@@ -297,7 +297,8 @@ fn a_host_set_of_ten_is_branch_free_with_shared_tests() {
         assert_eq!(any_lane_tests(&ir), 1, "{ir}");
     }
     let mut packets = Vec::new();
-    for (at, ethertype) in [(26, 8u8), (30, 8), (28, 6), (38, 6), (26, 6), (38, 8)] {
+    // EtherType 0x0800 (IPv4) or 0x0806 (ARP), an address at each field of the other too.
+    for (at, ethertype) in [(26, 0u8), (30, 0), (28, 6), (38, 6), (26, 6), (38, 0)] {
         for h in [hosts[0], hosts[9], hosts[9] + 1] {
             let mut p = ipv4_like([0; 4], 6, 5);
             p.resize(60, 0);
@@ -370,4 +371,45 @@ fn past_an_early_exit_the_result_starts_at_the_tail() {
         .filter(|l| l.trim_start().starts_with("and"))
         .count();
     assert!(ands <= 5, "{ands} ands after the exit:\n{code}");
+}
+
+/// Three paths join with a different register each (a constant, a header length, another
+/// constant), and the join reads at that register's offset and divides by it: the first two
+/// paths lie on one side of the EtherType test and the third on the other, so the merge tells
+/// the second from the third by that test alone, and the first from both by its whole path.
+/// Every packet and truncation agrees with the interpreter, a zero header length included.
+#[test]
+fn a_join_merges_registers_by_the_branch_that_separates_its_paths() {
+    if !crate::supported() {
+        return;
+    }
+    let text = "ld.h r0, [12]\n jeq r0, 2048, L2, L8\nL2:\n ld.b r1, [23]\n jeq r1, 6, L4, L6\nL4:\n mov r2, 20\n jmp L10\nL6:\n ld.b r2, [14]\n and r2, r2, 15\n jmp L10\nL8:\n jeq r0, 2054, L9, L14\nL9:\n mov r2, 8\n jmp L10\nL10:\n ld.b r3, [r2+14]\n div r4, r3, r2\n jgt r4, 1, L15, L14\nL14:\n ret 0\nL15:\n ret 96\n";
+    // Bytes that pass the division at some of the three offsets and not at others: a value
+    // merged from the wrong path changes the verdict.
+    let packet = |ethertype: u16, proto: u8, ihl: u8| {
+        let mut p = ipv4_like([10, 1, 1, 1], proto, ihl);
+        p[12..14].copy_from_slice(&ethertype.to_be_bytes());
+        for k in (15..23).chain(24..26).chain(30..34) {
+            p[k] = 100 + k as u8;
+        }
+        p[22] = 1;
+        p[34] = 100;
+        p
+    };
+    let mut packets = Vec::new();
+    for ethertype in [0x0800, 0x0806, 0x86dd] {
+        for (proto, ihl) in [(6, 5), (17, 5), (17, 0), (17, 15)] {
+            packets.push(packet(ethertype, proto, ihl));
+        }
+    }
+    for options in [
+        Options::default(),
+        Options {
+            long_packet_path: false,
+            ..Options::default()
+        },
+    ] {
+        assert_eq!(branches(&filter_ir(text, &options)), 0);
+        agrees(text, &options, &packets);
+    }
 }
