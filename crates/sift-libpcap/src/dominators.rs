@@ -53,7 +53,7 @@ impl Dominators {
 mod tests {
     use super::*;
     use crate::flow::find_levels;
-    use crate::graph::tests::random_graph;
+    use crate::graph::tests::{intersect_rows, random_graph};
 
     /// libpcap's `find_dom` as it is written: a full set per block.
     fn reference(g: &Graph, levels: &[Vec<BlockId>]) -> Vec<Vec<bool>> {
@@ -64,10 +64,8 @@ mod tests {
             for &b in level {
                 dom[b][b] = true;
                 if let (Some(t), Some(f)) = (g.blocks[b].jt, g.blocks[b].jf) {
-                    for s in [t, f] {
-                        let row = dom[b].clone();
-                        dom[s].iter_mut().zip(row).for_each(|(x, y)| *x &= y);
-                    }
+                    intersect_rows(&mut dom, t, b);
+                    intersect_rows(&mut dom, f, b);
                 }
             }
         }

@@ -84,7 +84,7 @@ impl EdgeDominators {
 mod tests {
     use super::*;
     use crate::flow::find_levels;
-    use crate::graph::tests::random_graph;
+    use crate::graph::tests::{intersect_rows, random_graph};
 
     /// libpcap's `find_edom` as it is written: a full set per edge.
     fn reference(g: &Graph, levels: &[Vec<BlockId>]) -> Vec<Vec<bool>> {
@@ -98,10 +98,8 @@ mod tests {
                     let e = edge_id(n, b, taken);
                     edom[e][e] = true;
                     let Some(s) = succ else { continue };
-                    for out in [edge_id(n, s, true), edge_id(n, s, false)] {
-                        let row = edom[e].clone();
-                        edom[out].iter_mut().zip(row).for_each(|(x, y)| *x &= y);
-                    }
+                    intersect_rows(&mut edom, edge_id(n, s, true), e);
+                    intersect_rows(&mut edom, edge_id(n, s, false), e);
                 }
             }
         }

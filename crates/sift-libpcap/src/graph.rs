@@ -343,6 +343,13 @@ fn resolve_target(prog: &[Insn], pc: usize, off: u8) -> Result<usize, OptimizeEr
 pub(crate) mod tests {
     use super::*;
 
+    /// `rows[dst] &= rows[src]`, for the analyses' references (libpcap's bit sets as rows of
+    /// booleans).
+    pub(crate) fn intersect_rows(rows: &mut [Vec<bool>], dst: usize, src: usize) {
+        let row = rows[src].clone();
+        rows[dst].iter_mut().zip(row).for_each(|(x, y)| *x &= y);
+    }
+
     /// A random acyclic graph for the analyses' tests: block `i` branches to two later blocks
     /// (mostly near ones, as in chains; sometimes both edges to one block), the last one to
     /// three blocks return.
