@@ -350,12 +350,18 @@ pub(crate) mod tests {
         rows[dst].iter_mut().zip(row).for_each(|(x, y)| *x &= y);
     }
 
+    /// A block that returns 0, with every analysis field at its start value: the template the
+    /// tests' graphs build their blocks from.
+    pub(crate) fn return_block() -> Block {
+        let ret = Graph::from_program(&[Insn::stmt(code::RET | code::K, 0)]).unwrap();
+        ret.blocks[0].clone()
+    }
+
     /// A random acyclic graph for the analyses' tests: block `i` branches to two later blocks
     /// (mostly near ones, as in chains; sometimes both edges to one block), the last one to
     /// three blocks return.
     pub(crate) fn random_graph(rng: &mut sift_testgen::Rng) -> Graph {
-        let ret = Graph::from_program(&[Insn::stmt(code::RET | code::K, 0)]).unwrap();
-        let template = ret.blocks[0].clone();
+        let template = return_block();
         let n = 2 + rng.index(120);
         let returns = 1 + rng.index(3);
         let blocks = (0..n)

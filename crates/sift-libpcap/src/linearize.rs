@@ -135,6 +135,7 @@ fn trampoline(off: usize, extra: u8) -> Insn {
 #[cfg(test)]
 mod tests {
     use super::*;
+    use crate::graph::tests::return_block;
     use crate::graph::{Block, Stmt};
 
     fn marks(graph: &Graph) -> Vec<(bool, bool)> {
@@ -150,8 +151,7 @@ mod tests {
     /// and the first layout attempt needs no retry.
     #[test]
     fn one_pass_marks_are_those_the_retries_end_with() {
-        let ret = Graph::from_program(&[Insn::stmt(code::RET | code::K, 0)]).unwrap();
-        let template = ret.blocks[0].clone();
+        let template = return_block();
         let mut rng = sift_testgen::Rng::new(0x11ea_71e5);
         let mut retried = 0;
         for _ in 0..400 {
