@@ -1,6 +1,7 @@
 //! The `sift` command: tcpdump-compatible filtering of capture files, pipelines of rules over
 //! them (`sift run`, see `pipeline`), and views of each stage of the compiler.
 
+use std::borrow::Cow;
 use std::path::PathBuf;
 use std::process::ExitCode;
 
@@ -286,7 +287,8 @@ fn run(cli: Cli) -> Result<ExitCode> {
                 "ir-opt" | "opt" => emit(format_args!("{}", code_ir(true)?))?,
                 "bytecode" => emit(format_args!("{}", compile(lang, &expr, &opts)?.bytecode()))?,
                 "cbpf" => {
-                    let cbpf = sift_bpf::compile(&code_ir(true)?)?;
+                    let ir = code_ir(true)?;
+                    let cbpf = sift_bpf::compile(&*without_set_lookups(&ir, true)?)?;
                     let program = sift_bpf::Program(cbpf.insns().to_vec());
                     emit(format_args!("{}", sift_bpf::disasm::disassemble(&program)))?;
                 }
@@ -369,14 +371,14 @@ fn run(cli: Cli) -> Result<ExitCode> {
                 let ty = sift_ebpf::ProgramType::from_name(&program_type).ok_or_else(|| {
                     anyhow!("unknown eBPF program type {program_type:?} (socket, xdp or tc)")
                 })?;
-                // eBPF cannot loop: with the optimizer on, it gets the unrolled walks optimized.
-                let loop_free;
+                // eBPF cannot loop or call the coprocessor: with the optimizer on, it gets the
+                // unrolled walks and the written-out set lookups optimized.
                 let ir = if level > 0 {
-                    loop_free = sift::loop_free(ir)?;
-                    &*loop_free
+                    sift::loop_free(ir)?
                 } else {
-                    ir
+                    sift::sift_ir::set_lookups::without_set_lookups(ir)
                 };
+                let ir = &*ir;
                 let program = sift_ebpf::compile(ir, &sift_ebpf::Options::new(ty))?;
                 emit(format_args!(
                     "{}",
@@ -391,7 +393,8 @@ fn run(cli: Cli) -> Result<ExitCode> {
             if output.is_some() {
                 bail!("-o writes eBPF objects; use --target ebpf");
             }
-            let program = sift_bpf::Program(sift_bpf::compile(ir)?.insns().to_vec());
+            let ir = without_set_lookups(ir, level > 0)?;
+            let program = sift_bpf::Program(sift_bpf::compile(&ir)?.insns().to_vec());
             match dump {
                 0 | 1 => emit(format_args!("{}", sift_bpf::disasm::disassemble(&program)))?,
                 2 => emit(format_args!("{}", sift_bpf::numeric::to_dd(&program)))?,
@@ -451,6 +454,19 @@ fn emit(args: std::fmt::Arguments<'_>) -> Result<()> {
         Err(e) if e.kind() != std::io::ErrorKind::BrokenPipe => Err(e.into()),
         _ => Ok(()),
     }
+}
+
+/// `ir` for classic BPF, which has no coprocessor: set lookups written as comparisons, optimized
+/// again when `optimized` (as `ir` is).
+fn without_set_lookups(
+    ir: &sift::sift_ir::Function,
+    optimized: bool,
+) -> Result<Cow<'_, sift::sift_ir::Function>> {
+    Ok(if optimized {
+        sift::without_set_lookups(ir)?
+    } else {
+        sift::sift_ir::set_lookups::without_set_lookups(ir)
+    })
 }
 
 /// Warns on standard error when a program is too long for a kernel to accept.

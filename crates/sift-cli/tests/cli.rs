@@ -524,6 +524,32 @@ fn extensions_only_with_the_flag() {
     let cbpf = sift(&["compile", "--ext", "payload contains \"x\""]);
     assert!(!cbpf.status.success());
     assert!(String::from_utf8_lossy(&cbpf.stderr).contains("coprocessor"));
+    // Sets it can: their lookups are written as comparisons, for classic BPF and eBPF, with and
+    // without the optimizer.
+    for (flags, expr) in [
+        (&["-d"][..], "port in {22, 53, 8000-8100}"),
+        (&["-O0"], "host in {10.0.0.1, 2001:db8::/32}"),
+        (&["--target", "ebpf"], "tcp and host in {10.0.0.0/8}"),
+        (&["--target", "ebpf", "-O0"], "port in {22}"),
+    ] {
+        let args: Vec<&str> = ["compile", "--ext"]
+            .into_iter()
+            .chain(flags.iter().copied())
+            .chain([expr])
+            .collect();
+        let out = sift(&args);
+        assert!(
+            out.status.success(),
+            "{args:?}: {}",
+            String::from_utf8_lossy(&out.stderr)
+        );
+    }
+    let out = sift(&["debug", "--ext", "cbpf", "vlan in {100, 200-299}"]);
+    assert!(
+        out.status.success(),
+        "{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
     let other = sift(&[
         "filter",
         "--ext",

@@ -22,7 +22,8 @@
 //!
 //! Two instructions call coprocessors (NetVM's term): [`Inst::Contains`] searches the payload
 //! for a pattern, [`Inst::Member`] looks a key up in a set. They are pure and never reject;
-//! [`coproc`] defines them, and the tables they use travel with the function.
+//! [`coproc`] defines them, and the tables they use travel with the function. Back ends without
+//! the coprocessor write set lookups as comparisons ([`set_lookups`]).
 //!
 //! One instruction loops: [`Inst::Protochain`] walks a chain of IPv6 extension / AH headers
 //! as libpcap's `protochain` does. The walk always ends (see [`protochain`]); back ends that
@@ -40,6 +41,7 @@ mod order;
 mod parse;
 pub mod protochain;
 pub mod runs;
+pub mod set_lookups;
 pub mod verify;
 
 pub use coproc::{KeyWidth, Pattern, PatternError, PatternSet, ValueSet};

@@ -125,12 +125,31 @@ pub fn optimized_ir(ir: &Function) -> Result<Function, Error> {
     Ok(optimized)
 }
 
-/// Optimized IR for back ends that cannot loop (the kernel's classic BPF, eBPF):
-/// `protochain` walks unrolled to [`sift_ir::protochain::UNROLLED_HEADERS`] headers and the
-/// result optimized again, since the unrolled rounds share most of their tests. `optimized`
-/// itself when it has no walk.
+/// Optimized IR for back ends that cannot loop or call the coprocessor (eBPF): `protochain`
+/// walks unrolled to [`sift_ir::protochain::UNROLLED_HEADERS`] headers and set lookups written
+/// as comparisons ([`without_set_lookups`]), the result optimized again, since the unrolled
+/// rounds share most of their tests. `optimized` itself when it has neither.
 pub fn loop_free(optimized: &Function) -> Result<Cow<'_, Function>, Error> {
-    match sift_ir::protochain::without_loops(optimized) {
+    let unrolled = sift_ir::protochain::without_loops(optimized);
+    let expanded = match sift_ir::set_lookups::without_set_lookups(&unrolled) {
+        Cow::Owned(f) => Some(f),
+        Cow::Borrowed(_) => None,
+    };
+    match (expanded, unrolled) {
+        (Some(mut f), _) | (None, Cow::Owned(mut f)) => {
+            optimize(&mut f)?;
+            Ok(Cow::Owned(f))
+        }
+        (None, Cow::Borrowed(f)) => Ok(Cow::Borrowed(f)),
+    }
+}
+
+/// Optimized IR for back ends without the coprocessor (classic BPF): every set lookup (`host in
+/// {...}`) written as a binary search over the set's ranges ([`sift_ir::set_lookups`]) and the
+/// result optimized again. `optimized` itself when it looks nothing up. Payload tests stay,
+/// and such back ends refuse them.
+pub fn without_set_lookups(optimized: &Function) -> Result<Cow<'_, Function>, Error> {
+    match sift_ir::set_lookups::without_set_lookups(optimized) {
         Cow::Borrowed(f) => Ok(Cow::Borrowed(f)),
         Cow::Owned(mut f) => {
             optimize(&mut f)?;
@@ -214,7 +233,8 @@ impl Filter {
         &self.optimized
     }
 
-    /// The optimized IR for back ends that cannot loop ([`loop_free`]). Computed on each call.
+    /// The optimized IR for back ends that cannot loop or call the coprocessor ([`loop_free`]).
+    /// Computed on each call.
     pub fn loop_free_ir(&self) -> Result<Cow<'_, Function>, Error> {
         loop_free(&self.optimized)
     }

@@ -28,10 +28,14 @@ fn ext_options(linktype: u32, optimize: bool) -> Options {
 }
 
 /// Compiles `ext` with extensions, runs it on every packet with every engine (which must agree
-/// with each other) and returns the verdicts.
+/// with each other; classic BPF, with the set lookups written as comparisons, when the filter
+/// has no payload test) and returns the verdicts.
 fn sift_verdicts(ext: &str, linktype: u32, optimize: bool, packets: &[Packet]) -> Vec<bool> {
     let f = Filter::compile_with(ext, &ext_options(linktype, optimize))
         .unwrap_or_else(|e| panic!("`{ext}`: {}", e.render(ext)));
+    let comparisons = sift::without_set_lookups(f.optimized_ir()).expect("optimizes");
+    let cbpf = (comparisons.first_call().is_none())
+        .then(|| sift_bpf::compile(&comparisons).unwrap_or_else(|e| panic!("`{ext}`: {e}")));
     packets
         .iter()
         .map(|p| {
@@ -40,9 +44,13 @@ fn sift_verdicts(ext: &str, linktype: u32, optimize: bool, packets: &[Packet]) -
                 f.run_interpreted(&p.data, p.wire_len),
                 f.run_reference(&p.data, p.wire_len),
             );
+            let classic = cbpf
+                .as_ref()
+                .map_or(r, |prog| sift_bpf::interp::run(prog, &p.data, p.wire_len));
             assert!(
-                r == i && r == reference,
-                "engines disagree on `{ext}` for {:02x?}: {} {r}, bytecode {i}, IR {reference}",
+                r == i && r == reference && r == classic,
+                "engines disagree on `{ext}` for {:02x?}: {} {r}, bytecode {i}, IR {reference}, \
+                 classic BPF {classic}",
                 p.data,
                 f.engine()
             );
