@@ -225,6 +225,82 @@ fn large_host_sets() {
     }
 }
 
+/// Sets (sift's extension), whose lookups eBPF writes as binary searches over the ranges
+/// (`sift::loop_free`): the verifier accepts them, and in the kernel they answer as the IR's
+/// reference lookup does, on keys at and beside every range's ends.
+#[test]
+fn sets_written_as_comparisons() {
+    if !kernel_available() {
+        return;
+    }
+    let options = sift::Options {
+        extensions: true,
+        ..sift::Options::new(ETHERNET, SNAPLEN)
+    };
+    let ports: Vec<u16> = vec![0, 1, 22, 53, 80, 443, 1000, 1003, 8000, 8100, 65534, 65535];
+    let sets = [
+        "port in {0, 22, 53, 80, 443, 1000-1003, 8000-8100, 65535}".to_string(),
+        "tcp and dst port in {1, 53, 65534}".to_string(),
+        "host in {10.0.0.1, 10.0.0.3, 10.1.0.0/16, 255.255.255.255}".to_string(),
+        format!(
+            "src net in {{{}}}",
+            (0..300)
+                .map(|i| format!("10.{}.{}.0/24", i / 256, i % 256))
+                .collect::<Vec<_>>()
+                .join(", ")
+        ),
+    ];
+    let mut packets = Vec::new();
+    for &port in &ports {
+        for probe in [port.wrapping_sub(1), port, port.wrapping_add(1)] {
+            for (ip6, proto) in [(false, 6), (false, 17), (true, 6)] {
+                packets.push(sift_testgen::ethernet_ports(ip6, proto, probe, 7).data);
+                packets.push(sift_testgen::ethernet_ports(ip6, proto, 7, probe).data);
+            }
+        }
+    }
+    for a in [
+        [10, 0, 0, 0],
+        [10, 0, 0, 1],
+        [10, 0, 0, 2],
+        [10, 0, 0, 3],
+        [10, 0, 255, 255],
+        [10, 1, 0, 0],
+        [10, 1, 43, 9],
+        [10, 1, 255, 255],
+        [10, 2, 0, 0],
+        [255, 255, 255, 254],
+        [255, 255, 255, 255],
+    ] {
+        packets.push(ipv4_packet(a, [192, 168, 0, 1]));
+        packets.push(ipv4_packet([192, 168, 0, 1], a));
+    }
+    for expr in &sets {
+        let mut f = sift::compile_ir(expr, &options).unwrap();
+        sift_opt::optimize(&mut f);
+        let reference = sift_ir::Interpreter::new(f.clone()).unwrap();
+        let comparisons = sift::loop_free(&f).unwrap();
+        assert!(comparisons.first_call().is_none(), "{expr}");
+        let programs = load_all(&comparisons, expr);
+        let (mut cache, mut accepted) = (sift_ir::Cache::new(), 0);
+        for pkt in &packets {
+            let want = reference.run(&mut cache, pkt, pkt.len() as u32);
+            accepted += usize::from(want != 0);
+            for (t, prog) in &programs {
+                if !kernel::test_run_accepts(*t, pkt) {
+                    continue;
+                }
+                let got = prog.run(pkt).unwrap();
+                assert_eq!(got, expected(*t, want), "{expr} as {t} on {pkt:02x?}");
+            }
+        }
+        assert!(
+            accepted > 0 && accepted < packets.len(),
+            "{expr}: {accepted}"
+        );
+    }
+}
+
 /// Port lists written out are lookup tables whose keys come in runs, searched run by run with
 /// range tests: packets on every run's ends and their neighbours agree with libpcap.
 #[test]

@@ -3,7 +3,8 @@
 //! An [`Inst::Member`] call becomes a binary search over its set's ranges, written as
 //! branches: each level compares the key with the middle range's bounds, so a set of `m`
 //! ranges costs at most about `2 log2(m)` comparisons per packet (four times that for a
-//! 128-bit key, compared word by word, most significant first). The call never rejects and
+//! 128-bit key, compared word by word, most significant first). The single values of a
+//! one-word set are left to a `switch`, which the back ends lay out as any lookup table. The call never rejects and
 //! neither do comparisons, so the function means what it meant; only its size grows, by a
 //! few instructions per range.
 
@@ -66,13 +67,38 @@ fn expand_one(f: &mut Function, block: Block, at: usize) {
         }
         None => split(f, block, at),
     };
+    // One-word keys outside the longer ranges are looked up in a `switch` of the single
+    // values, which the back ends lay out as they do any table (ranges of consecutive keys,
+    // binary search).
+    let (singles, spans): (Vec<_>, Vec<_>) = set
+        .ranges()
+        .iter()
+        .partition(|&&(lo, hi)| key.len() == 1 && lo == hi);
+    let missing = if singles.is_empty() {
+        missing
+    } else {
+        let table = f.create_block();
+        let cases = singles
+            .iter()
+            .map(|&(k, _)| (k as u32, Target::from(found)))
+            .collect();
+        f.set_term(
+            table,
+            Terminator::Switch {
+                value: key[0],
+                cases,
+                default: missing.into(),
+            },
+        );
+        table
+    };
     let search = Search {
         key: &key,
         found,
         missing,
         max: set.width().max(),
     };
-    search.ranges(f, block, set.ranges());
+    search.ranges(f, block, &spans);
 }
 
 /// Where `block`'s branch goes when the lookup `v` finds its key and when not, if the branch
