@@ -504,6 +504,27 @@ impl Function {
         v
     }
 
+    /// Splits `block` after its instruction at position `at`, which leaves the block: a new
+    /// block, returned, takes the instructions after it and the terminator, and the value the
+    /// instruction defined becomes that block's parameter, so every use keeps its name. `block`
+    /// is left without a terminator, for the caller to compute the value in its place.
+    pub fn split_at_value(&mut self, block: Block, at: usize) -> Block {
+        let rest = self.create_block();
+        let tail = self.block_mut(block).insts.split_off(at + 1);
+        let v = self
+            .block_mut(block)
+            .insts
+            .pop()
+            .expect("the instruction at `at`");
+        let term = std::mem::take(&mut self.block_mut(block).term);
+        let data = self.block_mut(rest);
+        data.insts = tail;
+        data.term = term;
+        data.params.push(v);
+        self.values[v.index()] = Inst::Param(rest);
+        rest
+    }
+
     pub fn set_term(&mut self, block: Block, term: Terminator) {
         self.blocks[block.index()].term = term;
     }

@@ -131,17 +131,8 @@ pub fn unroll(f: &mut Function, headers: usize) {
         else {
             unreachable!("find returns protochain instructions")
         };
-        // Split the block after the walk: `rest` takes the instructions after it and the
-        // terminator, and receives the walk's result as a parameter that replaces `v`.
-        let rest = f.create_block();
-        let tail = f.block_mut(block).insts.split_off(at + 1);
-        f.block_mut(block).insts.pop();
-        let term = std::mem::take(&mut f.block_mut(block).term);
-        f.block_mut(rest).insts = tail;
-        f.block_mut(rest).term = term;
-        // `v` becomes the parameter of `rest`, so every use keeps its name.
-        f.values[v.index()] = Inst::Param(rest);
-        f.block_mut(rest).params.push(v);
+        // Split the block after the walk: `rest` receives the walk's result as its parameter.
+        let rest = f.split_at_value(block, at);
         let reject = f.create_block();
         f.set_term(reject, Terminator::Return(0));
         let (mut from, mut a, mut x) = (block, proto, offset);

@@ -136,19 +136,10 @@ fn tested_alone(f: &Function, block: Block, v: Value) -> Option<(Block, Block)> 
     (uses == 1).then_some(targets)
 }
 
-/// Splits `block` after the lookup at `at`: the part after it (`rest`) takes the lookup's
-/// result as a parameter; returns the blocks that pass it 1 and 0.
+/// Splits `block` after the lookup at `at` ([`Function::split_at_value`]); returns the blocks
+/// that pass the rest of the block 1 and 0.
 fn split(f: &mut Function, block: Block, at: usize) -> (Block, Block) {
-    let v = f.block(block).insts[at];
-    let rest = f.create_block();
-    let tail = f.block_mut(block).insts.split_off(at + 1);
-    f.block_mut(block).insts.pop();
-    let term = std::mem::take(&mut f.block_mut(block).term);
-    f.block_mut(rest).insts = tail;
-    f.block_mut(rest).term = term;
-    // `v` becomes the parameter of `rest`, so every use keeps its name.
-    f.values[v.index()] = Inst::Param(rest);
-    f.block_mut(rest).params.push(v);
+    let rest = f.split_at_value(block, at);
     (outcome(f, rest, 1), outcome(f, rest, 0))
 }
 
