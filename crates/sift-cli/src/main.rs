@@ -376,7 +376,7 @@ fn run(cli: Cli) -> Result<ExitCode> {
                 let ir = if level > 0 {
                     sift::loop_free(ir)?
                 } else {
-                    sift::sift_ir::set_lookups::without_set_lookups(ir)
+                    without_set_lookups(ir, false)?
                 };
                 let ir = &*ir;
                 let program = sift_ebpf::compile(ir, &sift_ebpf::Options::new(ty))?;
@@ -456,7 +456,7 @@ fn emit(args: std::fmt::Arguments<'_>) -> Result<()> {
     }
 }
 
-/// `ir` for classic BPF, which has no coprocessor: set lookups written as comparisons, optimized
+/// `ir` for back ends without the coprocessor: set lookups written as comparisons, optimized
 /// again when `optimized` (as `ir` is).
 fn without_set_lookups(
     ir: &sift::sift_ir::Function,

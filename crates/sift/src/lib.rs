@@ -145,8 +145,8 @@ pub fn loop_free(optimized: &Function) -> Result<Cow<'_, Function>, Error> {
 }
 
 /// Optimized IR for back ends without the coprocessor (classic BPF): every set lookup (`host in
-/// {...}`) written as a binary search over the set's ranges ([`sift_ir::set_lookups`]) and the
-/// result optimized again. `optimized` itself when it looks nothing up. Payload tests stay,
+/// {...}`) written as comparisons ([`sift_ir::set_lookups`]: a `switch` of the single values, a
+/// binary search over the ranges) and the result optimized again. `optimized` itself when it looks nothing up. Payload tests stay,
 /// and such back ends refuse them.
 pub fn without_set_lookups(optimized: &Function) -> Result<Cow<'_, Function>, Error> {
     match sift_ir::set_lookups::without_set_lookups(optimized) {
