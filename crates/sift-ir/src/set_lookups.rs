@@ -4,9 +4,9 @@
 //! branches: each level compares the key with the middle range's bounds, so a set of `m`
 //! ranges costs at most about `2 log2(m)` comparisons per packet (four times that for a
 //! 128-bit key, compared word by word, most significant first). The single values of a
-//! one-word set are left to a `switch`, which the back ends lay out as any lookup table. The call never rejects and
-//! neither do comparisons, so the function means what it meant; only its size grows, by a
-//! few instructions per range.
+//! one-word set are left to a `switch`, which the back ends lay out as any lookup table. The
+//! call never rejects and neither do comparisons, so the function means what it meant; only
+//! its size grows, by a few instructions per range.
 
 use std::borrow::Cow;
 
@@ -31,7 +31,7 @@ fn has_lookup(f: &Function) -> bool {
         .any(|&v| matches!(f.inst(v), Inst::Member { .. }))
 }
 
-/// Replaces every [`Inst::Member`] in `f` by a binary search over its set's ranges.
+/// Replaces every [`Inst::Member`] in `f` by comparisons (see the module doc).
 pub fn expand(f: &mut Function) {
     // Blocks split off below are appended, and scanned in their turn.
     let mut b = 0;
