@@ -42,10 +42,12 @@ pub fn expand(f: &mut Function) {
             .insts
             .iter()
             .position(|&v| matches!(f.inst(v), Inst::Member { .. }));
-        if let Some(at) = found {
-            expand_one(f, block, at);
+        match found {
+            // Again: a lookup the block's branch tested leaves the instructions after it in
+            // the block, and they may hold another.
+            Some(at) => expand_one(f, block, at),
+            None => b += 1,
         }
-        b += 1;
     }
 }
 
@@ -379,6 +381,60 @@ mod tests {
                     );
                 }
             }
+        }
+    }
+
+    /// A lookup the block's branch tests, followed in its block by another whose result a
+    /// later block uses: both are written out, and the answers stay.
+    #[test]
+    fn a_tested_lookup_leaves_the_next_in_its_block_to_be_expanded() {
+        let sets = [
+            ValueSet::new(KeyWidth::W32, [(5, 5), (9, 20)]),
+            ValueSet::new(KeyWidth::W32, [(7, 7), (15, 30)]),
+        ];
+        let mut f = Function::new();
+        let (entry, found, missing) = (f.create_block(), f.create_block(), f.create_block());
+        let key = f.push(
+            entry,
+            Inst::Load {
+                index: None,
+                offset: 0,
+                size: LoadSize::Word,
+            },
+        );
+        f.sets = sets.into_iter().map(Arc::new).collect();
+        let tested = f.push(
+            entry,
+            Inst::Member {
+                set: 0,
+                key: crate::thin_vec![key],
+            },
+        );
+        let used_later = f.push(
+            entry,
+            Inst::Member {
+                set: 1,
+                key: crate::thin_vec![key],
+            },
+        );
+        let zero = f.iconst(entry, 0);
+        f.set_term(entry, branch(CmpOp::Ne, tested, zero, found, missing));
+        let one = f.iconst(found, 1);
+        let bytes = f.push(found, Inst::Binary(BinOp::Add, used_later, one));
+        f.set_term(found, Terminator::ReturnValue(bytes));
+        f.set_term(missing, Terminator::Return(0));
+        let expanded = without_set_lookups(&f).into_owned();
+        assert!(!has_lookup(&expanded));
+        let want = Interpreter::new(f).expect("valid");
+        let got = Interpreter::new(expanded).expect("expansion keeps the function valid");
+        let mut cache = Cache::new();
+        for k in 0u32..40 {
+            let p = k.to_be_bytes();
+            assert_eq!(
+                got.run(&mut cache, &p, 4),
+                want.run(&mut cache, &p, 4),
+                "key {k}"
+            );
         }
     }
 
