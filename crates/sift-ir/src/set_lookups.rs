@@ -33,6 +33,9 @@ fn has_lookup(f: &Function) -> bool {
 
 /// Replaces every [`Inst::Member`] in `f` by comparisons (see the module doc).
 pub fn expand(f: &mut Function) {
+    // Expanding one lookup moves the uses of the others but neither adds nor removes any, so
+    // the counts taken now hold throughout.
+    let uses = use_counts(f);
     // Blocks split off below are appended, and scanned in their turn.
     let mut b = 0;
     while b < f.blocks.len() {
@@ -45,7 +48,7 @@ pub fn expand(f: &mut Function) {
         match found {
             // Again: a lookup the block's branch tested leaves the instructions after it in
             // the block, and they may hold another.
-            Some(at) => expand_one(f, block, at),
+            Some(at) => expand_one(f, block, at, &uses),
             None => b += 1,
         }
     }
@@ -53,15 +56,15 @@ pub fn expand(f: &mut Function) {
 
 /// Expands the lookup at position `at` of `block`: the block ends in the search, whose leaves
 /// go where the block's branch on the lookup went, or else pass 1 or 0 to the rest of the
-/// block, split off.
-fn expand_one(f: &mut Function, block: Block, at: usize) {
+/// block, split off. `uses` counts each value's uses.
+fn expand_one(f: &mut Function, block: Block, at: usize, uses: &[u32]) {
     let v = f.block(block).insts[at];
     let Inst::Member { set, ref key } = *f.inst(v) else {
         unreachable!("expand_one is given lookups")
     };
     let key: Vec<Value> = key.to_vec();
     let set = f.sets[set as usize].clone();
-    let (found, missing) = match tested_alone(f, block, v) {
+    let (found, missing) = match tested_alone(f, block, v, uses) {
         // The usual shape, `br ne v, 0` on the lookup alone: the search ends at its targets.
         Some(targets) => {
             f.block_mut(block).insts.remove(at);
@@ -104,8 +107,9 @@ fn expand_one(f: &mut Function, block: Block, at: usize) {
 }
 
 /// Where `block`'s branch goes when the lookup `v` finds its key and when not, if the branch
-/// tests `v` against 0 (`ne` or `eq`) and nothing else reads `v`.
-fn tested_alone(f: &Function, block: Block, v: Value) -> Option<(Block, Block)> {
+/// tests `v` against 0 (`ne` or `eq`) and nothing else reads `v` (`uses` counts each value's
+/// uses).
+fn tested_alone(f: &Function, block: Block, v: Value, uses: &[u32]) -> Option<(Block, Block)> {
     let Terminator::Branch {
         op,
         lhs,
@@ -128,14 +132,19 @@ fn tested_alone(f: &Function, block: Block, v: Value) -> Option<(Block, Block)> 
         CmpOp::Eq => (else_.block, then_.block),
         _ => return None,
     };
-    let mut uses = 0;
+    (uses[v.index()] == 1).then_some(targets)
+}
+
+/// How many times each value of `f` is read, by instructions and terminators.
+fn use_counts(f: &Function) -> Vec<u32> {
+    let mut uses = vec![0u32; f.values.len()];
     for data in &f.blocks {
         for &u in &data.insts {
-            f.inst(u).for_each_operand(|x| uses += usize::from(x == v));
+            f.inst(u).for_each_operand(|x| uses[x.index()] += 1);
         }
-        data.term.for_each_operand(|x| uses += usize::from(x == v));
+        data.term.for_each_operand(|x| uses[x.index()] += 1);
     }
-    (uses == 1).then_some(targets)
+    uses
 }
 
 /// Splits `block` after the lookup at `at` ([`Function::split_at_value`]); returns the blocks
