@@ -47,6 +47,8 @@ pub struct Request<'a> {
     /// Accept sift's language extensions.
     pub extensions: bool,
     pub expr: &'a str,
+    /// libpcap's optimized meaning (tcpdump without `-O`).
+    pub optimize: bool,
     pub engine: Engine,
 }
 
@@ -75,6 +77,7 @@ pub fn run(req: &Request<'_>) -> Result<ExitCode> {
                 let opts = Options {
                     swapped,
                     extensions: req.extensions,
+                    optimize: req.optimize,
                     ..Options::new(lt, snaplen)
                 };
                 e.insert(lang::compile(req.lang, req.expr, &opts)?)

@@ -78,6 +78,12 @@ enum Command {
         /// The language of the expression.
         #[arg(long, value_enum, default_value_t = Lang::Pcap)]
         lang: Lang,
+        /// Optimization level: 0 (or a bare `-O`, as `tcpdump -O`) gives the filter libpcap's
+        /// unoptimized meaning: a packet that a load past its captured end rejects stays
+        /// rejected, where libpcap's optimizer may have deleted the load. sift optimizes the
+        /// code it runs either way; that never changes a verdict.
+        #[arg(short = 'O', value_name = "LEVEL", default_value_t = 1)]
+        level: u8,
         /// The engine that runs the filter.
         #[arg(long, value_enum, default_value_t = Engine::Auto)]
         engine: Engine,
@@ -188,8 +194,8 @@ enum Command {
         /// Read the expression (or program) from a file.
         #[arg(short = 'F', value_name = "EXPRFILE")]
         expr_file: Option<PathBuf>,
-        /// Optimization level: 0 compiles without optimizing, as `tcpdump -O` (which also gives
-        /// the filter libpcap's unoptimized meaning on truncated packets).
+        /// Optimization level: 0 (or a bare `-O`) compiles without optimizing, as `tcpdump -O`
+        /// (which also gives the filter libpcap's unoptimized meaning on truncated packets).
         #[arg(short = 'O', value_name = "LEVEL", default_value_t = 1)]
         level: u8,
         /// Accept sift's extensions to the filter language: payload tests (`payload contains
@@ -219,8 +225,8 @@ enum Command {
         /// Read the expression (or program) from a file.
         #[arg(short = 'F', value_name = "EXPRFILE")]
         expr_file: Option<PathBuf>,
-        /// Optimization level: 0 lowers without libpcap's optimizer semantics, as `tcpdump -O`
-        /// (`ir` then shows the code as generated, before the emulation of libpcap's optimizer).
+        /// Optimization level: 0 (or a bare `-O`) lowers without libpcap's optimizer semantics,
+        /// as `tcpdump -O` (`ir` then shows the code as generated, before the emulation of libpcap's optimizer).
         #[arg(short = 'O', value_name = "LEVEL", default_value_t = 1)]
         level: u8,
         /// Accept sift's extensions to the filter language: payload tests (`payload contains
@@ -244,7 +250,7 @@ enum Command {
 }
 
 fn main() -> ExitCode {
-    match run(Cli::parse()) {
+    match run(Cli::parse_from(bare_o_as_level_0(std::env::args_os()))) {
         Ok(code) => code,
         Err(e) => {
             eprintln!("sift: {e:#}");
@@ -412,6 +418,7 @@ fn run(cli: Cli) -> Result<ExitCode> {
             bpf_file,
             extensions,
             lang,
+            level,
             engine,
             expression: args,
         } => {
@@ -426,10 +433,31 @@ fn run(cli: Cli) -> Result<ExitCode> {
                 linktype,
                 lang,
                 expr: &expr,
+                optimize: level > 0,
                 engine,
             })
         }
     }
+}
+
+/// The arguments with a bare `-O` (tcpdump's "do not optimize") written `-O0`, which clap
+/// reads as the level it means; `-O 0` and `-O 1`, a level given apart, stay as they are.
+/// Nothing after `--` is touched.
+fn bare_o_as_level_0(
+    args: impl IntoIterator<Item = std::ffi::OsString>,
+) -> Vec<std::ffi::OsString> {
+    let mut args: Vec<_> = args.into_iter().collect();
+    let end = args.iter().position(|a| a == "--").unwrap_or(args.len());
+    for i in 0..end {
+        let level_follows = args
+            .get(i + 1)
+            .and_then(|a| a.to_str())
+            .is_some_and(|a| !a.is_empty() && a.bytes().all(|c| c.is_ascii_digit()));
+        if args[i] == "-O" && !level_follows {
+            args[i] = "-O0".into();
+        }
+    }
+    args
 }
 
 /// `-y`: a `LINKTYPE_` number, or a link type's name as `tcpdump -y` takes it.

@@ -145,6 +145,60 @@ fn debug_ir_without_the_optimizer_keeps_what_it_deletes() {
     assert!(!ir(&["debug", "ir", "ip[0] & 0 = 0"]).contains("load.b"));
 }
 
+/// `-O` (bare, as tcpdump takes it, or `-O0`) gives `sift filter` libpcap's unoptimized
+/// meaning: an IPv4 frame cut after its Ethernet header fails `ip[0] & 0 = 0` (the load is
+/// past its end), which libpcap's optimizer deletes. Counts agree with libpcap both ways.
+#[test]
+fn filter_without_the_optimizer_keeps_libpcaps_unoptimized_meaning() {
+    let path = std::env::temp_dir().join(format!("sift-cli-cut-{}.pcap", std::process::id()));
+    let mut frame = vec![0u8; 60];
+    frame[12..14].copy_from_slice(&[0x08, 0x00]);
+    frame[14] = 0x45;
+    let records: Vec<_> = [frame.clone(), frame[..14].to_vec()]
+        .into_iter()
+        .map(|data| sift_capture::Record {
+            timestamp: sift_capture::Timestamp::new(1, 0),
+            wire_len: 60,
+            linktype: 1,
+            interface_id: 0,
+            data,
+        })
+        .collect();
+    let file = std::fs::File::create(&path).unwrap();
+    let mut w =
+        sift_capture::PcapWriter::new(file, 1, 262144, sift_capture::Resolution::Micro).unwrap();
+    for r in &records {
+        w.write_record(r).unwrap();
+    }
+    drop(w);
+    let expr = "ip[0] & 0 = 0";
+    let oracle = sift_oracle::Oracle::new(1, 262144).unwrap();
+    for (flags, optimize) in [(&[][..], true), (&["-O"][..], false), (&["-O0"][..], false)] {
+        let mut args = vec!["filter", "-r", path.to_str().unwrap(), "-c"];
+        args.extend(flags);
+        args.push(expr);
+        let out = sift(&args);
+        assert!(out.status.success(), "{flags:?}");
+        let ours: u64 = String::from_utf8(out.stdout)
+            .unwrap()
+            .trim()
+            .parse()
+            .unwrap();
+        let program = oracle.compile(expr, optimize, 0).unwrap();
+        let theirs = records
+            .iter()
+            .filter(|r| program.matches(&r.data, r.wire_len))
+            .count() as u64;
+        assert_eq!(ours, theirs, "{flags:?}");
+        assert_eq!(ours, if optimize { 2 } else { 1 }, "{flags:?}");
+    }
+    std::fs::remove_file(&path).unwrap();
+    // A bare `-O` before the expression is no level: `compile -O ip` compiles `ip` unoptimized.
+    let ir = |args: &[&str]| String::from_utf8(sift(args).stdout).unwrap();
+    assert_eq!(ir(&["compile", "-O", "ip"]), ir(&["compile", "-O0", "ip"]));
+    assert!(ir(&["debug", "-O", "ir", expr]).contains("load.b"));
+}
+
 /// Parses `tcpdump -ddd` text into libpcap's instruction type.
 fn parse_ddd(text: &str) -> Vec<sift_oracle::BpfInsn> {
     let mut lines = text.lines();
