@@ -18,6 +18,8 @@ pub struct Request<'a> {
     pub snaplen: u32,
     pub promiscuous: bool,
     pub expr: &'a str,
+    /// libpcap's optimized meaning (tcpdump without `-O`).
+    pub optimize: bool,
 }
 
 /// Whether the expression tests VLAN tags, which the Linux kernel strips before socket
@@ -50,7 +52,10 @@ pub fn run(req: &Request<'_>) -> Result<ExitCode> {
         .promiscuous(req.promiscuous);
     let mut capture =
         Capture::open(&config).with_context(|| format!("cannot capture on {}", req.interface))?;
-    let options = sift::Options::new(capture.linktype(), capture.snaplen());
+    let options = sift::Options {
+        optimize: req.optimize,
+        ..sift::Options::new(capture.linktype(), capture.snaplen())
+    };
     let filter = sift::Filter::compile_with(req.expr, &options)
         .map_err(|e| anyhow!("{}", e.render(req.expr)))?;
     let program = sift_bpf::compile_for(&*filter.loop_free_ir()?, sift_bpf::Dialect::Linux)?;

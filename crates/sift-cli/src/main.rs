@@ -168,6 +168,10 @@ enum Command {
         /// Do not put the interface into promiscuous mode.
         #[arg(short = 'p')]
         no_promiscuous: bool,
+        /// Optimization level: 0 (or a bare `-O`, as `tcpdump -O`) gives the filter libpcap's
+        /// unoptimized meaning (see `sift filter -O`).
+        #[arg(short = 'O', value_name = "LEVEL", default_value_t = 1)]
+        level: u8,
         /// The filter expression (several arguments are joined with spaces).
         expression: Vec<String>,
     },
@@ -341,6 +345,7 @@ fn run(cli: Cli) -> Result<ExitCode> {
             count,
             snaplen,
             no_promiscuous,
+            level,
             expression: args,
         } => capture::run(&capture::Request {
             interface: &interface,
@@ -349,6 +354,7 @@ fn run(cli: Cli) -> Result<ExitCode> {
             snaplen,
             promiscuous: !no_promiscuous,
             expr: &args.join(" "),
+            optimize: level > 0,
         }),
         Command::Compile {
             target,
