@@ -230,7 +230,8 @@ enum Command {
         #[arg(short = 'F', value_name = "EXPRFILE")]
         expr_file: Option<PathBuf>,
         /// Optimization level: 0 (or a bare `-O`) lowers without libpcap's optimizer semantics,
-        /// as `tcpdump -O` (`ir` then shows the code as generated, before the emulation of libpcap's optimizer).
+        /// as `tcpdump -O` (`ir` then shows the code as generated, before the emulation of
+        /// libpcap's optimizer).
         #[arg(short = 'O', value_name = "LEVEL", default_value_t = 1)]
         level: u8,
         /// Accept sift's extensions to the filter language: payload tests (`payload contains
