@@ -488,6 +488,20 @@ impl Function {
         &self.values[v.index()]
     }
 
+    /// How many operands of instructions and terminators read each value, indexed by
+    /// `Value` (every block counts, reached or not).
+    pub fn use_counts(&self) -> Vec<u32> {
+        let mut uses = vec![0u32; self.values.len()];
+        for data in &self.blocks {
+            let mut count = |v: Value| uses[v.index()] += 1;
+            for &v in &data.insts {
+                self.inst(v).for_each_operand(&mut count);
+            }
+            data.term.for_each_operand(count);
+        }
+        uses
+    }
+
     /// Appends an instruction to `block` and returns the value it defines.
     pub fn push(&mut self, block: Block, inst: Inst) -> Value {
         let v = Value(self.values.len() as u32);

@@ -35,7 +35,7 @@ fn has_lookup(f: &Function) -> bool {
 pub fn expand(f: &mut Function) {
     // Expanding one lookup moves the uses of the others but neither adds nor removes any, so
     // the counts taken now hold throughout.
-    let uses = use_counts(f);
+    let uses = f.use_counts();
     // Blocks split off below are appended, and scanned in their turn.
     let mut b = 0;
     while b < f.blocks.len() {
@@ -133,18 +133,6 @@ fn tested_alone(f: &Function, block: Block, v: Value, uses: &[u32]) -> Option<(B
         _ => return None,
     };
     (uses[v.index()] == 1).then_some(targets)
-}
-
-/// How many times each value of `f` is read, by instructions and terminators.
-fn use_counts(f: &Function) -> Vec<u32> {
-    let mut uses = vec![0u32; f.values.len()];
-    for data in &f.blocks {
-        for &u in &data.insts {
-            f.inst(u).for_each_operand(|x| uses[x.index()] += 1);
-        }
-        data.term.for_each_operand(|x| uses[x.index()] += 1);
-    }
-    uses
 }
 
 /// Splits `block` after the lookup at `at` ([`Function::split_at_value`]); returns the blocks

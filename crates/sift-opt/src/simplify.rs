@@ -74,7 +74,7 @@ pub fn run_with(f: &mut Function, analysis: &mut Analysis) -> usize {
     let cfg = analysis.take(f);
     let ranges = range::compute_over(f, &cfg.rpo);
     let repl = Replacements::new(f);
-    let uses = use_counts(f);
+    let uses = f.use_counts();
     let mut s = Simplifier {
         f,
         ranges,
@@ -97,19 +97,6 @@ pub fn run_with(f: &mut Function, analysis: &mut Analysis) -> usize {
     repl.apply(f);
     analysis.remove_unreachable(f);
     changes
-}
-
-/// How many operands of instructions and terminators read each value.
-fn use_counts(f: &Function) -> Vec<u32> {
-    let mut used = vec![0u32; f.values.len()];
-    for data in &f.blocks {
-        let mut mark = |o: Value| used[o.index()] += 1;
-        for &v in &data.insts {
-            f.inst(v).for_each_operand(&mut mark);
-        }
-        data.term.for_each_operand(mark);
-    }
-    used
 }
 
 impl Simplifier<'_> {

@@ -157,7 +157,7 @@ fn zero_tests(
     // Counting uses reads every instruction of the function, reachable or not: only when a
     // branch has the shape.
     if !tests.is_empty() {
-        let uses = use_counts(f);
+        let uses = f.use_counts();
         tests.retain(|t| uses[t.tested.index()] == 1);
     }
     tests
@@ -254,16 +254,4 @@ pub(super) fn branches_to_decide(
         }
     }
     decided
-}
-
-fn use_counts(f: &Function) -> Vec<u32> {
-    let mut uses = vec![0; f.values.len()];
-    for data in &f.blocks {
-        let mut count = |v: Value| uses[v.index()] += 1;
-        for &v in &data.insts {
-            f.inst(v).for_each_operand(&mut count);
-        }
-        data.term.for_each_operand(count);
-    }
-    uses
 }
