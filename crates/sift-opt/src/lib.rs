@@ -20,13 +20,14 @@
 //! | dce | [`dce`] | dead instructions and parameters (loads only when proven in bounds) |
 //! | merge | [`merge`] | equivalent subgraphs (per-path copies made by lowering) merge into one |
 //! | tables | [`table`] | equality chains become `switch` lookup tables |
+//! | tables | [`join_table`] | a test of one key made on every way into a table becomes one of its cases |
 //!
 //! The first six run in rounds until a round changes nothing (or [`Options::max_rounds`] is
 //! reached: the optimizer always terminates, and every pass is linear or near-linear in the
 //! function's size, so a 10,000-term `or` chain optimizes in milliseconds). Lookup tables are
-//! formed after the rounds, and chains of 64 keys or more already in the first round, right
-//! after value numbering (so that the passes after it meet one `switch`, not thousands of
-//! tests); then [`sink`] moves constants next to their only user and the function is
+//! formed after the rounds (and then take in the tests their ways in share), and chains of 64
+//! keys or more already in the first round, right after value numbering (so that the passes
+//! after it meet one `switch`, not thousands of tests); then [`sink`] moves constants next to their only user and the function is
 //! renumbered. With [`Options::verify`] (on in debug builds) the IR verifier runs after every
 //! pass and a failure names the pass.
 //!
@@ -54,6 +55,7 @@ pub mod dce;
 pub mod facts;
 pub mod gvn;
 pub mod hash;
+pub mod join_table;
 pub mod merge;
 pub mod predicate;
 pub mod range;
@@ -268,6 +270,8 @@ pub fn try_optimize_with(f: &mut Function, opts: &Options) -> Result<Stats, Pass
         let min_keys = opts.min_table_keys.max(2);
         stats.changes.tables += table::run_with(f, min_keys, &mut analysis);
         check(f, &analysis, "tables", stats.rounds)?;
+        stats.changes.tables += join_table::run_with(f, &mut analysis);
+        check(f, &analysis, "join tables", stats.rounds)?;
         if opts.threading {
             stats.changes.threading += thread::run_with(f, &mut analysis);
             check(f, &analysis, "threading", stats.rounds)?;

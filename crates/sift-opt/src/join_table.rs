@@ -1,0 +1,275 @@
+//! Equality tests that every way into a table makes become a case of the table.
+//!
+//! libpcap's optimizer (and `merge`) shares the common tail of two chains: `host A or host B or
+//! …` tests the IPv4 destination against `A` and the ARP target against `A`, and both then go on
+//! to one block that tests the value they pass it against `B`, `C`, …. Table formation cannot
+//! take the first tests into that block's table (the block has two ways in and a parameter),
+//! so the table is entered through two separate tests of one key. When every edge into a join
+//! `J(p)` with no instructions comes from a block ending in `if x == K goto T else goto J(x)`,
+//! with the same `K` and the same `T` each time, and `J` tests `p` against constants, the test
+//! moves into `J`: each predecessor jumps to `J(x)`, and `J` sends `p == K` to `T`. On every
+//! path the packet goes where it went before: `x == K` reaches `T` (now through `J`, which
+//! computes nothing), and `x != K` reaches `J` as before, where the new case cannot hold. A
+//! case `K` that `J` already had could not hold on any path, so it is redirected to `T`.
+//!
+//! The back ends then see one table instead of a test in front of it on every path: the JIT
+//! compares one vector of keys instead of one more scalar per predecessor, and classic BPF
+//! needs no more instructions than before.
+
+use sift_ir::{Block, CmpOp, Function, Target, Terminator, Value};
+
+use crate::cfg::Analysis;
+
+/// A predecessor's test: `if value == key goto exit else goto` the join.
+struct Test {
+    value: Value,
+    key: u32,
+    exit: Target,
+    join: Target,
+}
+
+/// `term` as a [`Test`] of a constant whose "not equal" edge passes the tested value.
+fn test(f: &Function, term: &Terminator) -> Option<Test> {
+    let Terminator::Branch {
+        op,
+        lhs,
+        rhs,
+        then_,
+        else_,
+    } = term
+    else {
+        return None;
+    };
+    let (exit, join) = match op {
+        CmpOp::Eq => (then_, else_),
+        CmpOp::Ne => (else_, then_),
+        _ => return None,
+    };
+    Some(Test {
+        value: *lhs,
+        key: f.const_value(*rhs)?,
+        exit: exit.clone(),
+        join: join.clone(),
+    })
+}
+
+/// The parameter position `join`'s terminator tests against constants, if it does.
+fn tested_param(f: &Function, join: Block) -> Option<usize> {
+    let data = f.block(join);
+    let tested = match &data.term {
+        Terminator::Switch { value, .. } => *value,
+        Terminator::Branch {
+            op: CmpOp::Eq | CmpOp::Ne,
+            lhs,
+            rhs,
+            ..
+        } if f.const_value(*rhs).is_some() => *lhs,
+        _ => return None,
+    };
+    data.params.iter().position(|&p| p == tested)
+}
+
+/// Runs the pass; returns the number of tests moved into a join.
+pub fn run(f: &mut Function) -> usize {
+    run_with(f, &mut Analysis::new())
+}
+
+/// [`run`], with the control-flow facts kept between passes.
+pub fn run_with(f: &mut Function, analysis: &mut Analysis) -> usize {
+    let cfg = analysis.cfg(f);
+    // For each join, the predecessors whose test qualifies so far (`None` once one does not).
+    let mut entering: Vec<Option<Vec<Block>>> = vec![Some(Vec::new()); f.blocks.len()];
+    for &b in &cfg.rpo {
+        let term = &f.block(b).term;
+        let candidate = test(f, term).filter(|t| {
+            t.exit.args.is_empty()
+                && t.exit.block != t.join.block
+                && tested_param(f, t.join.block).is_some_and(|i| t.join.args[i] == t.value)
+        });
+        match candidate {
+            Some(t) => {
+                if let Some(list) = &mut entering[t.join.block.index()] {
+                    list.push(b);
+                }
+                // The exit is entered from here too, but not by a qualifying test edge.
+                entering[t.exit.block.index()] = None;
+            }
+            None => term.for_each_target(|t| entering[t.block.index()] = None),
+        }
+    }
+    let mut moved = 0;
+    for &join in &cfg.rpo {
+        let Some(preds) = &entering[join.index()] else {
+            continue;
+        };
+        if preds.is_empty() || preds.len() != cfg.incoming[join.index()] as usize {
+            continue;
+        }
+        if join == Function::ENTRY || !f.block(join).insts.is_empty() {
+            continue;
+        }
+        let tests: Vec<Test> = preds
+            .iter()
+            .filter_map(|&p| test(f, &f.block(p).term))
+            .collect();
+        let first = &tests[0];
+        if tests
+            .iter()
+            .any(|t| t.key != first.key || t.exit != first.exit)
+        {
+            continue;
+        }
+        let (key, exit) = (first.key, first.exit.clone());
+        let joins: Vec<Target> = tests.into_iter().map(|t| t.join).collect();
+        for (&p, to_join) in preds.iter().zip(joins) {
+            f.block_mut(p).term = Terminator::Jump(to_join);
+        }
+        add_case(f, join, key, exit);
+        moved += preds.len();
+    }
+    if moved > 0 {
+        analysis.edges_changed();
+    }
+    moved
+}
+
+/// Makes `join`'s test of its parameter send `key` to `exit`.
+fn add_case(f: &mut Function, join: Block, key: u32, exit: Target) {
+    let term = std::mem::take(&mut f.block_mut(join).term);
+    f.block_mut(join).term = match term {
+        Terminator::Switch {
+            value,
+            mut cases,
+            default,
+        } => {
+            match cases.iter_mut().find(|(k, _)| *k == key) {
+                Some(case) => case.1 = exit,
+                None => cases.insert(0, (key, exit)),
+            }
+            Terminator::Switch {
+                value,
+                cases,
+                default,
+            }
+        }
+        Terminator::Branch {
+            op,
+            lhs,
+            rhs,
+            then_,
+            else_,
+        } => {
+            let (equal, other) = if op == CmpOp::Eq {
+                (then_, else_)
+            } else {
+                (else_, then_)
+            };
+            let theirs = f
+                .const_value(rhs)
+                .expect("tested_param checked the constant");
+            let cases = if theirs == key {
+                vec![(key, exit)]
+            } else {
+                vec![(key, exit), (theirs, equal)]
+            };
+            Terminator::Switch {
+                value: lhs,
+                cases,
+                default: other,
+            }
+        }
+        _ => unreachable!("tested_param checked the terminator"),
+    };
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::testutil::{assert_same_semantics, canonical};
+    use sift_ir::parse_function;
+
+    /// `host`'s shape: two loads each test `A`, then share a test of `B` and `C`.
+    const SHARED_TAIL: &str = "block0:
+    v0 = const 1
+    v1 = const 2
+    v2 = const 3
+    v3 = load.b [0]
+    br eq v3, v0, block1, block2
+block1:
+    v4 = load.b [1]
+    br eq v4, v0, block5, block3(v4)
+block2:
+    v5 = load.b [2]
+    br ne v5, v0, block3(v5), block5
+block3(v6):
+    switch v6, default block4, 2: block5, 3: block5
+block4:
+    ret 0
+block5:
+    ret 1
+";
+
+    fn moved(text: &str) -> (usize, Function) {
+        let original = parse_function(text).unwrap();
+        let mut f = original.clone();
+        let n = run(&mut f);
+        sift_ir::verify(&f).unwrap();
+        assert_same_semantics(&original, &f);
+        (n, f)
+    }
+
+    #[test]
+    fn a_test_every_way_in_makes_joins_the_table() {
+        let (n, f) = moved(SHARED_TAIL);
+        assert_eq!(n, 2);
+        let text = canonical(&f);
+        assert!(text.contains("jump block3(v4)"), "{text}");
+        assert!(text.contains("jump block3(v5)"), "{text}");
+        assert!(
+            text.contains("switch v6, default block4, 1: block5, 2: block5, 3: block5"),
+            "{text}"
+        );
+    }
+
+    #[test]
+    fn a_branch_in_the_join_becomes_a_switch() {
+        let text = SHARED_TAIL.replace(
+            "switch v6, default block4, 2: block5, 3: block5",
+            "br ne v6, v1, block4, block5",
+        );
+        let (n, f) = moved(&text);
+        assert_eq!(n, 2);
+        assert!(canonical(&f).contains("switch v6, default block4, 1: block5, 2: block5"));
+    }
+
+    #[test]
+    fn a_key_the_join_had_goes_where_the_tests_went() {
+        // Case 1 of the join could not hold (both ways in had found `x != 1`).
+        let text = SHARED_TAIL.replace("2: block5, 3: block5", "1: block4, 2: block5");
+        let (n, f) = moved(&text);
+        assert_eq!(n, 2);
+        assert!(canonical(&f).contains("switch v6, default block4, 1: block5, 2: block5"));
+    }
+
+    #[test]
+    fn tests_that_differ_or_another_way_in_stay() {
+        let other_key = SHARED_TAIL.replace("br ne v5, v0,", "br ne v5, v1,");
+        let other_exit = SHARED_TAIL.replace(
+            "br ne v5, v0, block3(v5), block5",
+            "br ne v5, v0, block3(v5), block4",
+        );
+        let other_value = SHARED_TAIL.replace("block3(v4)", "block3(v3)");
+        let computes = SHARED_TAIL.replace(
+            "block3(v6):\n    switch",
+            "block3(v6):\n    v7 = load.b [9]\n    switch",
+        );
+        let jump_in = SHARED_TAIL.replace(
+            "    v3 = load.b [0]\n    br eq v3, v0, block1, block2",
+            "    v3 = load.b [0]\n    br eq v3, v1, block3(v3), block6\nblock6:\n    br eq v3, v0, block1, block2",
+        );
+        for text in [other_key, other_exit, other_value, computes, jump_in] {
+            let (n, f) = moved(&text);
+            assert_eq!(n, 0, "{f}");
+        }
+    }
+}
