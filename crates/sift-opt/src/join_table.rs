@@ -108,15 +108,24 @@ pub fn run_with(f: &mut Function, analysis: &mut Analysis) -> usize {
         if join == Function::ENTRY || !f.block(join).insts.is_empty() {
             continue;
         }
-        let tests: Vec<Test> = preds
+        // Read again: a join handled before may be one of these tests, now a table.
+        let Some(param) = tested_param(f, join) else {
+            continue;
+        };
+        let Some(tests) = preds
             .iter()
-            .filter_map(|&p| test(f, &f.block(p).term))
-            .collect();
+            .map(|&p| test(f, &f.block(p).term))
+            .collect::<Option<Vec<Test>>>()
+        else {
+            continue;
+        };
         let first = &tests[0];
-        if tests
-            .iter()
-            .any(|t| t.key != first.key || t.exit != first.exit)
-        {
+        if tests.iter().any(|t| {
+            t.key != first.key
+                || t.exit != first.exit
+                || t.join.block != join
+                || t.join.args[param] != t.value
+        }) {
             continue;
         }
         let (key, exit) = (first.key, first.exit.clone());
@@ -249,6 +258,38 @@ block5:
         let (n, f) = moved(&text);
         assert_eq!(n, 2);
         assert!(canonical(&f).contains("switch v6, default block4, 1: block5, 2: block5"));
+    }
+
+    #[test]
+    fn a_join_whose_test_leads_to_another_join() {
+        // block3 is a join and, ending in `p == 2`, also a way into block6, whose other way
+        // in (block4) tests the same key: block3 takes its ways' tests first and is then no
+        // longer a test, so block6 keeps its own.
+        let text = "block0:
+    v0 = const 1
+    v1 = const 2
+    v2 = load.b [0]
+    br eq v2, v0, block1, block4
+block1:
+    v3 = load.b [1]
+    br eq v3, v0, block5, block3(v3)
+block2:
+    ret 0
+block3(v4):
+    br eq v4, v1, block7, block6(v4)
+block4:
+    v5 = load.b [2]
+    br eq v5, v0, block5, block3(v5)
+block5:
+    v6 = load.b [3]
+    br eq v6, v1, block7, block6(v6)
+block6(v7):
+    br eq v7, v0, block2, block7
+block7:
+    ret 1
+";
+        let (n, f) = moved(text);
+        assert_eq!(n, 2, "{f}");
     }
 
     #[test]
