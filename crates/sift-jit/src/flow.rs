@@ -13,6 +13,9 @@
 //! a constant whose result does the same, can be
 //! loaded in the machine's byte order and compared with the byte-swapped constant, swapped once
 //! at compile time instead of once per packet. [`Flow::native_order`] marks those definitions.
+//! Loads that meet at a merge (a host set's destination, loaded at offset 30 on the IPv4 path
+//! and at 38 on the ARP path, then tested as one set) form a web: the merged value keeps native
+//! order when every load of the web has the same width and every read of any of them keeps it.
 
 use sift_bytecode::insn::MAX_USES;
 use sift_bytecode::{AluOp, Cond, Insn, Operand, Program, Width};
@@ -85,6 +88,13 @@ pub(crate) struct Flow {
     pub escaped: Vec<bool>,
     /// Per definition: the value may be kept in native byte order, with this many bytes.
     pub native_order: Vec<Option<Width>>,
+    /// Per read that sees [`MULTI`]: a definition of the web of definitions merged there
+    /// (`UNDEFINED` for other reads), in [`Insn::uses`] order.
+    pub merged_from: Vec<[u32; MAX_USES]>,
+    /// Per definition: its web's representative (union-find parent links; see [`Flow::web`]).
+    webs: Vec<u32>,
+    /// Per definition: it met a path that left its register unwritten, so its web is unknown.
+    web_broken: Vec<bool>,
     pub successors: Successors,
 }
 
@@ -126,6 +136,9 @@ impl Flow {
             use_count: vec![0; n],
             escaped: vec![false; n],
             native_order: vec![None; n],
+            merged_from: vec![[UNDEFINED; MAX_USES]; n],
+            webs: (0..n as u32).collect(),
+            web_broken: vec![false; n],
             successors,
         };
         flow.reaching_definitions(p, &live_in);
@@ -136,14 +149,17 @@ impl Flow {
     /// One forward pass in index order (every predecessor precedes its successor).
     fn reaching_definitions(&mut self, p: &Program, live_in: &[u16]) {
         let n = p.code.len();
-        let mut entry: HashMap<u32, [u32; 16]> = HashMap::new();
-        entry.insert(0, [UNDEFINED; 16]);
-        let mut cur = [UNDEFINED; 16];
+        // Per register: the definition reaching here (or `MULTI`), and one definition of the
+        // web merged into a `MULTI`.
+        type State = ([u32; 16], [u32; 16]);
+        let mut entry: HashMap<u32, State> = HashMap::new();
+        entry.insert(0, ([UNDEFINED; 16], [UNDEFINED; 16]));
+        let (mut cur, mut cur_web) = ([UNDEFINED; 16], [UNDEFINED; 16]);
         let mut succ = Vec::new();
         for i in 0..n {
             if self.block_start[i] {
                 match entry.remove(&(i as u32)) {
-                    Some(state) => cur = state,
+                    Some(state) => (cur, cur_web) = state,
                     None => continue,
                 }
             } else if !self.reachable[i] {
@@ -155,10 +171,13 @@ impl Flow {
                 self.use_defs[i][slot] = def;
                 if def < MULTI {
                     self.use_count[def as usize] += 1;
+                } else if def == MULTI {
+                    self.merged_from[i][slot] = cur_web[r.index() & 15];
                 }
             }
             if let Some(r) = insn.def() {
                 cur[r.index() & 15] = i as u32;
+                cur_web[r.index() & 15] = i as u32;
             }
             self.successors.of(p, i, &mut succ);
             for &s in &succ {
@@ -168,19 +187,31 @@ impl Flow {
                 let live = live_in[s as usize];
                 match entry.get_mut(&s) {
                     None => {
-                        entry.insert(s, cur);
+                        entry.insert(s, (cur, cur_web));
                     }
-                    Some(state) => {
+                    Some((state, state_web)) => {
                         for r in 0..16 {
                             let (a, b) = (state[r], cur[r]);
-                            if a == b {
+                            if a == b && a != MULTI {
                                 continue;
                             }
                             state[r] = MULTI;
-                            if live & (1 << r) != 0 {
-                                for d in [a, b] {
-                                    if d < MULTI {
-                                        self.escaped[d as usize] = true;
+                            if live & (1 << r) == 0 {
+                                continue;
+                            }
+                            for d in [a, b] {
+                                if d < MULTI {
+                                    self.escaped[d as usize] = true;
+                                }
+                            }
+                            match (state_web[r], cur_web[r]) {
+                                (x, y) if x < MULTI && y < MULTI => self.join_webs(x, y),
+                                // Not written on some path: no web to speak of.
+                                (x, y) => {
+                                    for d in [x, y] {
+                                        if d < MULTI {
+                                            self.web_broken[d as usize] = true;
+                                        }
                                     }
                                 }
                             }
@@ -189,6 +220,31 @@ impl Flow {
                 }
             }
         }
+    }
+
+    /// The representative of definition `d`'s web.
+    pub(crate) fn web(&self, mut d: u32) -> u32 {
+        while self.webs[d as usize] != d {
+            d = self.webs[d as usize];
+        }
+        d
+    }
+
+    fn join_webs(&mut self, a: u32, b: u32) {
+        let (a, b) = (self.web(a), self.web(b));
+        // The earlier definition represents the web, so links point backwards and a chain of
+        // merges cannot form a cycle.
+        let (keep, link) = if a < b { (a, b) } else { (b, a) };
+        self.webs[link as usize] = keep;
+    }
+
+    /// The native width of what read slot `slot` of instruction `i` sees, if any.
+    pub(crate) fn native_read(&self, i: usize, slot: usize) -> Option<Width> {
+        let d = match self.use_defs[i][slot] {
+            MULTI => self.merged_from[i][slot],
+            d => d,
+        };
+        (d < MULTI).then(|| self.native_order[d as usize]).flatten()
     }
 
     /// Marks the definitions that may stay in native byte order (see the module docs).
@@ -236,10 +292,35 @@ impl Flow {
                 _ => false,
             };
             for slot in 0..insn.uses().count() {
-                let d = self.use_defs[j][slot];
-                if d < MULTI && !(slot == 0 && keeps_order) {
-                    bad[d as usize] = true;
+                if slot == 0 && keeps_order {
+                    continue;
                 }
+                match self.use_defs[j][slot] {
+                    d if d < MULTI => bad[d as usize] = true,
+                    MULTI => bad[self.web(self.merged_from[j][slot]) as usize] = true,
+                    _ => {}
+                }
+            }
+        }
+        // Webs: native when every definition in them is a load of one width that no read
+        // disqualifies (`bad` of the representative: a read of the merged value did).
+        let mut web_width: Vec<Option<Option<Width>>> = vec![None; n];
+        for i in (0..n).filter(|&i| self.escaped[i] && self.reachable[i]) {
+            let root = self.web(i as u32) as usize;
+            let own = match p.code[i] {
+                Insn::Load { .. } if !bad[i] && !self.web_broken[i] => width[i],
+                _ => None,
+            };
+            web_width[root] = match web_width[root] {
+                None => Some(own),
+                Some(w) if w == own => Some(w),
+                Some(_) => Some(None),
+            };
+        }
+        for i in (0..n).filter(|&i| self.escaped[i] && self.reachable[i]) {
+            let root = self.web(i as u32) as usize;
+            if !bad[root] {
+                self.native_order[i] = web_width[root].flatten();
             }
         }
         // Forward: an `and` stays native only if its source does.
@@ -305,16 +386,43 @@ mod tests {
         assert_eq!(f.native_order[3], Some(Width::Word));
     }
 
+    /// r2, loaded at 16 or at 18, is live where the paths meet.
+    const MERGED: &str = "ld.h r0, [12]\n ld.h r1, [14]\n jgt r1, 5, L3, L4\nL3:\n ret r0\nL4:\n ld.h r2, [16]\n jeq r2, 1, L6, L7\nL6:\n ld.h r2, [18]\n jmp L7\nL7:\n jeq r2, 3, L9, L10\nL9:\n ret 1\nL10:\n ret 0\n";
+
     #[test]
-    fn arithmetic_returns_and_merges_need_network_order() {
-        // r0 is returned; r1 is compared with `jgt`; r2 reaches a merge where it is live.
-        let (_, f) = flow(
-            "ld.h r0, [12]\n ld.h r1, [14]\n jgt r1, 5, L3, L4\nL3:\n ret r0\nL4:\n ld.h r2, [16]\n jeq r2, 1, L6, L7\nL6:\n ld.h r2, [18]\n jmp L7\nL7:\n jeq r2, 3, L9, L10\nL9:\n ret 1\nL10:\n ret 0\n",
-        );
+    fn arithmetic_and_returns_need_network_order() {
+        // r0 is returned; r1 is compared with `jgt`.
+        let (_, f) = flow(MERGED);
         assert_eq!(f.native_order[0], None);
         assert_eq!(f.native_order[1], None);
+    }
+
+    #[test]
+    fn loads_merged_and_compared_with_constants_keep_native_order() {
+        let (_, f) = flow(MERGED);
         assert!(f.escaped[4] && f.escaped[6]);
-        assert_eq!(f.native_order[4], None);
+        assert_eq!(f.web(6), f.web(4));
+        assert_eq!(f.native_order[4], Some(Width::Half));
+        assert_eq!(f.native_order[6], Some(Width::Half));
+        // The merged read sees the web; the read before the merge sees its own load.
+        assert_eq!(f.native_read(8, 0), Some(Width::Half));
+        assert_eq!(f.native_read(5, 0), Some(Width::Half));
+    }
+
+    #[test]
+    fn a_web_needs_one_width_and_only_order_keeping_reads() {
+        let wider = MERGED.replace("ld.h r2, [18]", "ld.w r2, [18]");
+        let compared = MERGED.replace("jeq r2, 3,", "jgt r2, 3,");
+        let masked = MERGED.replace("ld.h r2, [18]", "ld.h r2, [18]\n and r2, r2, 255");
+        let returned = MERGED.replace("L9:\n ret 1", "L9:\n ret r2");
+        for text in [wider, compared, masked, returned] {
+            let (p, f) = flow(&text);
+            let merged: Vec<usize> = (0..p.code.len()).filter(|&i| f.escaped[i]).collect();
+            assert_eq!(merged.len(), 2, "{text}");
+            for i in merged {
+                assert_eq!(f.native_order[i], None, "{text}");
+            }
+        }
     }
 
     #[test]

@@ -5,7 +5,7 @@ use sift_bytecode::{Insn, Program, Width};
 use crate::bounds::Bounds;
 use crate::branchless;
 use crate::coalesce::{pair_at, Pair};
-use crate::flow::{Flow, MULTI};
+use crate::flow::Flow;
 use crate::Options;
 
 /// Size of [`crate::PacketRef`] and the offsets of its fields (checked by a test in lib.rs).
@@ -40,10 +40,7 @@ pub(crate) struct Plan<'p> {
 impl<'p> Plan<'p> {
     /// The native byte order width of the definition instruction `i` reads in slot 0, if any.
     pub(crate) fn native_operand(&self, i: usize) -> Option<Width> {
-        let d = self.flow.use_defs[i][0];
-        (d < MULTI)
-            .then(|| self.flow.native_order[d as usize])
-            .flatten()
+        self.flow.native_read(i, 0)
     }
 
     pub(crate) fn new(program: &'p Program, options: &Options) -> Plan<'p> {
