@@ -19,6 +19,7 @@
 use sift_ir::{Block, CmpOp, Function, Target, Terminator, Value};
 
 use crate::cfg::Analysis;
+use crate::table::{link, Keys, Link};
 
 /// A predecessor's test: `if value == key goto exit else goto` the join.
 struct Test {
@@ -28,28 +29,22 @@ struct Test {
     join: Target,
 }
 
-/// `term` as a [`Test`] of a constant whose "not equal" edge passes the tested value.
+/// `term` as a [`Test`]: a branch on equality with a constant.
 fn test(f: &Function, term: &Terminator) -> Option<Test> {
-    let Terminator::Branch {
-        op,
-        lhs,
-        rhs,
-        then_,
-        else_,
-    } = term
+    let Link {
+        value,
+        keys: Keys::One(key),
+        exit,
+        next,
+    } = link(f, term)?
     else {
         return None;
     };
-    let (exit, join) = match op {
-        CmpOp::Eq => (then_, else_),
-        CmpOp::Ne => (else_, then_),
-        _ => return None,
-    };
     Some(Test {
-        value: *lhs,
-        key: f.const_value(*rhs)?,
+        value,
+        key,
         exit: exit.clone(),
-        join: join.clone(),
+        join: next.clone(),
     })
 }
 

@@ -25,17 +25,17 @@ use crate::cfg::Analysis;
 use crate::hash::{FastMap, FastSet};
 
 /// One element of a chain: the value tested, the keys, the exit on equality, the continuation.
-struct Link<'f> {
-    value: Value,
-    keys: Keys<'f>,
-    exit: &'f Target,
-    next: &'f Target,
+pub(crate) struct Link<'f> {
+    pub(crate) value: Value,
+    pub(crate) keys: Keys<'f>,
+    pub(crate) exit: &'f Target,
+    pub(crate) next: &'f Target,
 }
 
 /// The keys of a link, read from its terminator (a list per test was most of the pass's
 /// time on long chains).
 #[derive(Clone, Copy)]
-enum Keys<'f> {
+pub(crate) enum Keys<'f> {
     One(u32),
     Cases(&'f [(u32, Target)]),
 }
@@ -57,7 +57,8 @@ impl<'f> Keys<'f> {
     }
 }
 
-fn link<'f>(f: &Function, term: &'f Terminator) -> Option<Link<'f>> {
+/// `term` as a link: a test of equality with a constant, or a `switch` whose cases share an edge.
+pub(crate) fn link<'f>(f: &Function, term: &'f Terminator) -> Option<Link<'f>> {
     match term {
         Terminator::Branch {
             op: CmpOp::Eq,
