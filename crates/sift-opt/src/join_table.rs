@@ -124,9 +124,8 @@ pub fn run_with(f: &mut Function, analysis: &mut Analysis) -> usize {
             continue;
         }
         let (key, exit) = (first.key, first.exit.clone());
-        let joins: Vec<Target> = tests.into_iter().map(|t| t.join).collect();
-        for (&p, to_join) in preds.iter().zip(joins) {
-            f.block_mut(p).term = Terminator::Jump(to_join);
+        for (&p, t) in preds.iter().zip(tests) {
+            f.block_mut(p).term = Terminator::Jump(t.join);
         }
         add_case(f, join, key, exit);
         moved += preds.len();
