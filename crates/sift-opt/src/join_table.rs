@@ -286,6 +286,102 @@ block7:
         assert_eq!(n, 2, "{f}");
     }
 
+    /// A function of joins and their ways in, drawn from `seed`: the entry picks one of
+    /// several ways by a byte; each loads a byte and (mostly) tests it against a shared key
+    /// with a shared exit before passing it to a join, whose own test may make it a way into
+    /// a second join. Some draws break the rule (another key or exit, a plain jump in, a load
+    /// in the join) so that both outcomes are exercised.
+    fn random_joins(seed: u64) -> String {
+        let mut state = seed | 1;
+        let mut next = move |n: u64| {
+            state ^= state << 13;
+            state ^= state >> 7;
+            state ^= state << 17;
+            state % n
+        };
+        // Blocks: 0 entry, 1-4 returns, 5.. ways into the first join, its join, ways into the
+        // second, the second join.
+        let ways = 1 + next(3) as usize;
+        let second_ways = next(3) as usize;
+        let join = 5 + ways;
+        let join2 = join + 1 + second_ways;
+        let mut text = String::from("block0:\n v0 = const 1\n v1 = const 2\n v2 = const 3\n v3 = load.b [0]\n switch v3, default block1");
+        // In a drawn order, so that the ways of the two joins come in either order.
+        let mut entered: Vec<usize> = (5..join).chain(join + 1..join2).collect();
+        for i in (1..entered.len()).rev() {
+            entered.swap(i, next(i as u64 + 1) as usize);
+        }
+        for (key, way) in entered.into_iter().enumerate() {
+            text += &format!(", {key}: block{way}");
+        }
+        text += "\nblock1:\n ret 0\nblock2:\n ret 1\nblock3:\n ret 2\nblock4:\n ret 262144\n";
+        let mut value = 4;
+        // A way from `block` into `to`, mostly testing the constant `v{key}` with exit `exit`.
+        fn way(
+            text: &mut String,
+            (block, to): (usize, usize),
+            (key, exit): (u64, u64),
+            value: &mut usize,
+            next: &mut dyn FnMut(u64) -> u64,
+        ) {
+            let x = *value;
+            *value += 1;
+            *text += &format!("block{block}:\n v{x} = load.b [{}]\n", 1 + next(6));
+            let key = if next(4) == 0 { next(3) } else { key };
+            let exit = if next(4) == 0 { 3 } else { exit };
+            *text += &match next(8) {
+                0 => format!(" jump block{to}(v{x})\n"),
+                1 | 2 => format!(" br ne v{x}, v{key}, block{to}(v{x}), block{exit}\n"),
+                _ => format!(" br eq v{x}, v{key}, block{exit}, block{to}(v{x})\n"),
+            };
+        }
+        for b in 5..join {
+            way(&mut text, (b, join), (0, 2), &mut value, &mut next);
+        }
+        let p = value;
+        value += 1;
+        text += &format!("block{join}(v{p}):\n");
+        if next(6) == 0 {
+            text += &format!(" v{} = load.b [9]\n", value);
+            value += 1;
+        }
+        let leads_on = second_ways > 0 && next(2) == 0;
+        text += &match (leads_on, next(3)) {
+            (true, _) => format!(" br eq v{p}, v1, block4, block{join2}(v{p})\n"),
+            (false, 0) => format!(" br ne v{p}, v{}, block1, block4\n", next(3)),
+            _ => format!(
+                " switch v{p}, default block1, 2: block4, 3: block{}\n",
+                2 + next(3)
+            ),
+        };
+        for b in join + 1..join2 {
+            // The key and exit of the first join's test when it leads on.
+            way(&mut text, (b, join2), (1, 4), &mut value, &mut next);
+        }
+        let q = value;
+        text +=
+            &format!("block{join2}(v{q}):\n switch v{q}, default block1, 1: block4, 3: block3\n");
+        text
+    }
+
+    #[test]
+    fn random_joins_keep_their_meaning() {
+        let mut moved_some = 0;
+        for seed in 0..400u64 {
+            let text = random_joins(0x9e37_79b9 ^ seed.wrapping_mul(0x2545_f491_4f6c_dd1d));
+            let original = parse_function(&text).unwrap_or_else(|e| panic!("{e}\n{text}"));
+            if sift_ir::verify(&original).is_err() {
+                continue; // the second join's block, unreachable when no way leads to it
+            }
+            let (n, _) = moved(&text);
+            moved_some += usize::from(n > 0);
+            let mut optimized = original.clone();
+            crate::optimize(&mut optimized);
+            assert_same_semantics(&original, &optimized);
+        }
+        assert!(moved_some > 50, "{moved_some} of 400 moved a test");
+    }
+
     #[test]
     fn tests_that_differ_or_another_way_in_stay() {
         let other_key = SHARED_TAIL.replace("br ne v5, v0,", "br ne v5, v1,");
