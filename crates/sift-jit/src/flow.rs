@@ -93,8 +93,6 @@ pub(crate) struct Flow {
     pub merged_from: Vec<[u32; MAX_USES]>,
     /// Per definition: its web's representative (union-find parent links; see [`Flow::web`]).
     webs: Vec<u32>,
-    /// Per definition: it met a path that left its register unwritten, so its web is unknown.
-    web_broken: Vec<bool>,
     pub successors: Successors,
 }
 
@@ -138,7 +136,6 @@ impl Flow {
             native_order: vec![None; n],
             merged_from: vec![[UNDEFINED; MAX_USES]; n],
             webs: (0..n as u32).collect(),
-            web_broken: vec![false; n],
             successors,
         };
         flow.reaching_definitions(p, &live_in);
@@ -204,17 +201,10 @@ impl Flow {
                                     self.escaped[d as usize] = true;
                                 }
                             }
-                            match (state_web[r], cur_web[r]) {
-                                (x, y) if x < MULTI && y < MULTI => self.join_webs(x, y),
-                                // Not written on some path: no web to speak of.
-                                (x, y) => {
-                                    for d in [x, y] {
-                                        if d < MULTI {
-                                            self.web_broken[d as usize] = true;
-                                        }
-                                    }
-                                }
-                            }
+                            // Live, so written on every path here (the verifier checks it).
+                            let (x, y) = (state_web[r], cur_web[r]);
+                            debug_assert!(x < MULTI && y < MULTI, "r{r} live but unwritten");
+                            self.join_webs(x, y);
                         }
                     }
                 }
@@ -308,7 +298,7 @@ impl Flow {
         for i in (0..n).filter(|&i| self.escaped[i] && self.reachable[i]) {
             let root = self.web(i as u32) as usize;
             let own = match p.code[i] {
-                Insn::Load { .. } if !bad[i] && !self.web_broken[i] => width[i],
+                Insn::Load { .. } if !bad[i] => width[i],
                 _ => None,
             };
             web_width[root] = match web_width[root] {
