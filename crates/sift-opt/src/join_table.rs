@@ -16,7 +16,7 @@
 //! compares one vector of keys instead of one more scalar per predecessor, and classic BPF
 //! needs no more instructions than before.
 
-use sift_ir::{Block, CmpOp, Function, Target, Terminator, Value};
+use sift_ir::{Block, Function, Target, Terminator, Value};
 
 use crate::cfg::Analysis;
 use crate::table::{link, Keys, Link};
@@ -53,13 +53,7 @@ fn tested_param(f: &Function, join: Block) -> Option<usize> {
     let data = f.block(join);
     let tested = match &data.term {
         Terminator::Switch { value, .. } => *value,
-        Terminator::Branch {
-            op: CmpOp::Eq | CmpOp::Ne,
-            lhs,
-            rhs,
-            ..
-        } if f.const_value(*rhs).is_some() => *lhs,
-        _ => return None,
+        branch => link(f, branch)?.value,
     };
     data.params.iter().position(|&p| p == tested)
 }
@@ -155,33 +149,27 @@ fn add_case(f: &mut Function, join: Block, key: u32, exit: Target) {
                 default,
             }
         }
-        Terminator::Branch {
-            op,
-            lhs,
-            rhs,
-            then_,
-            else_,
-        } => {
-            let (equal, other) = if op == CmpOp::Eq {
-                (then_, else_)
-            } else {
-                (else_, then_)
+        branch => {
+            let Some(Link {
+                value,
+                keys: Keys::One(theirs),
+                exit: equal,
+                next: other,
+            }) = link(f, &branch)
+            else {
+                unreachable!("tested_param checked the terminator");
             };
-            let theirs = f
-                .const_value(rhs)
-                .expect("tested_param checked the constant");
             let cases = if theirs == key {
                 vec![(key, exit)]
             } else {
-                vec![(key, exit), (theirs, equal)]
+                vec![(key, exit), (theirs, equal.clone())]
             };
             Terminator::Switch {
-                value: lhs,
+                value,
                 cases,
-                default: other,
+                default: other.clone(),
             }
         }
-        _ => unreachable!("tested_param checked the terminator"),
     };
 }
 

@@ -27,9 +27,9 @@
 //! function's size, so a 10,000-term `or` chain optimizes in milliseconds). Lookup tables are
 //! formed after the rounds (and then take in the tests their ways in share), and chains of 64
 //! keys or more already in the first round, right after value numbering (so that the passes
-//! after it meet one `switch`, not thousands of tests); then [`sink`] moves constants next to their only user and the function is
-//! renumbered. With [`Options::verify`] (on in debug builds) the IR verifier runs after every
-//! pass and a failure names the pass.
+//! after it meet one `switch`, not thousands of tests); then [`sink`] moves constants next to
+//! their only user and the function is renumbered. With [`Options::verify`] (on in debug
+//! builds) the IR verifier runs after every pass and a failure names the pass.
 //!
 //! The predicate algebra is in [`facts`], value ranges in [`range`], the dominator tree in
 //! [`cfg`](mod@cfg), the shared rewriting helpers in [`rewrite`], and the hash of the passes' tables in
