@@ -61,7 +61,7 @@ use crate::membership::as_set;
 use crate::outcome::Outcomes;
 use crate::ranges::as_runs;
 use crate::translate::{exit_with, Plan};
-use safe_loads::{bounds_above, fixed_need, ZeroReads, MAX_LONG, ZEROS, ZEROS_LEN};
+use safe_loads::{long_bounds, ZeroReads, ZEROS, ZEROS_LEN};
 
 /// Largest program (in reachable instructions) evaluated without branches: every instruction
 /// runs for every packet, so beyond this the work outweighs the mispredictions saved.
@@ -277,14 +277,13 @@ pub(crate) fn emit(
     };
     // Worth a branch (mispredicted on some truncated packets) only when it saves the short
     // path's compare and select for several bounds: with one or two (an or-chain of IPv4
-    // tests, `udp and port 53`) the mispredictions cost more than the selects.
-    let long = fixed_need(plan);
-    if !plan.options.long_packet_path
-        || long > MAX_LONG
-        || bounds_above(plan, entry_need) < MIN_LONG_BOUNDS
-    {
-        return evaluate(b, plan, packet, None, u64::MAX, finish, tables);
-    }
+    // tests, `udp and port 53`) the mispredictions cost more than the selects. Loads beyond
+    // the longest bound it covers keep their selects on it.
+    let bounds = long_bounds(plan, entry_need);
+    let long = match bounds.last() {
+        Some(&long) if plan.options.long_packet_path && bounds.len() >= MIN_LONG_BOUNDS => long,
+        _ => return evaluate(b, plan, packet, None, u64::MAX, finish, tables),
+    };
     let (fast, slow) = (b.create_block(), b.create_block());
     let is_long = b
         .ins()

@@ -76,6 +76,36 @@ fn long_packets_skip_the_bounds_logic_of_several_bounds() {
     }
 }
 
+/// `OR_FOUR`, and for IPv6 a byte at 54 (`tcp`'s test after a fragment header): its bound,
+/// 55 bytes, lies beyond `MAX_LONG`, so the long-packet path is for packets of 42 bytes and
+/// more, and that load keeps its check on it.
+const OR_FOUR_AND_IPV6: &str = "ld.h r0, [12]\n jeq r0, 2048, L2, L6\nL2:\n ld.w r0, [26]\n jeq r0, 167837953, L12, L4\nL4:\n ld.w r0, [30]\n jeq r0, 167903746, L12, L11\nL6:\n jeq r0, 2054, L7, L13\nL7:\n ld.w r0, [28]\n jeq r0, 167837953, L12, L9\nL9:\n ld.w r0, [38]\n jeq r0, 167903746, L12, L11\nL13:\n jeq r0, 34525, L14, L11\nL14:\n ld.b r0, [54]\n jeq r0, 6, L12, L11\nL11:\n ret 0\nL12:\n ret 96\n";
+
+#[test]
+fn the_long_packet_path_stops_at_common_lengths() {
+    if !crate::supported() {
+        return;
+    }
+    let ir = filter_ir(OR_FOUR_AND_IPV6, &Options::default());
+    assert_eq!(branches(&ir), 1, "{ir}");
+    let split = ir
+        .lines()
+        .find(|l| l.contains("icmp uge"))
+        .unwrap_or_default();
+    assert!(split.ends_with("= 42"), "{split}\n{ir}");
+    let mut packets = Vec::new();
+    for last in [6, 17] {
+        let mut p = vec![0u8; 60];
+        p[12..14].copy_from_slice(&[0x86, 0xdd]);
+        p[54] = last;
+        packets.push(p);
+    }
+    let mut ipv4 = ipv4_like([10, 1, 1, 1], 6, 5);
+    ipv4.resize(60, 0);
+    packets.push(ipv4);
+    agrees(OR_FOUR_AND_IPV6, &Options::default(), &packets);
+}
+
 /// `ip src 10.1.1.1 or ip dst 10.2.2.2 or ip proto 6`: a destination of 0 goes on to the
 /// protocol test, which on a protocol of 0 rejects.
 const OR_THEN_PROTO: &str = "ld.h r0, [12]\n jeq r0, 2048, L2, L8\nL2:\n ld.w r0, [26]\n jeq r0, 167837953, L9, L4\nL4:\n ld.w r0, [30]\n jeq r0, 167903746, L9, L6\nL6:\n ld.b r0, [23]\n jeq r0, 6, L9, L8\nL8:\n ret 0\nL9:\n ret 96\n";
