@@ -28,7 +28,7 @@
 //!
 //! Filters: the NetVM paper's five; BPF+'s chains of 1 to 5 predicates joined by `and` and by
 //! `or`, with the predicates of the paper's Figure 6 (`tcp`, `src host 10.1.1.1`, `dst host
-//! 10.2.2.2`, `port 20`, `net 10.3.0.0/16`: IPv4, IPv6 and ARP each take their own tests), and
+//! 10.2.2.2`, `port 20`, `net 10.2.0.0/16`: IPv4, IPv6 and ARP each take their own tests), and
 //! the same chains of five tests of IPv4 header fields that earlier sessions measured in their
 //! place (`ip src 10.1.1.1`, `ip dst 10.2.2.2`, `ip proto 6`, `ip[8] > 32`, `ip[2:2] > 40`);
 //! host sets of 10, 100 and 1,000 addresses (`host a or host b or ...`). Every filter goes
@@ -85,7 +85,8 @@ fn verdict(h: &Hand, p: &[u8]) -> u32 {
 type Pred = fn(&[u8]) -> Option<bool>;
 
 /// BPF+'s Figure 6 predicates, in the order the paper lists them ("TCP, src A, dst B, port C,
-/// and network D"), as libpcap defines them on Ethernet.
+/// and network D"), as libpcap defines them on Ethernet. The network holds B, so that the
+/// chains of `and` can match.
 const PAPER_PREDICATES: [(&str, Pred); 5] = [
     ("tcp", tcp),
     ("src host 10.1.1.1", |p| {
@@ -95,8 +96,8 @@ const PAPER_PREDICATES: [(&str, Pred); 5] = [
         address_test(p, 30, 38, |a| a == ip(10, 2, 2, 2))
     }),
     ("port 20", port_20),
-    ("net 10.3.0.0/16", |p| {
-        let in_net = |a: u32| a & 0xffff_0000 == ip(10, 3, 0, 0);
+    ("net 10.2.0.0/16", |p| {
+        let in_net = |a: u32| a & 0xffff_0000 == ip(10, 2, 0, 0);
         Some(address_test(p, 26, 28, in_net)? || address_test(p, 30, 38, in_net)?)
     }),
 ];
