@@ -268,59 +268,35 @@ fn chains(
     v
 }
 
+/// The hand-written and- and or-chains of 1 to 5 predicates.
+fn chain_hands<const IPV4_ONLY: bool>() -> [(Hand, Hand); 5] {
+    [
+        (
+            Box::new(and_chain::<1, IPV4_ONLY>),
+            Box::new(or_chain::<1, IPV4_ONLY>),
+        ),
+        (
+            Box::new(and_chain::<2, IPV4_ONLY>),
+            Box::new(or_chain::<2, IPV4_ONLY>),
+        ),
+        (
+            Box::new(and_chain::<3, IPV4_ONLY>),
+            Box::new(or_chain::<3, IPV4_ONLY>),
+        ),
+        (
+            Box::new(and_chain::<4, IPV4_ONLY>),
+            Box::new(or_chain::<4, IPV4_ONLY>),
+        ),
+        (
+            Box::new(and_chain::<5, IPV4_ONLY>),
+            Box::new(or_chain::<5, IPV4_ONLY>),
+        ),
+    ]
+}
+
 fn chain_filters() -> Vec<(String, String, Hand)> {
-    let mut v = chains(
-        "",
-        &PAPER_PREDICATES,
-        [
-            (
-                Box::new(and_chain::<1, false>),
-                Box::new(or_chain::<1, false>),
-            ),
-            (
-                Box::new(and_chain::<2, false>),
-                Box::new(or_chain::<2, false>),
-            ),
-            (
-                Box::new(and_chain::<3, false>),
-                Box::new(or_chain::<3, false>),
-            ),
-            (
-                Box::new(and_chain::<4, false>),
-                Box::new(or_chain::<4, false>),
-            ),
-            (
-                Box::new(and_chain::<5, false>),
-                Box::new(or_chain::<5, false>),
-            ),
-        ],
-    );
-    v.extend(chains(
-        "IPv4 ",
-        &IPV4_PREDICATES,
-        [
-            (
-                Box::new(and_chain::<1, true>),
-                Box::new(or_chain::<1, true>),
-            ),
-            (
-                Box::new(and_chain::<2, true>),
-                Box::new(or_chain::<2, true>),
-            ),
-            (
-                Box::new(and_chain::<3, true>),
-                Box::new(or_chain::<3, true>),
-            ),
-            (
-                Box::new(and_chain::<4, true>),
-                Box::new(or_chain::<4, true>),
-            ),
-            (
-                Box::new(and_chain::<5, true>),
-                Box::new(or_chain::<5, true>),
-            ),
-        ],
-    ));
+    let mut v = chains("", &PAPER_PREDICATES, chain_hands::<false>());
+    v.extend(chains("IPv4 ", &IPV4_PREDICATES, chain_hands::<true>()));
     v
 }
 
