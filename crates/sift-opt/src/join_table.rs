@@ -280,13 +280,8 @@ block7:
     /// a second join. Some draws break the rule (another key or exit, a plain jump in, a load
     /// in the join) so that both outcomes are exercised.
     fn random_joins(seed: u64) -> String {
-        let mut state = seed | 1;
-        let mut next = move |n: u64| {
-            state ^= state << 13;
-            state ^= state >> 7;
-            state ^= state << 17;
-            state % n
-        };
+        let mut rng = sift_testgen::Rng::new(seed);
+        let mut next = move |n: u64| rng.below(n);
         // Blocks: 0 entry, 1-4 returns, 5.. ways into the first join, its join, ways into the
         // second, the second join.
         let ways = 1 + next(3) as usize;
@@ -356,7 +351,7 @@ block7:
     fn random_joins_keep_their_meaning() {
         let mut moved_some = 0;
         for seed in 0..400u64 {
-            let text = random_joins(0x9e37_79b9 ^ seed.wrapping_mul(0x2545_f491_4f6c_dd1d));
+            let text = random_joins(seed);
             let (n, _) = moved(&text);
             moved_some += usize::from(n > 0);
             let original = parse_function(&text).unwrap();
