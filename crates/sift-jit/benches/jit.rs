@@ -208,9 +208,10 @@ fn netvm_filters() -> Vec<(String, String, Hand)> {
         .collect()
 }
 
-/// `p0 and ... and p(N-1)` (after `is_ipv4` when `IPV4_ONLY`), unrolled by the compiler (the
-/// predicates are constants).
-fn and_chain<const N: usize, const IPV4_ONLY: bool>(p: &[u8]) -> Option<bool> {
+/// `p0 or ... or p(N-1)` when `ANY`, else `p0 and ... and p(N-1)` (after `is_ipv4` when
+/// `IPV4_ONLY`), unrolled by the compiler (the predicates are constants): the first predicate
+/// whose verdict is `ANY` decides.
+fn chain<const N: usize, const IPV4_ONLY: bool, const ANY: bool>(p: &[u8]) -> Option<bool> {
     let predicates = if IPV4_ONLY {
         &IPV4_PREDICATES
     } else {
@@ -220,29 +221,11 @@ fn and_chain<const N: usize, const IPV4_ONLY: bool>(p: &[u8]) -> Option<bool> {
         return Some(false);
     }
     for (_, f) in &predicates[..N] {
-        if !f(p)? {
-            return Some(false);
+        if f(p)? == ANY {
+            return Some(ANY);
         }
     }
-    Some(true)
-}
-
-/// `p0 or ... or p(N-1)`, likewise.
-fn or_chain<const N: usize, const IPV4_ONLY: bool>(p: &[u8]) -> Option<bool> {
-    let predicates = if IPV4_ONLY {
-        &IPV4_PREDICATES
-    } else {
-        &PAPER_PREDICATES
-    };
-    if IPV4_ONLY && !is_ipv4(p)? {
-        return Some(false);
-    }
-    for (_, f) in &predicates[..N] {
-        if f(p)? {
-            return Some(true);
-        }
-    }
-    Some(false)
+    Some(!ANY)
 }
 
 /// The chains of 1 to 5 of `predicates`, named with `prefix`, and their hand-written versions.
@@ -272,24 +255,24 @@ fn chains(
 fn chain_hands<const IPV4_ONLY: bool>() -> [(Hand, Hand); 5] {
     [
         (
-            Box::new(and_chain::<1, IPV4_ONLY>),
-            Box::new(or_chain::<1, IPV4_ONLY>),
+            Box::new(chain::<1, IPV4_ONLY, false>),
+            Box::new(chain::<1, IPV4_ONLY, true>),
         ),
         (
-            Box::new(and_chain::<2, IPV4_ONLY>),
-            Box::new(or_chain::<2, IPV4_ONLY>),
+            Box::new(chain::<2, IPV4_ONLY, false>),
+            Box::new(chain::<2, IPV4_ONLY, true>),
         ),
         (
-            Box::new(and_chain::<3, IPV4_ONLY>),
-            Box::new(or_chain::<3, IPV4_ONLY>),
+            Box::new(chain::<3, IPV4_ONLY, false>),
+            Box::new(chain::<3, IPV4_ONLY, true>),
         ),
         (
-            Box::new(and_chain::<4, IPV4_ONLY>),
-            Box::new(or_chain::<4, IPV4_ONLY>),
+            Box::new(chain::<4, IPV4_ONLY, false>),
+            Box::new(chain::<4, IPV4_ONLY, true>),
         ),
         (
-            Box::new(and_chain::<5, IPV4_ONLY>),
-            Box::new(or_chain::<5, IPV4_ONLY>),
+            Box::new(chain::<5, IPV4_ONLY, false>),
+            Box::new(chain::<5, IPV4_ONLY, true>),
         ),
     ]
 }
