@@ -18,6 +18,11 @@
 //! a fixed order (below) what the branch predictor learned is not overwritten by other engines
 //! between passes (interleaving them slowed the branching host sets from 2.2 to 2.6-3.3 ns).
 //!
+//! `SIFT_BENCH_TRAFFIC=corpus` replaces those packets with every Ethernet packet of the shared
+//! corpus's real captures (about 1,500, from tcpdump's and libpcap's test suites): traffic as
+//! captured, in which libpcap's interpreter runs faster (its branches are predictable and most
+//! filters reject early), so the ratios differ.
+//!
 //! Order: by default each round visits the packets in a different random order (the same
 //! sequence for every engine). Replaying one fixed order round after round lets the CPU's branch
 //! predictor learn the whole 5,000-packet sequence of outcomes, and how well it learns depends
@@ -37,10 +42,12 @@
 mod common;
 
 use std::hint::black_box;
+use std::path::{Path, PathBuf};
 use std::time::Instant;
 
 use common::{best_ns, time_batch};
 use sift_bytecode::{Cache, VerifiedProgram};
+use sift_capture::CaptureReader;
 use sift_jit::{JitFilter, PacketRef};
 use sift_oracle::Oracle;
 use sift_testgen::{generate_packets, Packet, Rng};
@@ -328,7 +335,42 @@ fn eth_ipv4_tcp(src: u32, dst: u32, sport: u16, dport: u16, ttl: u8) -> Packet {
     Packet::new(p)
 }
 
-fn packets() -> Vec<Packet> {
+/// Every Ethernet packet of the real captures in the shared corpus (`../shared/corpus/real`
+/// beside the repository, or `SIFT_CORPUS/real`), sorted by file name: traffic as captured,
+/// where most branches go the same way packet after packet.
+fn corpus_packets() -> Vec<Packet> {
+    let corpus = std::env::var_os("SIFT_CORPUS").map_or_else(
+        || Path::new(env!("CARGO_MANIFEST_DIR")).join("../../../shared/corpus"),
+        PathBuf::from,
+    );
+    let mut files = Vec::new();
+    for dir in ["tcpdump", "libpcap"] {
+        let dir = corpus.join("real").join(dir);
+        let entries = std::fs::read_dir(&dir)
+            .unwrap_or_else(|e| panic!("{}: {e} (set SIFT_CORPUS)", dir.display()));
+        files.extend(entries.map(|e| e.expect("directory entry").path()));
+    }
+    files.sort();
+    let mut packets = Vec::new();
+    for path in files {
+        // Not every file in the corpus is a capture this reader takes; those are skipped, and
+        // the packets before a damaged record are kept.
+        let Ok(mut reader) = CaptureReader::open(&path) else {
+            continue;
+        };
+        while let Ok(Some(record)) = reader.next_record() {
+            if record.linktype == LINKTYPE {
+                packets.push(Packet {
+                    data: record.data,
+                    wire_len: record.wire_len,
+                });
+            }
+        }
+    }
+    packets
+}
+
+fn generated_packets() -> Vec<Packet> {
     let mut v = generate_packets(LINKTYPE, 0xbe7c, 4000);
     let mut rng = Rng::new(0x3a7c);
     for i in 0..1000 {
@@ -413,7 +455,12 @@ fn main() {
         println!("JIT not supported on this host");
         return;
     }
-    let packets = packets();
+    let corpus = std::env::var("SIFT_BENCH_TRAFFIC").is_ok_and(|v| v == "corpus");
+    let packets = if corpus {
+        corpus_packets()
+    } else {
+        generated_packets()
+    };
     let oracle = Oracle::new(LINKTYPE, SNAPLEN).expect("libpcap");
     let mut filters = netvm_filters();
     filters.extend(chain_filters());
@@ -425,8 +472,13 @@ fn main() {
         filters.retain(|(name, ..)| name.contains(&only));
     }
     println!(
-        "{} Ethernet packets (4,000 generated + 1,000 built to match), best of {} passes x {REPS} rounds ({SWEEPS} sweeps over all filters), {}; ns/packet\n",
+        "{} Ethernet packets ({}), best of {} passes x {REPS} rounds ({SWEEPS} sweeps over all filters), {}; ns/packet\n",
         packets.len(),
+        if corpus {
+            "the shared corpus's real captures"
+        } else {
+            "4,000 generated + 1,000 built to match"
+        },
         SWEEPS * 7,
         match std::env::var("SIFT_BENCH_ORDER").as_deref() {
             Ok("fixed") => "the same order every round",
