@@ -155,7 +155,10 @@ impl Emitter<'_, '_, '_> {
                     _ => types::I32,
                 };
                 let (reach, address) = self.load_address(i, reach, &state, pair.offset, None, 2);
-                let v = self.b.ins().load(wide, packet_flags(), address, 0);
+                let v = match address {
+                    Some(address) => self.b.ins().load(wide, packet_flags(), address, 0),
+                    None => self.b.ins().iconst(wide, 0),
+                };
                 let equal = self
                     .b
                     .ins()
@@ -221,7 +224,11 @@ impl Emitter<'_, '_, '_> {
         };
         let (reach, address) = self.load_address(i, reach, state, offset, base, 1);
         let native = self.plan.flow.native_order[i].is_some();
-        (reach, load_packet_value(self.b, address, width, native))
+        let value = match address {
+            Some(address) => load_packet_value(self.b, address, width, native),
+            None => self.b.ins().iconst(types::I32, 0),
+        };
+        (reach, value)
     }
 
     /// Evaluates instruction `i` on the path `reach`; returns the path's predicate after it

@@ -34,8 +34,9 @@
 //!   loads below that bound at the packet or, when it is shorter, at a block of zeros, and the
 //!   result is forced to 0 then;
 //! * any other load points at the packet only when its own bytes (or the bytes its bounds check
-//!   covers) fit below `caplen`, else at the zeros; a bounds check the aggregation placed there
-//!   (return 0 unless `caplen` covers `n` bytes) becomes a guard of its block;
+//!   covers) fit below `caplen`, else at the zeros (on the copy for short packets, a load
+//!   whose bytes never fit there is the constant 0); a bounds check the aggregation placed
+//!   there (return 0 unless `caplen` covers `n` bytes) becomes a guard of its block;
 //! * a division by a register divides by 1 instead of 0, and the zero divisor is a guard (the
 //!   path returns 0), as in the interpreter.
 //!

@@ -182,8 +182,9 @@ pub(super) fn zero_walk(plan: &Plan<'_>, i: usize, checked: u64) -> Option<Vec<u
 
 impl Emitter<'_, '_, '_> {
     /// The path predicate after the load's guard and a safe address for the load at `i`
-    /// (`units` loads of the instruction's width wide, for a coalesced pair). A bounds check
-    /// the aggregation placed here becomes a guard of the block.
+    /// (`units` loads of the instruction's width wide, for a coalesced pair), or `None` where
+    /// the load can only read the zeros (on the short-packet path, beyond its bound). A bounds
+    /// check the aggregation placed here becomes a guard of the block.
     pub(super) fn load_address(
         &mut self,
         i: usize,
@@ -192,7 +193,7 @@ impl Emitter<'_, '_, '_> {
         offset: u32,
         base: Option<Reg>,
         units: u32,
-    ) -> (Pred, Value) {
+    ) -> (Pred, Option<Value>) {
         let Insn::Load { width, .. } = self.plan.program.code[i] else {
             unreachable!("loads only");
         };
@@ -206,14 +207,14 @@ impl Emitter<'_, '_, '_> {
         if base.is_none() && checked <= self.long {
             // The long-packet path: every constant-offset bound holds.
             let address = self.b.ins().iadd_imm_u(self.data, i64::from(offset));
-            return (reach, address);
+            return (reach, Some(address));
         }
         if base.is_none() {
             if let Some((at, _, need)) = self.entry {
                 if checked <= need {
                     // Covered by the entry bound; below it the program rejects anyway.
                     let address = self.b.ins().iadd_imm_u(at, i64::from(offset));
-                    return (reach, address);
+                    return (reach, Some(address));
                 }
             }
         }
@@ -234,10 +235,13 @@ impl Emitter<'_, '_, '_> {
         // The zeros serve as the base only while the load stays inside them; else the
         // address itself is selected.
         let address = if end <= ZEROS_LEN as u64 {
-            self.b.ins().iadd_imm_u(safe, i64::from(offset))
+            // On the short-packet path these bytes never fit: the load reads zeros, and the
+            // value is known without it.
+            let never_fits = base.is_none() && checked >= self.short;
+            (!never_fits).then(|| self.b.ins().iadd_imm_u(safe, i64::from(offset)))
         } else {
             let at = self.b.ins().iadd_imm_u(unchecked, i64::from(offset));
-            self.b.ins().select(fits, at, self.zeros)
+            Some(self.b.ins().select(fits, at, self.zeros))
         };
         let reach = match self.plan.bounds.guard[i] {
             // The interpreter rejects here when the checked bytes do not fit; so does the

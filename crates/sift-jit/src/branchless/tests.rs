@@ -78,7 +78,8 @@ fn long_packets_skip_the_bounds_logic_of_several_bounds() {
 
 /// `OR_FOUR`, and for IPv6 a byte at 54 (`tcp`'s test after a fragment header): its bound,
 /// 55 bytes, lies beyond `MAX_LONG`, so the long-packet path is for packets of 42 bytes and
-/// more, and that load keeps its check on it.
+/// more, and that load keeps its check on it. Below 42 bytes, loads that need more read
+/// nothing.
 const OR_FOUR_AND_IPV6: &str = "ld.h r0, [12]\n jeq r0, 2048, L2, L6\nL2:\n ld.w r0, [26]\n jeq r0, 167837953, L12, L4\nL4:\n ld.w r0, [30]\n jeq r0, 167903746, L12, L11\nL6:\n jeq r0, 2054, L7, L13\nL7:\n ld.w r0, [28]\n jeq r0, 167837953, L12, L9\nL9:\n ld.w r0, [38]\n jeq r0, 167903746, L12, L11\nL13:\n jeq r0, 34525, L14, L11\nL14:\n ld.b r0, [54]\n jeq r0, 6, L12, L11\nL11:\n ret 0\nL12:\n ret 96\n";
 
 #[test]
@@ -93,6 +94,9 @@ fn the_long_packet_path_stops_at_common_lengths() {
         .find(|l| l.contains("icmp uge"))
         .unwrap_or_default();
     assert!(split.ends_with("= 42"), "{split}\n{ir}");
+    // Six loads on the long-packet path; four on the other, where the ARP target (42 bytes)
+    // and the byte at 54 cannot fit and are the constant 0.
+    assert_eq!(ir.matches("load").count(), 10, "{ir}");
     let mut packets = Vec::new();
     for last in [6, 17] {
         let mut p = vec![0u8; 60];
