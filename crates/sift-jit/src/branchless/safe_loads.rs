@@ -233,12 +233,12 @@ impl Emitter<'_, '_, '_> {
             }
         };
         // The zeros serve as the base only while the load stays inside them; else the
-        // address itself is selected.
-        let address = if end <= ZEROS_LEN as u64 {
-            // On the short-packet path these bytes never fit: the load reads zeros, and the
-            // value is known without it.
-            let never_fits = base.is_none() && checked >= self.short;
-            (!never_fits).then(|| self.b.ins().iadd_imm_u(safe, i64::from(offset)))
+        // address itself is selected. On the short-packet path, bytes at or beyond its bound
+        // never fit: the load would read zeros, and its value is known without it.
+        let address = if base.is_none() && checked >= self.short {
+            None
+        } else if end <= ZEROS_LEN as u64 {
+            Some(self.b.ins().iadd_imm_u(safe, i64::from(offset)))
         } else {
             let at = self.b.ins().iadd_imm_u(unchecked, i64::from(offset));
             Some(self.b.ins().select(fits, at, self.zeros))
