@@ -233,9 +233,9 @@ impl Emitter<'_, '_, '_> {
             }
         };
         // The zeros serve as the base only while the load stays inside them; else the
-        // address itself is selected. On the short-packet path, bytes at or beyond its bound
-        // never fit: the load would read zeros, and its value is known without it.
-        let address = if base.is_none() && checked >= self.short {
+        // address itself is selected. Where the bytes never fit, the load would read zeros:
+        // its value is known without it.
+        let address = if base.is_none() && self.never_fits(checked) {
             None
         } else if end <= ZEROS_LEN as u64 {
             Some(self.b.ins().iadd_imm_u(safe, i64::from(offset)))
@@ -256,12 +256,17 @@ impl Emitter<'_, '_, '_> {
         (reach, address)
     }
 
+    /// Whether `checked` bytes from the packet's start cannot fit on this path: on the
+    /// short-packet path, those at or beyond its bound. Such loads read the zeros.
+    fn never_fits(&self, checked: u64) -> bool {
+        checked >= self.short
+    }
+
     /// Whether `checked` bytes from the packet (plus `base`, an `i32` register value) fit below
     /// `caplen`, that start, and the start or the zeros when they do not fit.
     fn safe_base(&mut self, base: Option<Value>, checked: u64) -> (Value, Value, Value) {
         let (fits, start) = match base {
-            // On the short-packet path these bytes never fit.
-            None if checked >= self.short => (self.b.ins().iconst(types::I8, 0), self.data),
+            None if self.never_fits(checked) => (self.b.ins().iconst(types::I8, 0), self.data),
             None => {
                 let fits = self.b.ins().icmp_imm_u(
                     IntCC::UnsignedGreaterThanOrEqual,
