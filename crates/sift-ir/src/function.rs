@@ -8,6 +8,16 @@ pub use thin_vec::{thin_vec, ThinVec};
 use crate::coproc::{PatternSet, ValueSet};
 use crate::protochain::Chain;
 
+/// A block's instructions: up to [`INLINE_INSTS`] of them in the block itself. Most blocks
+/// hold a load and a constant; long chains have 10^5 blocks, and a separate allocation for each
+/// block's list was a third of the instructions of generating them, and a pointer every pass
+/// over the blocks follows.
+pub type Insts = smallvec::SmallVec<[Value; INLINE_INSTS]>;
+
+/// Instructions a block holds without a separate allocation (4 measured best of 4, 6 and 8 on
+/// 1,000- and 10,000-term chains; the blocks grow by 16 bytes).
+pub const INLINE_INSTS: usize = 4;
+
 /// An SSA value: the result of one instruction, or a block parameter.
 #[derive(Clone, Copy, Debug, PartialEq, Eq, Hash, PartialOrd, Ord)]
 pub struct Value(pub u32);
@@ -447,7 +457,7 @@ impl Terminator {
 #[derive(Clone, Debug, PartialEq, Eq, Default)]
 pub struct BlockData {
     pub params: ThinVec<Value>,
-    pub insts: ThinVec<Value>,
+    pub insts: Insts,
     pub term: Terminator,
 }
 
@@ -524,7 +534,7 @@ impl Function {
     /// is left without a terminator, for the caller to compute the value in its place.
     pub fn split_at_value(&mut self, block: Block, at: usize) -> Block {
         let rest = self.create_block();
-        let tail = self.block_mut(block).insts.split_off(at + 1);
+        let tail: Insts = self.block_mut(block).insts.drain(at + 1..).collect();
         let v = self
             .block_mut(block)
             .insts

@@ -47,8 +47,8 @@ pub mod verify;
 pub use coproc::{KeyWidth, Pattern, PatternError, PatternSet, ValueSet};
 pub use display::write_tables;
 pub use function::{
-    thin_vec, BinOp, Block, BlockData, CmpOp, Function, Inst, LoadSize, Target, Terminator,
-    ThinVec, Value,
+    thin_vec, BinOp, Block, BlockData, CmpOp, Function, Inst, Insts, LoadSize, Target, Terminator,
+    ThinVec, Value, INLINE_INSTS,
 };
 pub use interp::{Cache, Interpreter};
 pub use parse::{parse_function, ParseError};

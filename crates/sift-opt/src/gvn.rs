@@ -15,7 +15,7 @@
 //!   which this one would be out of bounds, so the second load can neither differ nor reject.
 //!   The replaced instruction is removed.
 
-use sift_ir::{BinOp, Block, Chain, Function, Inst, LoadSize, ThinVec, Value};
+use sift_ir::{BinOp, Block, Chain, Function, Inst, Insts, LoadSize, ThinVec, Value};
 
 use crate::cfg::{Analysis, Cfg, Visit};
 use crate::hash::FastMap;
@@ -153,11 +153,11 @@ fn propagate_params(f: &mut Function, rpo: &[Block], repl: &mut Replacements) {
 /// Moves every constant to the start of the entry block, one value per distinct constant.
 fn hoist_constants(f: &mut Function, repl: &mut Replacements) {
     let mut first: FastMap<u32, Value> = FastMap::default();
-    let mut hoisted = ThinVec::new();
+    let mut hoisted = Insts::new();
     let values = &f.values;
     // In place: a new list per block was most of the pass's time on long chains.
     for data in &mut f.blocks {
-        data.insts.retain(|&v| {
+        data.insts.retain(|&mut v| {
             let Inst::Const(k) = values[v.index()] else {
                 return true;
             };
@@ -188,7 +188,7 @@ fn number_values(f: &mut Function, cfg: &Cfg, repl: &mut Replacements) {
     let (blocks, values) = (&mut f.blocks, &mut f.values);
     for visit in cfg.dom_walk() {
         let Visit::Enter(b) = *visit else { continue };
-        blocks[b.index()].insts.retain(|&v| {
+        blocks[b.index()].insts.retain(|&mut v| {
             values[v.index()].map_operands(|x| repl.resolve(x));
             let Some(k) = key_of(&values[v.index()]) else {
                 return true;

@@ -274,8 +274,8 @@ mod tests {
         compact_values(&mut f, &rpo);
         assert_eq!(f.values.len(), 6, "{f}");
         assert_eq!(
-            f.block(Block(3)).insts,
-            vec![Value(5)],
+            f.block(Block(3)).insts[..],
+            [Value(5)],
             "unreachable blocks last"
         );
         sift_ir::verify(&f).unwrap();

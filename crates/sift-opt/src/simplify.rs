@@ -25,7 +25,7 @@
 //!   decided by the operands' ranges (or equal operands) becomes a jump; a `switch` drops keys its
 //!   value's range excludes, and on a constant becomes a jump; `ret v` of a constant is `ret k`.
 
-use sift_ir::{BinOp, Block, CmpOp, Function, Inst, Terminator, ThinVec, Value};
+use sift_ir::{BinOp, Block, CmpOp, Function, Inst, Insts, Terminator, Value};
 
 use crate::cfg::Analysis;
 use crate::facts::{decide_range, mirror_op};
@@ -59,9 +59,9 @@ struct Simplifier<'f> {
     /// Scratch: the successors of the terminator being rewritten, as they were.
     successors: Vec<Block>,
     /// Scratch: an empty list the next block's instructions are written into; its old list
-    /// becomes the next scratch (an allocation and a free per block otherwise, the largest
-    /// cost of the pass on long chains).
-    spare: ThinVec<Value>,
+    /// becomes the next scratch (an allocation and a free per block of more than
+    /// [`sift_ir::INLINE_INSTS`] instructions otherwise).
+    spare: Insts,
 }
 
 /// Runs the pass; returns the number of rewrites.
@@ -84,7 +84,7 @@ pub fn run_with(f: &mut Function, analysis: &mut Analysis) -> usize {
         changes: 0,
         edges_changed: false,
         successors: Vec::new(),
-        spare: ThinVec::new(),
+        spare: Insts::new(),
     };
     for &b in &cfg.rpo {
         s.block(b);

@@ -3,7 +3,7 @@
 //! other block moves to the start of that block; constants read by several blocks stay in the
 //! entry, which dominates them all.
 
-use sift_ir::{Block, Function, Inst};
+use sift_ir::{Block, Function, Inst, Insts};
 
 use crate::cfg::Analysis;
 
@@ -34,9 +34,8 @@ pub fn run_with(f: &mut Function, analysis: &mut Analysis) -> usize {
         data.term.for_each_operand(|o| note(o, b.index()));
     }
     let entry = std::mem::take(&mut f.block_mut(Function::ENTRY).insts);
-    let mut stay = sift_ir::ThinVec::with_capacity(entry.len());
-    let mut moved: Vec<sift_ir::ThinVec<sift_ir::Value>> =
-        vec![sift_ir::ThinVec::new(); f.blocks.len()];
+    let mut stay = Insts::with_capacity(entry.len());
+    let mut moved: Vec<Insts> = vec![Insts::new(); f.blocks.len()];
     let mut count = 0;
     for v in entry {
         let u = user[v.index()];
