@@ -61,10 +61,11 @@
 //! block uses another's values (`numbering_stays`), and then has no dead code to look for
 //! after its first round, nor has the second loop's first round when nothing folds (it starts
 //! from that numbering, `Numbering::folds_nothing`); a round after one that only pulled tests
-//! up reuses what pullups cannot change, skips the threading when a linear check proves it
-//! would move nothing (`thread_check.rs`, its groups of tests kept between such rounds), and
-//! finds the blocks laid out in reverse postorder (`renumber.rs`). A round that decides no branch
-//! computes its edge facts only for threading, leaving out the chains it has just regrouped
+//! up reuses what pullups cannot change and skips the threading when a linear check proves it
+//! would move nothing (`thread_check.rs`, its groups of tests kept between such rounds); every
+//! round finds the blocks laid out in reverse postorder (`renumber.rs`), so that its walks
+//! read memory in order instead of following moved edges all over it. A round that decides no
+//! branch computes its edge facts only for threading, leaving out the chains it has just regrouped
 //! (as pullups do); threading visits the blocks in a walk of the dominator tree that keeps
 //! the facts in force in tables indexed by the comparisons' dense numbers (`fact_ids.rs`),
 //! and the facts and the walks read the terminators once, into a compact snapshot
@@ -289,8 +290,8 @@ pub(crate) fn apply(f: &mut Function) -> Result<(), OptimizerError> {
             break;
         }
         only_pulled = shortcuts && !changed && !threaded;
-        // Pullup-only rounds follow: lay the blocks out in the order their walks take.
-        if only_pulled {
+        // Lay the blocks out in the order the next round's walks take.
+        if shortcuts {
             let new_of = renumber::in_reverse_postorder(f);
             let used = cross_block_uses.take().expect("computed this round");
             cross_block_uses = Some(renumber::moved(&used, &new_of));
