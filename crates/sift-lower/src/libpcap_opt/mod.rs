@@ -107,7 +107,7 @@ use branches::{
 use dead_code::remove_dead_code;
 use fact_ids::FactIds;
 use grouping::group_closed_chains;
-use header_length::header_length_loads;
+use header_length::{header_length_loads, HeaderLength};
 use interning::merge_equal_blocks;
 use numbering::{Numbering, Vn};
 use pullup::{pullups, DomIntervals, Levels};
@@ -178,7 +178,7 @@ pub(crate) fn apply(f: &mut Function) -> Result<(), OptimizerError> {
         if !only_pulled {
             test_groups = None;
         }
-        let mask_tests = if round == 0 {
+        let mut mask_tests = if round == 0 {
             first_round_jset_peephole(f, &numbers, &rpo)
         } else {
             Vec::new()
@@ -274,10 +274,27 @@ pub(crate) fn apply(f: &mut Function) -> Result<(), OptimizerError> {
         // The first round's peepholes change branches' operands, which leaves the `sub`s
         // and `and`s they tested dead: the next round numbers afresh and removes them.
         let mut operands_rewritten = false;
+        let mut laid_out = false;
         if round == 0 {
+            // They read the reachable blocks, which laying the blocks out finds (in order).
+            let reachable = if shortcuts {
+                let (new_of, reachable) = lay_out(
+                    f,
+                    &mut cross_block_uses,
+                    &mut test_groups,
+                    &mut header_lengths,
+                );
+                for (b, _) in &mut mask_tests {
+                    *b = Block(new_of[b.index()]);
+                }
+                laid_out = true;
+                (0..reachable as u32).map(Block).collect()
+            } else {
+                f.reverse_postorder()
+            };
             unmask(f, &mask_tests);
             operands_rewritten =
-                relation_peephole(f, &numbers, &f.reverse_postorder()) || !mask_tests.is_empty();
+                relation_peephole(f, &numbers, &reachable) || !mask_tests.is_empty();
             changed |= operands_rewritten;
         }
         // The numbering holds into the next round, or into the second loop (laying the blocks
@@ -291,16 +308,13 @@ pub(crate) fn apply(f: &mut Function) -> Result<(), OptimizerError> {
         }
         only_pulled = shortcuts && !changed && !threaded;
         // Lay the blocks out in the order the next round's walks take.
-        if shortcuts {
-            let new_of = renumber::in_reverse_postorder(f);
-            let used = cross_block_uses.take().expect("computed this round");
-            cross_block_uses = Some(renumber::moved(&used, &new_of));
-            if let Some(tests) = &mut test_groups {
-                tests.renumber(&new_of);
-            }
-            if let Some(loads) = &mut header_lengths {
-                *loads = renumber::moved(loads, &new_of);
-            }
+        if shortcuts && !laid_out {
+            lay_out(
+                f,
+                &mut cross_block_uses,
+                &mut test_groups,
+                &mut header_lengths,
+            );
         }
     }
     // The unset-X model needs some of the edges as the first loop leaves them.
@@ -385,6 +399,27 @@ pub(crate) fn apply(f: &mut Function) -> Result<(), OptimizerError> {
 /// ([`unset_index::Index::kept`]): dead in the filter's meaning, they still reject a packet
 /// too short for them. Not where the block now returns (then `opt_root` runs nothing) or is
 /// no longer reached.
+/// Lays the blocks of `f` out in reverse postorder (`renumber.rs`) and moves what the rounds
+/// keep per block along; returns the new number of each old block and how many are reachable.
+fn lay_out(
+    f: &mut Function,
+    cross_block_uses: &mut Option<Vec<bool>>,
+    test_groups: &mut Option<TestGroups>,
+    header_lengths: &mut Option<Vec<Option<HeaderLength>>>,
+) -> (Vec<u32>, usize) {
+    let (new_of, reachable) = renumber::in_reverse_postorder(f);
+    if let Some(used) = cross_block_uses {
+        *used = renumber::moved(used, &new_of);
+    }
+    if let Some(tests) = test_groups {
+        tests.renumber(&new_of);
+    }
+    if let Some(loads) = header_lengths {
+        *loads = renumber::moved(loads, &new_of);
+    }
+    (new_of, reachable)
+}
+
 fn keep_index_loads(f: &mut Function, kept: &[(Block, u32)]) {
     if kept.is_empty() {
         return;

@@ -9,8 +9,8 @@ use super::edges::{edge_count, edge_mut};
 /// the graph through its edges, never through block numbers, so only the memory layout
 /// changes: the walks of later rounds, which follow the reverse postorder closely, read the
 /// blocks in order instead of all over a function of 10^5 blocks. Returns the new number of
-/// each old block.
-pub(super) fn in_reverse_postorder(f: &mut Function) -> Vec<u32> {
+/// each old block, and how many blocks are reachable (they are numbered from 0 on).
+pub(super) fn in_reverse_postorder(f: &mut Function) -> (Vec<u32>, usize) {
     let n = f.blocks.len();
     let mut new_of = vec![u32::MAX; n];
     let order = f.reverse_postorder();
@@ -42,7 +42,7 @@ pub(super) fn in_reverse_postorder(f: &mut Function) -> Vec<u32> {
             *b = Block(new_of[b.index()]);
         }
     }
-    new_of
+    (new_of, order.len())
 }
 
 /// `items`, indexed by block, after block `b` became block `new_of[b]`.
