@@ -4,6 +4,7 @@
 //! runs are long and pullups many) and on the shared random expressions.
 
 use sift_ir::Function;
+use sift_testgen::Rng;
 
 use super::with_reference_mode;
 use crate::{lower, Options};
@@ -41,31 +42,11 @@ fn assert_same(text: &str, linktype: u32) {
     }
 }
 
-/// xorshift64*: deterministic, and enough for picking terms.
-struct Rng(u64);
-
-impl Rng {
-    fn next(&mut self) -> u64 {
-        self.0 ^= self.0 >> 12;
-        self.0 ^= self.0 << 25;
-        self.0 ^= self.0 >> 27;
-        self.0.wrapping_mul(0x2545_f491_4f6c_dd1d)
-    }
-
-    fn below(&mut self, n: u64) -> u64 {
-        self.next() % n
-    }
-
-    fn pick<'a>(&mut self, items: &[&'a str]) -> &'a str {
-        items[self.below(items.len() as u64) as usize]
-    }
-}
-
 /// A primitive from a small pool of values, so that chains repeat values and tests.
 fn term(rng: &mut Rng, kind: u64, pool: u64) -> String {
     let v = rng.below(pool);
-    let dir = rng.pick(&["", "", "src ", "dst ", "src or dst ", "src and dst "]);
-    let proto = rng.pick(&["", "", "tcp ", "udp ", "sctp ", "ip ", "ip6 "]);
+    let dir = *rng.pick(&["", "", "src ", "dst ", "src or dst ", "src and dst "]);
+    let proto = *rng.pick(&["", "", "tcp ", "udp ", "sctp ", "ip ", "ip6 "]);
     match kind {
         0 => format!("{dir}host 10.0.{}.{}", v / 250, v % 250 + 1),
         1 => format!("{dir}net 10.{}.{}.0/24", v / 250, v % 250),
@@ -91,13 +72,13 @@ fn chain(rng: &mut Rng, len: usize, rich: bool) -> String {
     let mixed = rich && rng.below(2) == 0;
     let fixed_kind = rng.below(9);
     let pool = [3, 10, 50, 1000][rng.below(4) as usize];
-    let op = rng.pick(&["or", "or", "and"]);
+    let op = *rng.pick(&["or", "or", "and"]);
     let mut out = String::new();
     let mut open = 0;
     for i in 0..len {
         if i > 0 {
             let joiner = if rich && rng.below(5) == 0 {
-                rng.pick(&["or", "and"])
+                *rng.pick(&["or", "and"])
             } else {
                 op
             };
@@ -164,7 +145,7 @@ fn long_single_kind_chains_match_the_reference() {
 
 #[test]
 fn generated_chains_match_the_reference() {
-    let mut rng = Rng(0x9e37_79b9_7f4a_7c15);
+    let mut rng = Rng::new(0x9e37_79b9_7f4a_7c15);
     for round in 0..160 {
         let rich = round % 2 == 1;
         let len = [2, 5, 12, 30, 80, 200][rng.below(6) as usize];
@@ -206,7 +187,7 @@ fn random_chain_function(rng: &mut Rng) -> String {
     let mut text = String::new();
     for i in 0..n {
         let forward = |rng: &mut Rng| i + 1 + rng.below((n + 1 - i) as u64) as usize;
-        let op = rng.pick(&["eq", "eq", "eq", "ne", "gt", "set"]);
+        let op = *rng.pick(&["eq", "eq", "eq", "ne", "gt", "set"]);
         let shared = if rng.below(2) == 0 { accept } else { reject };
         let (mut t, mut e) = (
             if rng.below(10) < shared_bias {
@@ -241,7 +222,7 @@ fn random_chain_function(rng: &mut Rng) -> String {
 
 #[test]
 fn random_chain_functions_match_the_reference() {
-    let mut rng = Rng(0x2545_f491_4f6c_dd1d);
+    let mut rng = Rng::new(0x2545_f491_4f6c_dd1d);
     for _ in 0..3000 {
         same_as_reference(&random_chain_function(&mut rng));
     }
@@ -341,7 +322,7 @@ fn random_grouping_function(rng: &mut Rng) -> String {
 
 #[test]
 fn random_closed_chains_match_the_reference() {
-    let mut rng = Rng(0x1234_5678_9abc_def1);
+    let mut rng = Rng::new(0x1234_5678_9abc_def1);
     let before = super::grouping::chains_grouped();
     for _ in 0..3000 {
         same_as_reference(&random_grouping_function(&mut rng));
