@@ -395,10 +395,6 @@ pub(crate) fn apply(f: &mut Function) -> Result<(), OptimizerError> {
     Ok(())
 }
 
-/// Puts back the byte loads of the `ldxb`s libpcap keeps for the blocks below
-/// ([`unset_index::Index::kept`]): dead in the filter's meaning, they still reject a packet
-/// too short for them. Not where the block now returns (then `opt_root` runs nothing) or is
-/// no longer reached.
 /// Lays the blocks of `f` out in reverse postorder (`renumber.rs`) and moves what the rounds
 /// keep per block along; returns the new number of each old block and how many are reachable.
 fn lay_out(
@@ -420,6 +416,10 @@ fn lay_out(
     (new_of, reachable)
 }
 
+/// Puts back the byte loads of the `ldxb`s libpcap keeps for the blocks below
+/// ([`unset_index::Index::kept`]): dead in the filter's meaning, they still reject a packet
+/// too short for them. Not where the block now returns (then `opt_root` runs nothing) or is
+/// no longer reached.
 fn keep_index_loads(f: &mut Function, kept: &[(Block, u32)]) {
     if kept.is_empty() {
         return;
