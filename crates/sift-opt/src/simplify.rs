@@ -58,10 +58,6 @@ struct Simplifier<'f> {
     edges_changed: bool,
     /// Scratch: the successors of the terminator being rewritten, as they were.
     successors: Vec<Block>,
-    /// Scratch: an empty list the next block's instructions are written into; its old list
-    /// becomes the next scratch (an allocation and a free per block of more than
-    /// [`sift_ir::INLINE_INSTS`] instructions otherwise).
-    spare: Insts,
 }
 
 /// Runs the pass; returns the number of rewrites.
@@ -84,7 +80,6 @@ pub fn run_with(f: &mut Function, analysis: &mut Analysis) -> usize {
         changes: 0,
         edges_changed: false,
         successors: Vec::new(),
-        spare: Insts::new(),
     };
     for &b in &cfg.rpo {
         s.block(b);
@@ -117,9 +112,8 @@ impl Simplifier<'_> {
     }
 
     fn block(&mut self, b: Block) {
-        let mut insts = std::mem::take(&mut self.f.block_mut(b).insts);
-        let mut kept = std::mem::take(&mut self.spare);
-        kept.reserve(insts.len());
+        let insts = std::mem::take(&mut self.f.block_mut(b).insts);
+        let mut kept = Insts::with_capacity(insts.len());
         let mut rejected = false;
         let count = insts.len();
         for (position, &v) in insts.iter().enumerate() {
@@ -168,8 +162,6 @@ impl Simplifier<'_> {
             }
         }
         self.f.block_mut(b).insts = kept;
-        insts.clear();
-        self.spare = insts;
         if rejected {
             if self.f.block(b).term.successor_count() != 0 {
                 self.edges_changed = true;
