@@ -274,7 +274,6 @@ pub(crate) fn apply(f: &mut Function) -> Result<(), OptimizerError> {
         // The first round's peepholes change branches' operands, which leaves the `sub`s
         // and `and`s they tested dead: the next round numbers afresh and removes them.
         let mut operands_rewritten = false;
-        let mut laid_out = false;
         if round == 0 {
             // They read the reachable blocks, which laying the blocks out finds (in order).
             let reachable = if shortcuts {
@@ -287,7 +286,6 @@ pub(crate) fn apply(f: &mut Function) -> Result<(), OptimizerError> {
                 for (b, _) in &mut mask_tests {
                     *b = Block(new_of[b.index()]);
                 }
-                laid_out = true;
                 (0..reachable as u32).map(Block).collect()
             } else {
                 f.reverse_postorder()
@@ -307,8 +305,9 @@ pub(crate) fn apply(f: &mut Function) -> Result<(), OptimizerError> {
             break;
         }
         only_pulled = shortcuts && !changed && !threaded;
-        // Lay the blocks out in the order the next round's walks take.
-        if shortcuts && !laid_out {
+        // Lay the blocks out in the order the next round's walks take (the first round did
+        // before its peepholes).
+        if shortcuts && round > 0 {
             lay_out(
                 f,
                 &mut cross_block_uses,
