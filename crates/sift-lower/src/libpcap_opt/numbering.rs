@@ -27,6 +27,9 @@ pub(super) struct Numbering {
     konst: Vec<Option<u32>>,
     /// How many numbers were given out: every number is below it.
     count: usize,
+    /// The first loop's numbering found that the second loop's folding would leave every
+    /// instruction it numbered as it is (see [`Numbering::folds_nothing`]).
+    nothing_to_fold: bool,
 }
 
 impl Numbering {
@@ -56,6 +59,7 @@ impl Numbering {
             vn: vec![Vn::MAX; n],
             konst: vec![None; n],
             count: 0,
+            nothing_to_fold: phase == Phase::MoveBranches,
         };
         // Not reserved for every value: long chains repeat a few loads and constants, so
         // 10^6 values have some 10^4 distinct keys, and a table sized for all of them spreads
@@ -85,6 +89,11 @@ impl Numbering {
                         this.konst[v.index()] = this.konst(a);
                         continue;
                     }
+                }
+                if phase == Phase::MoveBranches && i >= params && this.nothing_to_fold {
+                    // Here, where the instruction was just read, rather than in a walk of
+                    // its own over 10^5 blocks when the second loop asks.
+                    this.nothing_to_fold = this.folds_to_itself(&f.values, v);
                 }
                 let key = match f.values[v.index()] {
                     Inst::Const(k) => {
@@ -122,13 +131,31 @@ impl Numbering {
     /// Whether the second loop's folding would leave every instruction of the blocks in
     /// `rpo` as it is, by these numbers: then numbering those blocks with folding gives these
     /// classes again (the keys are the same), and no error.
+    ///
+    /// A numbering of the first loop answers from what it saw: that loop deletes instructions
+    /// but never rewrites one, and its reachable blocks only lose members, so what folded
+    /// nothing when numbered still folds nothing (with the same constants) now.
     pub(super) fn folds_nothing(&self, f: &Function, rpo: &[Block]) -> bool {
+        self.nothing_to_fold || self.each_folds_to_itself(f, rpo)
+    }
+
+    fn each_folds_to_itself(&self, f: &Function, rpo: &[Block]) -> bool {
         rpo.iter().all(|&b| {
-            f.block(b).insts.iter().all(|&v| {
-                let inst = f.inst(v);
-                matches!(self.fold(&f.values, inst), Ok((folded, None)) if folded == *inst)
-            })
+            f.block(b)
+                .insts
+                .iter()
+                .all(|&v| self.folds_to_itself(&f.values, v))
         })
+    }
+
+    /// Whether folding `v` by these numbers leaves it as it is, without error.
+    fn folds_to_itself(&self, values: &[Inst], v: Value) -> bool {
+        let inst = &values[v.index()];
+        // What `fold` passes through unchanged is most of a long chain (constants, loads).
+        !matches!(
+            inst,
+            Inst::Binary(..) | Inst::Neg(_) | Inst::Load { index: Some(_), .. }
+        ) || matches!(self.fold(values, inst), Ok((folded, None)) if folded == *inst)
     }
 
     /// Whether `v` divides a value that is not a constant by a zero this pass folded (`x % (21
@@ -314,5 +341,54 @@ pub(super) fn binary_fold(
             Sub => Ok(BinaryFold::Unchanged),
         },
         _ => Ok(BinaryFold::Unchanged),
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use sift_ir::parse_function;
+
+    /// The first loop's numbering knows, from the instructions it numbered, what a walk over
+    /// them would find: whether the second loop's folding leaves each as it is.
+    #[test]
+    fn the_first_numbering_knows_whether_anything_folds() {
+        let chain = "\
+block0:
+    v0 = load.w [26]
+    v1 = const 0xffffff00
+    v2 = and v0, v1
+    v3 = const 0xa000100
+    br eq v2, v3, block1, block2
+block1:
+    ret 1
+block2:
+    ret 0
+";
+        let folding = [
+            // `x & 0`, known as 0 from the next pass on.
+            ("v1 = const 0", "v2 = and v0, v1"),
+            // Two constants.
+            ("v1 = const 1", "v2 = add v1, v1"),
+            // A load at a known index.
+            ("v1 = const 4", "v2 = load.b [v1+14]"),
+            // `x << 0`, an identity.
+            ("v1 = const 0", "v2 = shl v0, v1"),
+        ];
+        let texts = std::iter::once(chain.to_string()).chain(folding.iter().map(|(k, op)| {
+            chain
+                .replace("v1 = const 0xffffff00", k)
+                .replace("v2 = and v0, v1", op)
+        }));
+        for (i, text) in texts.enumerate() {
+            let mut f = parse_function(&text).unwrap();
+            let rpo = f.reverse_postorder();
+            let (numbers, _) = Numbering::compute(&mut f, Phase::MoveBranches, &rpo).unwrap();
+            assert_eq!(numbers.nothing_to_fold, i == 0, "{text}");
+            assert_eq!(
+                numbers.nothing_to_fold,
+                numbers.each_folds_to_itself(&f, &rpo)
+            );
+        }
     }
 }
