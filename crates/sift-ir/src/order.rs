@@ -2,7 +2,7 @@
 //! of the acyclic graph, computed without recursion so that 10^5-block chains cannot overflow
 //! the stack.
 
-use crate::function::{Block, Function};
+use crate::function::{Block, Function, Terminator};
 
 impl Function {
     /// Blocks in reverse postorder from the entry (a topological order of the acyclic graph);
@@ -21,62 +21,92 @@ impl Function {
     /// [`Function::reverse_postorder`] as if `entry` were the entry: the blocks reachable from
     /// it, in reverse postorder of the same walk (empty when `entry` is not a block).
     pub fn reverse_postorder_from(&self, entry: Block) -> Vec<Block> {
-        /// An open block: its successors when it has at most two (`count`), else they are
-        /// read from the terminator edge by edge; `next` is the next edge to follow.
-        struct Open {
-            block: Block,
-            next: u32,
-            count: u32,
-            succ: [Block; 2],
-        }
-        let open = |b: Block| {
-            let term = &self.blocks[b.index()].term;
-            let count = term.successor_count();
-            let mut succ = [Block(u32::MAX); 2];
-            if count <= 2 {
-                for (i, s) in succ.iter_mut().enumerate().take(count) {
-                    *s = term.successor(i).expect("edge within the count");
-                }
-            }
-            Open {
-                block: b,
-                next: 0,
-                count: count as u32,
-                succ,
-            }
-        };
-        let n = self.blocks.len();
-        let mut visited = vec![false; n];
-        let mut post = Vec::with_capacity(n);
-        if entry.index() >= n {
-            return post;
-        }
-        let mut stack: Vec<Open> = vec![open(entry)];
-        visited[entry.index()] = true;
-        while let Some(top) = stack.last_mut() {
-            if top.next < top.count {
-                let i = top.next as usize;
-                top.next += 1;
-                let s = if top.count <= 2 {
-                    top.succ[i]
-                } else {
-                    self.blocks[top.block.index()]
-                        .term
-                        .successor(i)
-                        .expect("edge within the count")
-                };
-                if s.index() < n && !visited[s.index()] {
-                    visited[s.index()] = true;
-                    stack.push(open(s));
-                }
-            } else {
-                post.push(top.block);
-                stack.pop();
-            }
-        }
-        post.reverse();
-        post
+        search(self, entry, |b| self.blocks[b.index()].term.edges())
     }
+
+    /// [`Function::reverse_postorder_from`] for blocks that lie in memory in an order far from
+    /// the walk's (as a code generator creates them, or after many edges moved), nearly all of
+    /// them reachable. The search then opens each block at a cache miss of its own; here one
+    /// sweep in memory order first copies every block's edges into a compact table (12 bytes
+    /// a block), which the search reads instead. The same order: 7 ms instead of 17 for the
+    /// 230,000 blocks of a 10,000-term `port` chain as generated, but slower on blocks already
+    /// in order, or mostly unreachable.
+    pub fn reverse_postorder_from_scattered(&self, entry: Block) -> Vec<Block> {
+        let table: Vec<Edges> = self.blocks.iter().map(|b| b.term.edges()).collect();
+        search(self, entry, |b| table[b.index()])
+    }
+}
+
+/// A terminator's edges as the search reads them: their number, and their targets when there
+/// are at most two (nearly always); a switch's are read from the terminator one by one.
+#[derive(Clone, Copy)]
+struct Edges {
+    count: u32,
+    succ: [Block; 2],
+}
+
+impl Terminator {
+    fn edges(&self) -> Edges {
+        let count = self.successor_count();
+        let mut succ = [Block(u32::MAX); 2];
+        if count <= 2 {
+            for (i, s) in succ.iter_mut().enumerate().take(count) {
+                *s = self.successor(i).expect("edge within the count");
+            }
+        }
+        Edges {
+            count: count as u32,
+            succ,
+        }
+    }
+}
+
+/// The depth-first search of [`Function::reverse_postorder_from`], opening each block's edges
+/// with `edges_of`.
+fn search(f: &Function, entry: Block, edges_of: impl Fn(Block) -> Edges) -> Vec<Block> {
+    /// An open block and the next of its edges to follow.
+    struct Open {
+        block: Block,
+        next: u32,
+        edges: Edges,
+    }
+    let open = |b: Block| Open {
+        block: b,
+        next: 0,
+        edges: edges_of(b),
+    };
+    let n = f.blocks.len();
+    let mut visited = vec![false; n];
+    let mut post = Vec::with_capacity(n);
+    if entry.index() >= n {
+        return post;
+    }
+    let mut stack: Vec<Open> = vec![open(entry)];
+    visited[entry.index()] = true;
+    while let Some(top) = stack.last_mut() {
+        let Edges { count, succ } = top.edges;
+        if top.next < count {
+            let i = top.next as usize;
+            top.next += 1;
+            let s = if count <= 2 {
+                succ[i]
+            } else {
+                f.blocks[top.block.index()]
+                    .term
+                    .successor(i)
+                    .expect("edge within the count")
+            };
+            if s.index() < n && !visited[s.index()] {
+                visited[s.index()] = true;
+                stack.push(open(s));
+            }
+        } else {
+            post.push(top.block);
+            stack.pop();
+        }
+    }
+    post.reverse();
+    post
 }
 
 #[cfg(test)]
@@ -106,7 +136,7 @@ mod tests {
         post
     }
 
-    /// The search gives the recursive definition's order on random graphs of branches,
+    /// Both searches give the recursive definition's order on random graphs of branches,
     /// jumps, switches (more than two edges, repeated targets) and returns, with unreachable
     /// blocks and edges back to earlier blocks.
     #[test]
@@ -147,6 +177,11 @@ mod tests {
             }
             let expected = reference_rpo(&f);
             assert_eq!(f.reverse_postorder(), expected, "{f}");
+            assert_eq!(
+                f.reverse_postorder_from_scattered(Function::ENTRY),
+                expected,
+                "{f}"
+            );
         }
     }
 

@@ -43,7 +43,7 @@ use crate::gen::{Env, Gen, LinkState};
 pub use crate::libpcap_opt::OptimizerError;
 use crate::linktype::Dlt;
 pub use crate::linktype::{linktype_by_name, linktype_names, supported_linktypes};
-use crate::reachable::reachable_from;
+use crate::reachable::{generated_reachable_from, reachable_from};
 use crate::scratch::Registers;
 
 /// What the filter is compiled for.
@@ -255,7 +255,7 @@ impl Gen {
         self.f.set_term(reject, Terminator::Return(0));
         patch(&mut self.f, body.when_true, accept);
         patch(&mut self.f, body.when_false, reject);
-        let (mut f, renumber) = reachable_from(std::mem::take(&mut self.f), body.entry);
+        let (mut f, renumber) = generated_reachable_from(std::mem::take(&mut self.f), body.entry);
         offset_reads::resolve(&mut f, &renumber, &self.register_writes, &self.offset_uses);
         if self.no_optimize {
             return Ok(f);

@@ -6,8 +6,24 @@ use sift_ir::{Block, Function, Inst, Terminator};
 /// `f` holding only the blocks reachable from `entry`, in reverse postorder (so the entry
 /// becomes block 0 and every edge goes forward), and where each block of `f` went. The blocks
 /// move rather than being copied: long chains have 10^5 of them.
-pub(crate) fn reachable_from(mut f: Function, entry: Block) -> (Function, Vec<Option<Block>>) {
+pub(crate) fn reachable_from(f: Function, entry: Block) -> (Function, Vec<Option<Block>>) {
     let order = f.reverse_postorder_from(entry);
+    cut_to(f, order)
+}
+
+/// [`reachable_from`] for a function as the code generator left it: its blocks lie in the
+/// order they were created, far from the walk's in long chains of `port` (inner tests are
+/// created before the tests that lead to them), and nearly all are reachable.
+pub(crate) fn generated_reachable_from(
+    f: Function,
+    entry: Block,
+) -> (Function, Vec<Option<Block>>) {
+    let order = f.reverse_postorder_from_scattered(entry);
+    cut_to(f, order)
+}
+
+/// `f` holding only the blocks of `order`, its reverse postorder from some block, in that order.
+fn cut_to(mut f: Function, order: Vec<Block>) -> (Function, Vec<Option<Block>>) {
     let n = f.blocks.len();
     let mut renumber = vec![None; n];
     for (new, old) in order.iter().enumerate() {

@@ -277,8 +277,10 @@ pub(crate) fn apply(f: &mut Function) -> Result<(), OptimizerError> {
         if round == 0 {
             // They read the reachable blocks, which laying the blocks out finds (in order).
             let reachable = if shortcuts {
+                // The first round's threading moved edges all over the layout lowering left.
                 let (new_of, reachable) = lay_out(
                     f,
+                    true,
                     &mut cross_block_uses,
                     &mut test_groups,
                     &mut header_lengths,
@@ -310,6 +312,7 @@ pub(crate) fn apply(f: &mut Function) -> Result<(), OptimizerError> {
         if shortcuts && round > 0 {
             lay_out(
                 f,
+                false,
                 &mut cross_block_uses,
                 &mut test_groups,
                 &mut header_lengths,
@@ -396,13 +399,15 @@ pub(crate) fn apply(f: &mut Function) -> Result<(), OptimizerError> {
 
 /// Lays the blocks of `f` out in reverse postorder (`renumber.rs`) and moves what the rounds
 /// keep per block along; returns the new number of each old block and how many are reachable.
+/// `scattered`: see [`renumber::in_reverse_postorder`].
 fn lay_out(
     f: &mut Function,
+    scattered: bool,
     cross_block_uses: &mut Option<Vec<bool>>,
     test_groups: &mut Option<TestGroups>,
     header_lengths: &mut Option<Vec<Option<HeaderLength>>>,
 ) -> (Vec<u32>, usize) {
-    let (new_of, reachable) = renumber::in_reverse_postorder(f);
+    let (new_of, reachable) = renumber::in_reverse_postorder(f, scattered);
     if let Some(used) = cross_block_uses {
         *used = renumber::moved(used, &new_of);
     }

@@ -10,10 +10,17 @@ use super::edges::{edge_count, edge_mut};
 /// changes: the walks of later rounds, which follow the reverse postorder closely, read the
 /// blocks in order instead of all over a function of 10^5 blocks. Returns the new number of
 /// each old block, and how many blocks are reachable (they are numbered from 0 on).
-pub(super) fn in_reverse_postorder(f: &mut Function) -> (Vec<u32>, usize) {
+///
+/// `scattered`: the walk will read the blocks far from their order in memory (after the first
+/// round moved edges all over the graph as lowering laid it out).
+pub(super) fn in_reverse_postorder(f: &mut Function, scattered: bool) -> (Vec<u32>, usize) {
     let n = f.blocks.len();
     let mut new_of = vec![u32::MAX; n];
-    let order = f.reverse_postorder();
+    let order = if scattered {
+        f.reverse_postorder_from_scattered(Function::ENTRY)
+    } else {
+        f.reverse_postorder()
+    };
     for (i, b) in order.iter().enumerate() {
         new_of[b.index()] = i as u32;
     }
