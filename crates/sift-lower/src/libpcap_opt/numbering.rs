@@ -90,12 +90,17 @@ impl Numbering {
                         continue;
                     }
                 }
-                if phase == Phase::MoveBranches && i >= params && this.nothing_to_fold {
+                let inst = &f.values[v.index()];
+                if phase == Phase::MoveBranches
+                    && this.nothing_to_fold
+                    && i >= params
+                    && may_fold(inst)
+                {
                     // Here, where the instruction was just read, rather than in a walk of
                     // its own over 10^5 blocks when the second loop asks.
-                    this.nothing_to_fold = this.folds_to_itself(&f.values, v);
+                    this.nothing_to_fold = this.keeps(&f.values, inst);
                 }
-                let key = match f.values[v.index()] {
+                let key = match *inst {
                     Inst::Const(k) => {
                         this.konst[v.index()] = Some(k);
                         Key::Const(k)
@@ -151,11 +156,12 @@ impl Numbering {
     /// Whether folding `v` by these numbers leaves it as it is, without error.
     fn folds_to_itself(&self, values: &[Inst], v: Value) -> bool {
         let inst = &values[v.index()];
-        // What `fold` passes through unchanged is most of a long chain (constants, loads).
-        !matches!(
-            inst,
-            Inst::Binary(..) | Inst::Neg(_) | Inst::Load { index: Some(_), .. }
-        ) || matches!(self.fold(values, inst), Ok((folded, None)) if folded == *inst)
+        !may_fold(inst) || self.keeps(values, inst)
+    }
+
+    /// Whether folding `inst` by these numbers leaves it as it is, without error.
+    fn keeps(&self, values: &[Inst], inst: &Inst) -> bool {
+        matches!(self.fold(values, inst), Ok((folded, None)) if folded == *inst)
     }
 
     /// Whether `v` divides a value that is not a constant by a zero this pass folded (`x % (21
@@ -302,6 +308,15 @@ impl Numbering {
             BinaryFold::Unchanged => (kept, None),
         })
     }
+}
+
+/// Whether libpcap's folding may change `inst`: it passes everything else through as it is
+/// (constants and absolute loads, most of a long chain).
+fn may_fold(inst: &Inst) -> bool {
+    matches!(
+        inst,
+        Inst::Binary(..) | Inst::Neg(_) | Inst::Load { index: Some(_), .. }
+    )
 }
 
 /// What libpcap's folding makes of `a op b`.
