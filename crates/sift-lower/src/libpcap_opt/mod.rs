@@ -69,7 +69,8 @@
 //! (as pullups do); threading visits the blocks in a walk of the dominator tree that keeps
 //! the facts in force in tables indexed by the comparisons' dense numbers (`fact_ids.rs`),
 //! and the facts and the walks read the terminators once, into a compact snapshot
-//! (`terms.rs`); a long walk passes a run of equality tests on one value,
+//! (`terms.rs`; the tests in it, with their numbers, stay for the next round while the
+//! numbering does); a long walk passes a run of equality tests on one value,
 //! which an equality with another constant decides false, in one step (`equality_runs.rs`).
 //! [`reference_mode`] turns the shortcuts off; `pullup_equivalence.rs` compares the two on
 //! generated chains and random IR, and tests assert every reused numbering, skipped dead-code
@@ -111,7 +112,7 @@ use header_length::{header_length_loads, HeaderLength};
 use interning::merge_equal_blocks;
 use numbering::{Numbering, Vn};
 use pullup::{pullups, DomIntervals, Levels};
-use terms::Terms;
+use terms::{KnownTests, Terms};
 use thread_check::{nothing_to_thread, TestGroups};
 #[cfg(test)]
 use threading::thread_edges;
@@ -151,6 +152,8 @@ pub(crate) fn apply(f: &mut Function) -> Result<(), OptimizerError> {
     // The threading check's groups of tests, while the numbering is carried and rounds only
     // pull tests up (nothing they depend on changes).
     let mut test_groups: Option<TestGroups> = None;
+    // The comparisons' numbers and the tests threading read, kept with the numbering.
+    let mut known_tests: Option<(FactIds, KnownTests)> = None;
     // No rule adds or removes block parameters.
     let params_anywhere = f.blocks.iter().any(|b| !b.params.is_empty());
     for round in 0..MAX_ROUNDS {
@@ -194,7 +197,10 @@ pub(crate) fn apply(f: &mut Function) -> Result<(), OptimizerError> {
             branches_to_decide(f, &numbers, &rpo)
         };
         // The comparisons' numbers, shared by every table of facts this round.
-        let mut ids = FactIds::default();
+        let (mut ids, mut known) = match known_tests.take() {
+            Some((ids, known)) if numbering_carried => (ids, Some(known)),
+            _ => (FactIds::default(), None),
+        };
         let facts_at_start = (!to_decide.is_empty() || !shortcuts || !mask_tests.is_empty())
             .then(|| FactsInForce::new(f, &numbers, &mut ids, &dom, &dom_rpo, &[]));
         // Tests check the facts computed later against these.
@@ -253,11 +259,13 @@ pub(crate) fn apply(f: &mut Function) -> Result<(), OptimizerError> {
             // Facts computed now, after the grouping, answer as those at the start for every
             // block threading walks from (see `FactsInForce::new`); they read the terminators
             // into the snapshot threading reads next.
-            let mut terms = Terms::new(f, &numbers, &mut ids);
+            let mut terms = Terms::resume(f, &numbers, &mut ids, known.take());
             let facts = facts_at_start.unwrap_or_else(|| {
                 FactsInForce::with_terms(f, &mut terms, &dom, &dom_rpo, &regrouped)
             });
-            thread_edges_with(f, &mut terms, used, &facts, &regrouped)
+            let moved = thread_edges_with(f, &mut terms, used, &facts, &regrouped);
+            known = Some(terms.into_known());
+            moved
         };
         #[cfg(test)]
         if let (Some(facts), false) = (&facts_check, skip_threading) {
@@ -288,6 +296,9 @@ pub(crate) fn apply(f: &mut Function) -> Result<(), OptimizerError> {
                 for (b, _) in &mut mask_tests {
                     *b = Block(new_of[b.index()]);
                 }
+                if let Some(known) = &mut known {
+                    known.renumber(&new_of);
+                }
                 (0..reachable as u32).map(Block).collect()
             } else {
                 f.reverse_postorder()
@@ -302,6 +313,7 @@ pub(crate) fn apply(f: &mut Function) -> Result<(), OptimizerError> {
         let used = cross_block_uses.as_ref().expect("computed this round");
         if shortcuts && numbering_stays(used) && !operands_rewritten {
             carried = Some(numbers);
+            known_tests = known.map(|known| (ids, known));
         }
         if !(changed || threaded || pulled) {
             break;
@@ -310,13 +322,16 @@ pub(crate) fn apply(f: &mut Function) -> Result<(), OptimizerError> {
         // Lay the blocks out in the order the next round's walks take (the first round did
         // before its peepholes).
         if shortcuts && round > 0 {
-            lay_out(
+            let (new_of, _) = lay_out(
                 f,
                 false,
                 &mut cross_block_uses,
                 &mut test_groups,
                 &mut header_lengths,
             );
+            if let Some((_, known)) = &mut known_tests {
+                known.renumber(&new_of);
+            }
         }
     }
     // The unset-X model needs some of the edges as the first loop leaves them.

@@ -61,6 +61,17 @@ pub(super) struct Terms<'a> {
     entries: Vec<Entry>,
 }
 
+/// The tests a [`Terms`] read, kept into the next round while the numbering and the
+/// comparisons' numbers are (see [`Terms::resume`]).
+pub(super) struct KnownTests(Vec<Entry>);
+
+impl KnownTests {
+    /// Block `b` became block `new_of[b]`.
+    pub(super) fn renumber(&mut self, new_of: &[u32]) {
+        self.0 = super::renumber::moved(&self.0, new_of);
+    }
+}
+
 /// A branch's test as the facts see it: its numbers and its right operand.
 #[derive(Clone, Copy)]
 pub(super) struct TestIds {
@@ -119,6 +130,36 @@ impl<'a> Terms<'a> {
         }
     }
 
+    /// A snapshot that reads each block's edges afresh but takes its test from `known`, the
+    /// tests a snapshot of an earlier round read with the same `numbers` and `ids`: in the
+    /// first loop a branch's comparison and operands never change (its edges do), so neither
+    /// do its test and that test's numbers, and the lookups of 10^5 value and comparison
+    /// numbers are not made again.
+    pub(super) fn resume(
+        f: &Function,
+        numbers: &'a Numbering,
+        ids: &'a mut FactIds,
+        known: Option<KnownTests>,
+    ) -> Self {
+        let Some(KnownTests(mut entries)) = known else {
+            return Terms::new(f, numbers, ids);
+        };
+        entries.resize(f.blocks.len(), UNSEEN);
+        for e in &mut entries {
+            e.kind = Kind::Unseen;
+        }
+        Terms {
+            numbers,
+            ids,
+            entries,
+        }
+    }
+
+    /// The tests read so far, for [`Terms::resume`].
+    pub(super) fn into_known(self) -> KnownTests {
+        KnownTests(self.entries)
+    }
+
     /// The numbers given to the comparisons read so far.
     pub(super) fn ids(&self) -> &FactIds {
         self.ids
@@ -138,6 +179,8 @@ impl<'a> Terms<'a> {
     #[inline(never)]
     fn read(&mut self, f: &Function, b: Block) -> Entry {
         let data = f.block(b);
+        // What an earlier reading of this block found (`exact` is set for every branch read).
+        let known = self.entries[b.index()];
         let mut e = Entry {
             kind: Kind::Other,
             params: !data.params.is_empty(),
@@ -158,11 +201,21 @@ impl<'a> Terms<'a> {
                 e.kind = Kind::Branch;
                 e.one_place = then_ == else_;
                 e.succ = [then_.block.0, else_.block.0];
-                let t = Test::new(self.numbers, *op, *lhs, *rhs);
-                e.test = t;
-                e.exact = self.ids.exact(t.code, t.lhs, t.rhs);
-                if t.code == JmpOp::Jeq && t.rhs_is_const {
-                    e.equality = self.ids.equality(t.code, t.lhs);
+                if known.exact == NO_ID {
+                    let t = Test::new(self.numbers, *op, *lhs, *rhs);
+                    e.test = t;
+                    e.exact = self.ids.exact(t.code, t.lhs, t.rhs);
+                    if t.code == JmpOp::Jeq && t.rhs_is_const {
+                        e.equality = self.ids.equality(t.code, t.lhs);
+                    }
+                } else {
+                    #[cfg(test)]
+                    assert_eq!(
+                        known.test,
+                        Test::new(self.numbers, *op, *lhs, *rhs),
+                        "the test of {b} kept"
+                    );
+                    (e.test, e.exact, e.equality) = (known.test, known.exact, known.equality);
                 }
             }
             _ => {}

@@ -27,7 +27,7 @@ pub(super) fn is_const_equality(key: FactKey, fact: Fact) -> bool {
 
 /// A branch's test as threading reads it: libpcap's comparison (`swapped` when the branch's
 /// edges are the other way round) and its operands' value numbers.
-#[derive(Clone, Copy)]
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub(super) struct Test {
     pub(super) code: JmpOp,
     pub(super) swapped: bool,
