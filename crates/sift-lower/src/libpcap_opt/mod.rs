@@ -292,12 +292,10 @@ pub(crate) fn apply(f: &mut Function) -> Result<(), OptimizerError> {
                     &mut cross_block_uses,
                     &mut test_groups,
                     &mut header_lengths,
+                    known.as_mut(),
                 );
                 for (b, _) in &mut mask_tests {
                     *b = Block(new_of[b.index()]);
-                }
-                if let Some(known) = &mut known {
-                    known.renumber(&new_of);
                 }
                 (0..reachable as u32).map(Block).collect()
             } else {
@@ -322,16 +320,14 @@ pub(crate) fn apply(f: &mut Function) -> Result<(), OptimizerError> {
         // Lay the blocks out in the order the next round's walks take (the first round did
         // before its peepholes).
         if shortcuts && round > 0 {
-            let (new_of, _) = lay_out(
+            lay_out(
                 f,
                 false,
                 &mut cross_block_uses,
                 &mut test_groups,
                 &mut header_lengths,
+                known_tests.as_mut().map(|(_, known)| known),
             );
-            if let Some((_, known)) = &mut known_tests {
-                known.renumber(&new_of);
-            }
         }
     }
     // The unset-X model needs some of the edges as the first loop leaves them.
@@ -421,8 +417,12 @@ fn lay_out(
     cross_block_uses: &mut Option<Vec<bool>>,
     test_groups: &mut Option<TestGroups>,
     header_lengths: &mut Option<Vec<Option<HeaderLength>>>,
+    known_tests: Option<&mut KnownTests>,
 ) -> (Vec<u32>, usize) {
     let (new_of, reachable) = renumber::in_reverse_postorder(f, scattered);
+    if let Some(known) = known_tests {
+        known.renumber(&new_of);
+    }
     if let Some(used) = cross_block_uses {
         *used = renumber::moved(used, &new_of);
     }
