@@ -146,17 +146,11 @@ impl Numbering {
 
     fn each_folds_to_itself(&self, f: &Function, rpo: &[Block]) -> bool {
         rpo.iter().all(|&b| {
-            f.block(b)
-                .insts
-                .iter()
-                .all(|&v| self.folds_to_itself(&f.values, v))
+            f.block(b).insts.iter().all(|&v| {
+                let inst = f.inst(v);
+                !may_fold(inst) || self.keeps(&f.values, inst)
+            })
         })
-    }
-
-    /// Whether folding `v` by these numbers leaves it as it is, without error.
-    fn folds_to_itself(&self, values: &[Inst], v: Value) -> bool {
-        let inst = &values[v.index()];
-        !may_fold(inst) || self.keeps(values, inst)
     }
 
     /// Whether folding `inst` by these numbers leaves it as it is, without error.
