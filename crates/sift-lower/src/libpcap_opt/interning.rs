@@ -11,6 +11,7 @@
 //! are equal one for one, an operand computed in the block matching the operand at the same
 //! place in the other, an operand from outside the block being the same value.
 
+use std::collections::hash_map::Entry;
 use std::hash::Hasher;
 
 use sift_ir::{Block, Function, Inst, Target, Terminator, Value};
@@ -27,17 +28,18 @@ const LOCAL: u32 = 1 << 31;
 /// equal; visiting the blocks successors first (the graph is acyclic) reaches that fixed
 /// point in one pass: each block is compared with its edges already moved.
 ///
-/// Long chains have 10^5 blocks, so no block's code is copied into a key: the table maps a
-/// hash of the code to the first block with it, and blocks whose different code shares a
-/// hash are linked from there (`next_same_hash`), compared in place.
+/// Long chains have 10^5 blocks, whose instructions lie all over the function's values, so a
+/// block's instructions are read only once another block ends alike (same terminator, same
+/// number of instructions): most blocks of a long chain end unlike any other.
 ///
 /// `rpo` is `f`'s reverse postorder; `used_elsewhere` is [`used_outside_own_block`] for
 /// `f`: a block whose values are used elsewhere stays itself (its uses need it).
 ///
 /// [`used_outside_own_block`]: super::threading::used_outside_own_block
 pub(super) fn merge_equal_blocks(f: &mut Function, rpo: &[Block], used_elsewhere: &[bool]) -> bool {
-    let mut first_of: WordMap<u64, Block> = WordMap::default();
-    let mut next_same_hash: Vec<Option<Block>> = vec![None; f.blocks.len()];
+    // The first block of each ending, until a second one comes and its code is hashed.
+    let mut first_ending_alike: WordMap<u64, Option<Block>> = WordMap::default();
+    let mut code = CodeTable::new(f.blocks.len());
     let mut representative: Vec<Option<Block>> = vec![None; f.blocks.len()];
     let mut moved = false;
     for &b in rpo.iter().rev() {
@@ -61,27 +63,63 @@ pub(super) fn merge_equal_blocks(f: &mut Function, rpo: &[Block], used_elsewhere
         if used_elsewhere[b.index()] || !comparable(f, b) {
             continue;
         }
-        let hash = hash_code(f, b);
-        let Some(&head) = first_of.get(&hash) else {
-            first_of.insert(hash, b);
-            continue;
+        let ending = hash_ending(f, b);
+        match first_ending_alike.entry(ending) {
+            Entry::Vacant(alone) => {
+                alone.insert(Some(b));
+                continue;
+            }
+            Entry::Occupied(mut alike) => {
+                if let Some(first) = alike.get_mut().take() {
+                    // No block in the table ends as `first` does, so none has its code.
+                    let equal = code.find_or_insert(f, first, hash_ending(f, first));
+                    debug_assert_eq!(equal, None);
+                }
+            }
+        }
+        representative[b.index()] = code.find_or_insert(f, b, ending);
+    }
+    moved
+}
+
+/// Blocks by a hash of their code: the table maps the hash to the first block with it, and
+/// blocks whose different code shares a hash are linked from there (`next_same_hash`),
+/// compared in place (no block's code is copied into a key).
+struct CodeTable {
+    first_of: WordMap<u64, Block>,
+    next_same_hash: Vec<Option<Block>>,
+}
+
+impl CodeTable {
+    fn new(blocks: usize) -> CodeTable {
+        CodeTable {
+            first_of: WordMap::default(),
+            next_same_hash: vec![None; blocks],
+        }
+    }
+
+    /// The block in the table with `b`'s code, or `None` after putting `b` in. `ending` is
+    /// [`hash_ending`] of `b`.
+    fn find_or_insert(&mut self, f: &Function, b: Block, ending: u64) -> Option<Block> {
+        let hash = hash_code(f, b, ending);
+        let Some(&head) = self.first_of.get(&hash) else {
+            self.first_of.insert(hash, b);
+            return None;
         };
         let mut candidate = head;
         loop {
             if same_code(f, candidate, b) {
-                representative[b.index()] = Some(candidate);
-                break;
+                return Some(candidate);
             }
-            match next_same_hash[candidate.index()] {
+            match self.next_same_hash[candidate.index()] {
                 Some(next) => candidate = next,
                 None => {
-                    next_same_hash[candidate.index()] = Some(b);
-                    break;
+                    self.next_same_hash[candidate.index()] = Some(b);
+                    return None;
                 }
             }
         }
     }
-    moved
 }
 
 /// Whether libpcap's code could have an equal of `b` (not parameters, not switches).
@@ -112,23 +150,13 @@ fn renamed_term(f: &Function, b: Block) -> Terminator {
     term
 }
 
-/// A hash of `b`'s code, equal for blocks of equal code. It reads the fields in place
-/// rather than hashing renamed copies (every reachable block is hashed).
-fn hash_code(f: &Function, b: Block) -> u64 {
+/// A hash of how `b` ends, equal for blocks of equal code: its number of instructions and
+/// its terminator, read without the instructions themselves.
+fn hash_ending(f: &Function, b: Block) -> u64 {
     let mut h = WordHasher::default();
     let data = f.block(b);
     let mut word = |w: u32| h.write_u32(w);
     word(data.insts.len() as u32);
-    for &v in &data.insts {
-        match f.inst(v) {
-            Inst::Const(k) => word(*k),
-            Inst::Load { index, offset, .. } => {
-                word(index.map_or(u32::MAX, |x| rename(f, b, x).0));
-                word(*offset);
-            }
-            inst => inst.for_each_operand(|x| word(rename(f, b, x).0)),
-        }
-    }
     match &data.term {
         Terminator::Branch {
             lhs,
@@ -145,6 +173,25 @@ fn hash_code(f: &Function, b: Block) -> u64 {
         Terminator::Jump(t) => word(t.block.0),
         Terminator::Return(n) => word(*n),
         _ => {}
+    }
+    h.finish()
+}
+
+/// A hash of `b`'s code, equal for blocks of equal code, from its `ending` ([`hash_ending`])
+/// and its instructions, read in place rather than hashing renamed copies.
+fn hash_code(f: &Function, b: Block, ending: u64) -> u64 {
+    let mut h = WordHasher::default();
+    h.write_u64(ending);
+    let mut word = |w: u32| h.write_u32(w);
+    for &v in &f.block(b).insts {
+        match f.inst(v) {
+            Inst::Const(k) => word(*k),
+            Inst::Load { index, offset, .. } => {
+                word(index.map_or(u32::MAX, |x| rename(f, b, x).0));
+                word(*offset);
+            }
+            inst => inst.for_each_operand(|x| word(rename(f, b, x).0)),
+        }
     }
     h.finish()
 }
@@ -267,5 +314,50 @@ block5:
             let used = used_outside_own_block(&f);
             assert!(!merge_equal_blocks(&mut f, &rpo, &used), "{f}");
         }
+    }
+
+    /// Three blocks end alike; the first differs in a constant, the other two are equal.
+    #[test]
+    fn blocks_ending_alike_merge_only_when_their_code_is_equal() {
+        let mut f = parse_function(
+            "\
+block0:
+    v0 = load.w [19]
+    v1 = const 6
+    br gt v0, v1, block1, block2
+block1:
+    v2 = load.h [6]
+    v3 = const 0x1ffe
+    br set v2, v3, block5, block6
+block2:
+    v4 = load.w [23]
+    v5 = const 7
+    br gt v4, v5, block3, block4
+block3:
+    v6 = load.h [6]
+    v7 = const 0x1fff
+    br set v6, v7, block5, block6
+block4:
+    v8 = load.h [6]
+    v9 = const 0x1fff
+    br set v8, v9, block5, block6
+block5:
+    ret 0
+block6:
+    ret 1
+",
+        )
+        .unwrap();
+        let rpo = f.reverse_postorder();
+        let used = used_outside_own_block(&f);
+        assert!(merge_equal_blocks(&mut f, &rpo, &used));
+        let edges = |b: u32| match &f.block(Block(b)).term {
+            Terminator::Branch { then_, else_, .. } => (then_.block, else_.block),
+            _ => panic!("{f}"),
+        };
+        let (then_, else_) = edges(2);
+        assert_eq!(then_, else_, "{f}");
+        let (then_, else_) = edges(0);
+        assert_ne!(then_, else_, "{f}");
     }
 }
