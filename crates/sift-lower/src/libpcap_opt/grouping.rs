@@ -40,10 +40,9 @@
 use sift_ir::{Block, Function, Terminator};
 
 use super::edges::successors;
-use super::fast_hash::WordMap;
 use super::numbering::{Numbering, Vn};
 use super::runs::Chain;
-use super::threading::{edge_fact, is_const_equality, FactKey};
+use super::threading::{edge_fact, is_const_equality};
 
 /// Groups the tests of every closed chain of `f` by value (see the module doc); returns
 /// which blocks belong to a chain whose edges moved (empty when none did; see [`is_marked`]).
@@ -251,16 +250,21 @@ fn closed_chain_from(view: &View, kind: Chain, head: Block) -> Option<ClosedChai
     Some(ClosedChain { kind, blocks })
 }
 
-/// Condition 4.
+/// Condition 4. The tests are sorted rather than hashed: chains run to 10^4 tests.
 fn tests_are_distinct(f: &Function, numbers: &Numbering, chain: &ClosedChain) -> bool {
     let along_then = chain.kind == Chain::And;
-    let mut seen: WordMap<(FactKey, Vn), ()> = WordMap::default();
-    chain.blocks.iter().all(|&c| {
+    let mut tests: Vec<(u8, Vn, Vn)> = Vec::with_capacity(chain.blocks.len());
+    for &c in &chain.blocks {
         let Some((key, fact)) = edge_fact(f, numbers, c, along_then) else {
             return false;
         };
-        !is_const_equality(key, fact) && seen.insert((key, fact.rhs), ()).is_none()
-    })
+        if is_const_equality(key, fact) {
+            return false;
+        }
+        tests.push((key.0 as u8, key.1, fact.rhs));
+    }
+    tests.sort_unstable();
+    tests.windows(2).all(|w| w[0] != w[1])
 }
 
 fn chain_value(view: &View, b: Block) -> Vn {
