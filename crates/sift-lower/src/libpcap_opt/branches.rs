@@ -137,13 +137,15 @@ fn zero_tests(
         else {
             continue;
         };
+        // The constant first: most branches compare with another, and the values it numbers
+        // lie closer together than the instructions.
+        if numbers.konst(rhs) != Some(0) {
+            continue;
+        }
         let Inst::Binary(found, x, y) = *f.inst(lhs) else {
             continue;
         };
-        if found != operation
-            || numbers.konst(rhs) != Some(0)
-            || last_computation(f, b) != Some(lhs)
-        {
+        if found != operation || last_computation(f, b) != Some(lhs) {
             continue;
         }
         tests.push(ZeroTest {
