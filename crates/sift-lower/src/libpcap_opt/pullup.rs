@@ -13,12 +13,12 @@
 //! near-linear in the chain; the block-by-block walk is kept as the reference tests compare
 //! with (`super::reference_mode`).
 
-use sift_ir::{Block, Function, Target, Terminator};
+use sift_ir::{Block, Function, Terminator};
 
 use super::edges::{edge, edge_count, successors};
 use super::grouping::is_marked;
 use super::numbering::{Numbering, Vn};
-use super::runs::{Chain, Runs};
+use super::runs::{BranchEdges, Chain, Runs};
 
 /// One sweep of pullups over the whole function; returns whether anything moved.
 ///
@@ -39,16 +39,22 @@ pub(super) fn pullups(
     if params_anywhere {
         return false;
     }
-    let preds = Predecessors::new(f, levels, regrouped);
     // Edges of the blocks reachable at the round's start lead only to such blocks, whatever
-    // moved since, so the walks read no other block.
+    // moved since, so the walks read no other block. Each is read once, here.
+    let mut edges = BranchEdges::new(f.blocks.len());
     let mut compared: Vec<Option<Vn>> = vec![None; f.blocks.len()];
     for &b in &levels.order {
-        if let Terminator::Branch { lhs, .. } = f.block(b).term {
-            compared[b.index()] = Some(numbers.vn(lhs));
+        if let Terminator::Branch {
+            lhs, then_, else_, ..
+        } = &f.block(b).term
+        {
+            compared[b.index()] = Some(numbers.vn(*lhs));
+            edges.insert(b, then_.block, else_.block);
         }
     }
+    let preds = Predecessors::new(f, &edges, levels, regrouped);
     let mut sweep = Sweep {
+        edges,
         compared: &compared,
         tested: None,
         dom,
@@ -60,10 +66,11 @@ pub(super) fn pullups(
     let mut changed = false;
     for &b in levels.above_returns() {
         if !is_marked(regrouped, b) {
-            changed |= sweep.pullup(f, b, Chain::Or);
-            changed |= sweep.pullup(f, b, Chain::And);
+            changed |= sweep.pullup(b, Chain::Or);
+            changed |= sweep.pullup(b, Chain::And);
         }
     }
+    sweep.edges.write_back(f);
     changed
 }
 
@@ -126,7 +133,13 @@ struct Predecessors {
 }
 
 impl Predecessors {
-    fn new(f: &Function, levels: &Levels, regrouped: &[bool]) -> Predecessors {
+    /// `branch_edges` holds the edges of the branches among `levels`' blocks.
+    fn new(
+        f: &Function,
+        branch_edges: &BranchEdges,
+        levels: &Levels,
+        regrouped: &[bool],
+    ) -> Predecessors {
         // Edges from the branches, highest level first (plain loops: this runs every round).
         let sources = || {
             let branches = levels.above_returns();
@@ -144,6 +157,10 @@ impl Predecessors {
         // target, stably: the blocks are large and scattered, the edges small.
         let mut edges: Vec<(Block, Block)> = Vec::new();
         for &b in sources() {
+            if let Some((then_, else_)) = branch_edges.of(b) {
+                edges.extend([(then_, b), (else_, b)]);
+                continue;
+            }
             let term = &f.block(b).term;
             for i in 0..edge_count(term) {
                 if let Some(t) = edge(term, i) {
@@ -181,9 +198,9 @@ impl Predecessors {
 /// Where libpcap's pullup at `b` starts its walk, given `first`, the first of `b`'s listed
 /// predecessors: `JT(first)` if it is `b`, else `JF(first)` (`b` itself unless a pullup earlier
 /// in the sweep moved that edge).
-fn entered_from(f: &Function, first: Block, b: Block) -> Block {
-    match &f.block(first).term {
-        Terminator::Branch { then_, else_, .. } if then_.block != b => else_.block,
+fn entered_from(edges: &BranchEdges, first: Block, b: Block) -> Block {
+    match edges.of(first) {
+        Some((then_, else_)) if then_ != b => else_,
         _ => b,
     }
 }
@@ -229,6 +246,8 @@ impl TestedUnder {
 const SHORT_WALK: usize = 4;
 
 struct Sweep<'a> {
+    /// The edges, moved here during the sweep and written back after it.
+    edges: BranchEdges,
     /// The value each block's branch compares (what libpcap's A register holds on exit);
     /// pullups move edges only, so this holds for the whole sweep.
     compared: &'a [Option<Vn>],
@@ -250,38 +269,29 @@ impl<'a> Sweep<'a> {
         self.dom.dominates(a, b)
     }
 
-    fn set_next(f: &mut Function, b: Block, chain: Chain, next: Block) {
-        if let Terminator::Branch { then_, else_, .. } = &mut f.block_mut(b).term {
-            *match chain {
-                Chain::Or => else_,
-                Chain::And => then_,
-            } = Target::from(next);
-        }
+    fn set_next(&mut self, b: Block, chain: Chain, next: Block) {
+        self.edges.set(b, chain == Chain::And, next);
     }
 
-    fn runs(&mut self, chain: Chain) -> &mut Runs<'a> {
-        match chain {
+    /// The run records of `chain`, and the edges they read.
+    fn runs(&mut self, chain: Chain) -> (&mut Runs<'a>, &BranchEdges) {
+        let runs = match chain {
             Chain::Or => &mut self.or_runs,
             Chain::And => &mut self.and_runs,
-        }
+        };
+        (runs, &self.edges)
     }
 
     /// The last block of the run from `x` (a block of `b`'s chain), when every block of that
     /// run belongs to the chain, so that a block-by-block walk would pass them all.
     /// `steps`: how far the walk has come; most walks end within a step or two, which the run
     /// records would only slow, so short walks go block by block.
-    fn skip_run(
-        &mut self,
-        f: &Function,
-        chain: Chain,
-        b: Block,
-        x: Block,
-        steps: usize,
-    ) -> Option<Block> {
+    fn skip_run(&mut self, chain: Chain, b: Block, x: Block, steps: usize) -> Option<Block> {
         if !self.skip_runs || steps < SHORT_WALK {
             return None;
         }
-        let run = self.runs(chain).suffix(f, x);
+        let (runs, edges) = self.runs(chain);
+        let run = runs.suffix(edges, x);
         let (enter, exit) = (&self.dom.enter, &self.dom.exit);
         let (eb, ex, el) = (enter[b.index()], enter[x.index()], enter[run.last.index()]);
         let inside = eb != u32::MAX && ex != u32::MAX && el != u32::MAX;
@@ -289,7 +299,7 @@ impl<'a> Sweep<'a> {
     }
 
     /// One `or_pullup` / `and_pullup` at `b`.
-    fn pullup(&mut self, f: &mut Function, b: Block, chain: Chain) -> bool {
+    fn pullup(&mut self, b: Block, chain: Chain) -> bool {
         let preds: &'a [Block] = self.preds.of(b);
         let Some(&first) = preds.first() else {
             return false;
@@ -298,12 +308,12 @@ impl<'a> Sweep<'a> {
         if value.is_none() || preds.iter().any(|&p| self.compared(p) != value) {
             return false;
         }
-        let Some((shared, _)) = chain.edges(f, b) else {
+        let Some((shared, _)) = chain.edges(&self.edges, b) else {
             return false;
         };
         // A block of the chain that belongs to it: shares the successor and is dominated by b.
-        let in_chain = |this: &Self, f: &Function, x: Block| -> Option<Block> {
-            let (s, next) = chain.edges(f, x)?;
+        let in_chain = |this: &Self, x: Block| -> Option<Block> {
+            let (s, next) = chain.edges(&this.edges, x)?;
             (s == shared && this.dominates(b, x)).then_some(next)
         };
         // Walk down while the tests compare the chain's value; `diff` is the first that does
@@ -311,10 +321,10 @@ impl<'a> Sweep<'a> {
         // The walk starts where the first predecessor's edge to `b` leads now: libpcap takes
         // its true edge if that still enters `b`, else its false edge, wherever an earlier
         // pullup of this sweep sent it (the lists are not updated within a sweep).
-        let (mut diff, mut diff_owner) = (entered_from(f, first, b), None);
+        let (mut diff, mut diff_owner) = (entered_from(&self.edges, first, b), None);
         let mut steps = 0;
         loop {
-            let Some(mut next) = in_chain(self, f, diff) else {
+            let Some(mut next) = in_chain(self, diff) else {
                 return false;
             };
             if self.compared(diff) != value {
@@ -322,9 +332,12 @@ impl<'a> Sweep<'a> {
             }
             let mut owner = diff;
             steps += 1;
-            if let Some(last) = self.skip_run(f, chain, b, diff, steps) {
+            if let Some(last) = self.skip_run(chain, b, diff, steps) {
                 owner = last;
-                next = chain.edges(f, last).expect("a run's blocks branch").1;
+                next = chain
+                    .edges(&self.edges, last)
+                    .expect("a run's blocks branch")
+                    .1;
             }
             diff_owner = Some(owner);
             diff = next;
@@ -346,13 +359,13 @@ impl<'a> Sweep<'a> {
                     return false;
                 }
             }
-            if let Some(last) = self.skip_run(f, chain, b, same_owner, steps) {
+            if let Some(last) = self.skip_run(chain, b, same_owner, steps) {
                 same_owner = last;
             }
-            let Some((_, same)) = chain.edges(f, same_owner) else {
+            let Some((_, same)) = chain.edges(&self.edges, same_owner) else {
                 return false;
             };
-            if in_chain(self, f, same).is_none() {
+            if in_chain(self, same).is_none() {
                 return false;
             }
             if self.compared(same) == value {
@@ -360,24 +373,20 @@ impl<'a> Sweep<'a> {
             }
             same_owner = same;
         };
-        let (_, after_pull) = chain.edges(f, pull).expect("pull is a branch");
-        Self::set_next(f, same_owner, chain, after_pull);
-        Self::set_next(f, pull, chain, diff);
+        let (_, after_pull) = chain.edges(&self.edges, pull).expect("pull is a branch");
+        self.set_next(same_owner, chain, after_pull);
+        self.set_next(pull, chain, diff);
         match diff_owner {
-            Some(owner) => Self::set_next(f, owner, chain, pull),
+            Some(owner) => self.set_next(owner, chain, pull),
             None => {
                 for &p in preds {
-                    if let Terminator::Branch { then_, else_, .. } = &mut f.block_mut(p).term {
-                        if then_.block == b {
-                            *then_ = Target::from(pull);
-                        } else {
-                            *else_ = Target::from(pull);
-                        }
+                    if let Some((then_, _)) = self.edges.of(p) {
+                        self.edges.set(p, then_ == b, pull);
                     }
                 }
             }
         }
-        self.note_moves(f, chain, same_owner, pull, after_pull, diff_owner, b);
+        self.note_moves(chain, same_owner, pull, after_pull, diff_owner, b);
         true
     }
 
@@ -388,7 +397,6 @@ impl<'a> Sweep<'a> {
     #[allow(clippy::too_many_arguments)]
     fn note_moves(
         &mut self,
-        f: &Function,
         chain: Chain,
         same_owner: Block,
         pull: Block,
@@ -403,26 +411,26 @@ impl<'a> Sweep<'a> {
             Chain::Or => Chain::And,
             Chain::And => Chain::Or,
         };
-        let runs = self.runs(chain);
+        let (runs, edges) = self.runs(chain);
         runs.take_head(pull, after_pull);
-        runs.redirect_last(f, same_owner, after_pull);
+        runs.redirect_last(edges, same_owner, after_pull);
         match diff_owner {
-            Some(owner) => runs.append(f, owner, pull),
+            Some(owner) => runs.append(edges, owner, pull),
             None => {
                 // b's predecessors now lead to `pull`: along the chain edge, it joins the end
                 // of their run; along the shared edge, their shared successor changed.
                 for &p in self.preds.of(b) {
-                    let runs = self.runs(chain);
-                    if chain.edges(f, p).map(|(_, next)| next) == Some(pull) {
-                        runs.append(f, p, pull);
+                    let (runs, edges) = self.runs(chain);
+                    if chain.edges(edges, p).map(|(_, next)| next) == Some(pull) {
+                        runs.append(edges, p, pull);
                     } else {
                         runs.changed(p);
                     }
-                    self.runs(other).changed(p);
+                    self.runs(other).0.changed(p);
                 }
             }
         }
-        let runs = self.runs(other);
+        let (runs, _) = self.runs(other);
         for x in [Some(same_owner), Some(pull), diff_owner]
             .into_iter()
             .flatten()

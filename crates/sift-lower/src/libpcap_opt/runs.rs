@@ -13,7 +13,7 @@
 //! block pointed elsewhere), which are applied to the records in place; any other change to a
 //! block drops the record holding it, and the next question about it walks the run again.
 
-use sift_ir::{Block, Function, Terminator};
+use sift_ir::{Block, Function, Target, Terminator};
 
 use super::numbering::Vn;
 
@@ -28,13 +28,66 @@ pub(super) enum Chain {
 
 impl Chain {
     /// The successor a chain shares (`Or`: the true one) and the one it continues along.
-    pub(super) fn edges(self, f: &Function, b: Block) -> Option<(Block, Block)> {
-        match &f.block(b).term {
-            Terminator::Branch { then_, else_, .. } => Some(match self {
-                Chain::Or => (then_.block, else_.block),
-                Chain::And => (else_.block, then_.block),
-            }),
-            _ => None,
+    pub(super) fn edges(self, edges: &BranchEdges, b: Block) -> Option<(Block, Block)> {
+        let (then_, else_) = edges.of(b)?;
+        Some(match self {
+            Chain::Or => (then_, else_),
+            Chain::And => (else_, then_),
+        })
+    }
+}
+
+/// The true and false successors of the branches a sweep reads, in one compact array: the
+/// blocks themselves are large and, on long chains, scattered, and a sweep reads each block
+/// several times. A sweep moves edges here and writes them back when it ends.
+pub(super) struct BranchEdges {
+    then_else: Vec<(Block, Block)>,
+    /// Blocks whose edges moved here, to write back (a block may appear more than once).
+    moved: Vec<Block>,
+}
+
+/// Not a branch (or not read).
+const NOT_BRANCH: Block = Block(u32::MAX);
+
+impl BranchEdges {
+    /// A table for a function of `blocks` blocks, with no branch in it yet.
+    pub(super) fn new(blocks: usize) -> BranchEdges {
+        BranchEdges {
+            then_else: vec![(NOT_BRANCH, NOT_BRANCH); blocks],
+            moved: Vec::new(),
+        }
+    }
+
+    /// Enters branch `b`'s edges as the function has them.
+    pub(super) fn insert(&mut self, b: Block, then_: Block, else_: Block) {
+        self.then_else[b.index()] = (then_, else_);
+    }
+
+    /// `b`'s true and false successors, if it is a branch.
+    pub(super) fn of(&self, b: Block) -> Option<(Block, Block)> {
+        Some(self.then_else[b.index()]).filter(|&(t, _)| t != NOT_BRANCH)
+    }
+
+    /// Sends `b`'s true (`then_edge`) or false edge to `to`; `b` is a branch.
+    pub(super) fn set(&mut self, b: Block, then_edge: bool, to: Block) {
+        let (then_, else_) = &mut self.then_else[b.index()];
+        debug_assert!(*then_ != NOT_BRANCH, "{b} is a branch");
+        *if then_edge { then_ } else { else_ } = to;
+        self.moved.push(b);
+    }
+
+    /// Writes the edges moved here into `f`.
+    pub(super) fn write_back(self, f: &mut Function) {
+        for b in self.moved {
+            let (to_then, to_else) = self.then_else[b.index()];
+            if let Terminator::Branch { then_, else_, .. } = &mut f.block_mut(b).term {
+                if then_.block != to_then {
+                    *then_ = Target::from(to_then);
+                }
+                if else_.block != to_else {
+                    *else_ = Target::from(to_else);
+                }
+            }
         }
     }
 }
@@ -91,8 +144,9 @@ impl<'a> Runs<'a> {
 
     /// Whether `y`, the chain successor of `u`, continues `u`'s run: a test of the same value
     /// sharing the same successor.
-    fn continues(&self, f: &Function, u: Block, y: Block) -> bool {
-        let (Some((su, _)), Some((sy, _))) = (self.chain.edges(f, u), self.chain.edges(f, y))
+    fn continues(&self, edges: &BranchEdges, u: Block, y: Block) -> bool {
+        let (Some((su, _)), Some((sy, _))) =
+            (self.chain.edges(edges, u), self.chain.edges(edges, y))
         else {
             return false;
         };
@@ -102,12 +156,12 @@ impl<'a> Runs<'a> {
     }
 
     /// The live record holding `x`, checked against the edges of its last block.
-    fn record(&mut self, f: &Function, x: Block) -> Option<u32> {
+    fn record(&mut self, edges: &BranchEdges, x: Block) -> Option<u32> {
         let r = self.record_of[x.index()];
         let rec = self.records.get(r as usize).filter(|rec| rec.alive)?;
         let (last, end) = (rec.last, rec.end);
-        let ends_there = self.chain.edges(f, last).map(|(_, next)| next) == Some(end);
-        if ends_there && !self.continues(f, last, end) {
+        let ends_there = self.chain.edges(edges, last).map(|(_, next)| next) == Some(end);
+        if ends_there && !self.continues(edges, last, end) {
             Some(r)
         } else {
             self.records[r as usize].alive = false;
@@ -121,10 +175,10 @@ impl<'a> Runs<'a> {
     }
 
     /// The run from branch `x`: its last block and the block after it.
-    pub(super) fn suffix(&mut self, f: &Function, x: Block) -> Suffix {
-        let r = match self.record(f, x) {
+    pub(super) fn suffix(&mut self, edges: &BranchEdges, x: Block) -> Suffix {
+        let r = match self.record(edges, x) {
             Some(r) => r,
-            None => self.rebuild(f, x),
+            None => self.rebuild(edges, x),
         };
         let rec = &self.records[r as usize];
         let suffix = Suffix {
@@ -132,17 +186,17 @@ impl<'a> Runs<'a> {
             increasing: self.position[x.index()] >= rec.last_descent,
         };
         #[cfg(test)]
-        self.check(f, x, &suffix, rec.end);
+        self.check(edges, x, &suffix, rec.end);
         suffix
     }
 
     /// Tests check every answer against a walk of the run.
     #[cfg(test)]
-    fn check(&self, f: &Function, x: Block, suffix: &Suffix, end: Block) {
+    fn check(&self, edges: &BranchEdges, x: Block, suffix: &Suffix, end: Block) {
         let (mut u, mut increasing) = (x, true);
         loop {
-            let (_, y) = self.chain.edges(f, u).expect("a run's blocks branch");
-            if !self.continues(f, u, y) {
+            let (_, y) = self.chain.edges(edges, u).expect("a run's blocks branch");
+            if !self.continues(edges, u, y) {
                 assert_eq!((suffix.last, end), (u, y), "run from {x}");
                 break;
             }
@@ -157,20 +211,20 @@ impl<'a> Runs<'a> {
 
     /// Walks the run from `x` until it ends or reaches the head of a live record, and records
     /// the blocks walked (in front of that record, or as a new one).
-    fn rebuild(&mut self, f: &Function, x: Block) -> u32 {
+    fn rebuild(&mut self, edges: &BranchEdges, x: Block) -> u32 {
         let mut path = std::mem::take(&mut self.path);
         path.clear();
         path.push(x);
         let mut u = x;
         // Every step goes forward in an acyclic graph; the bound guards a malformed one.
         let attach = loop {
-            let Some((_, y)) = self.chain.edges(f, u) else {
+            let Some((_, y)) = self.chain.edges(edges, u) else {
                 break None;
             };
-            if !self.continues(f, u, y) || path.len() > self.compared.len() {
+            if !self.continues(edges, u, y) || path.len() > self.compared.len() {
                 break None;
             }
-            if let Some(r) = self.record(f, y) {
+            if let Some(r) = self.record(edges, y) {
                 if self.records[r as usize].head == y {
                     break Some(r);
                 }
@@ -184,7 +238,7 @@ impl<'a> Runs<'a> {
             Some(r) => r,
             None => {
                 let last = *path.last().expect("path holds x");
-                let end = self.chain.edges(f, last).map_or(last, |(_, next)| next);
+                let end = self.chain.edges(edges, last).map_or(last, |(_, next)| next);
                 self.records.push(Record {
                     alive: true,
                     head: last,
@@ -244,13 +298,13 @@ impl<'a> Runs<'a> {
     }
 
     /// `owner`, the last block of its run, now leads to `pull`, which continues the run.
-    pub(super) fn append(&mut self, f: &Function, owner: Block, pull: Block) {
+    pub(super) fn append(&mut self, edges: &BranchEdges, owner: Block, pull: Block) {
         let r = self.record_of[owner.index()];
         let Some(rec) = self.records.get(r as usize).filter(|rec| rec.alive) else {
             return;
         };
-        let (_, end) = self.chain.edges(f, pull).expect("pull is a branch");
-        let leads_to_pull = self.chain.edges(f, owner).map(|(_, next)| next) == Some(pull);
+        let (_, end) = self.chain.edges(edges, pull).expect("pull is a branch");
+        let leads_to_pull = self.chain.edges(edges, owner).map(|(_, next)| next) == Some(pull);
         // A block entered along two runs' chain edges belongs to neither record.
         let pull_taken = self
             .records
@@ -259,8 +313,8 @@ impl<'a> Runs<'a> {
         if rec.last != owner
             || !leads_to_pull
             || pull_taken
-            || !self.continues(f, owner, pull)
-            || self.continues(f, pull, end)
+            || !self.continues(edges, owner, pull)
+            || self.continues(edges, pull, end)
         {
             self.records[r as usize].alive = false;
             return;
@@ -285,24 +339,24 @@ impl<'a> Runs<'a> {
     }
 
     /// `owner`, the last block of its run, now continues to `next` instead.
-    pub(super) fn redirect_last(&mut self, f: &Function, owner: Block, next: Block) {
+    pub(super) fn redirect_last(&mut self, edges: &BranchEdges, owner: Block, next: Block) {
         let r = self.record_of[owner.index()];
         let Some(rec) = self.records.get(r as usize).filter(|rec| rec.alive) else {
             return;
         };
         if rec.last != owner {
             self.records[r as usize].alive = false;
-        } else if !self.continues(f, owner, next) {
+        } else if !self.continues(edges, owner, next) {
             self.records[r as usize].end = next;
         } else {
-            self.merge(f, r, next);
+            self.merge(edges, r, next);
         }
     }
 
     /// The last block of record `r` now leads to `next`, which continues its run: the two runs
     /// become one, moving the blocks of the shorter (so a block moves O(log n) times).
-    fn merge(&mut self, f: &Function, r: u32, next: Block) {
-        let Some(lower) = self.record(f, next).filter(|&l| l != r) else {
+    fn merge(&mut self, edges: &BranchEdges, r: u32, next: Block) {
+        let Some(lower) = self.record(edges, next).filter(|&l| l != r) else {
             self.records[r as usize].alive = false;
             return;
         };
@@ -320,7 +374,7 @@ impl<'a> Runs<'a> {
             let mut u = head;
             for _ in 0..len {
                 out.push(u);
-                u = this.chain.edges(f, u).map_or(u, |(_, n)| n);
+                u = this.chain.edges(edges, u).map_or(u, |(_, n)| n);
             }
             out
         };
