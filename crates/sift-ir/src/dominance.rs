@@ -23,7 +23,12 @@ const NONE: u32 = u32::MAX;
 /// and the reverse postorder, exactly as [`Function::reverse_postorder`] gives it. Edges to a
 /// block earlier in that order (back edges of a malformed, cyclic graph) are ignored.
 pub fn dominators(f: &Function) -> (Vec<Option<Block>>, Vec<Block>) {
-    let rpo = f.reverse_postorder();
+    dominators_in_order(f, f.reverse_postorder())
+}
+
+/// [`dominators`] when the caller already has `rpo`, [`Function::reverse_postorder`] of `f`
+/// (say, having numbered the blocks in it: then it is `0..n`), which saves the walk.
+pub fn dominators_in_order(f: &Function, rpo: Vec<Block>) -> (Vec<Option<Block>>, Vec<Block>) {
     let n = f.blocks.len();
     let mut position = vec![NONE; n];
     for (i, b) in rpo.iter().enumerate() {

@@ -13,7 +13,7 @@
 
 use std::fmt;
 
-pub use crate::dominance::{dominators, DominatorTree};
+pub use crate::dominance::{dominators, dominators_in_order, DominatorTree};
 use crate::function::{Block, Function, Inst, Target, Terminator, Value};
 
 /// One broken invariant.

@@ -266,7 +266,9 @@ impl Gen {
                 return Ok(reachable_from(result.map_err(optimizer_error)?, Function::ENTRY).0);
             }
         }
-        libpcap_opt::apply(&mut f).map_err(optimizer_error)?;
+        // The cut left the blocks in reverse postorder, and the offsets resolved since moved
+        // no edge.
+        libpcap_opt::apply(&mut f, true).map_err(optimizer_error)?;
         Ok(reachable_from(f, Function::ENTRY).0)
     }
 }

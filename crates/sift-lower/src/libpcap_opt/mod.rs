@@ -98,7 +98,7 @@ mod unset_index;
 mod x_paths;
 mod x_reads;
 
-use sift_ir::verify::dominators;
+use sift_ir::verify::{dominators, dominators_in_order};
 use sift_ir::{Block, Function, Inst, Target, Terminator, Value};
 
 use branches::{
@@ -131,7 +131,10 @@ const MAX_ROUNDS: usize = 64;
 /// index, is not yet the same value as the absolute load `[6]`, and `x & 0` is not yet 0); the
 /// second folds statements but no longer moves branches (a branch it decides keeps its
 /// operands, and with them its loads).
-pub(crate) fn apply(f: &mut Function) -> Result<(), OptimizerError> {
+///
+/// `laid_out`: `f`'s blocks are numbered in its reverse postorder, every one reachable (as
+/// lowering's cut leaves them), which saves the first round a walk of the graph.
+pub(crate) fn apply(f: &mut Function, laid_out: bool) -> Result<(), OptimizerError> {
     let shortcuts = !reference_mode();
     // The index computations (`ldxb`) each block holds before any is deleted (every block is
     // reachable here: lowering cut the others off).
@@ -156,12 +159,20 @@ pub(crate) fn apply(f: &mut Function) -> Result<(), OptimizerError> {
     let mut known_tests: Option<(FactIds, KnownTests)> = None;
     // No rule adds or removes block parameters.
     let params_anywhere = f.blocks.iter().any(|b| !b.params.is_empty());
+    // How many blocks, numbered from 0 on, are the reverse postorder, when they are: as laying
+    // them out leaves them until an edge moves.
+    let mut in_order = laid_out.then_some(f.blocks.len());
     for round in 0..MAX_ROUNDS {
         let mut changed = false;
         // What libpcap computes at the start of a round, before it decides branches and moves
         // edges, and uses throughout: levels, dominators and the facts edges carry. The
         // dominators come with the reachable blocks in reverse postorder.
-        let (idom, dom_rpo) = dominators(f);
+        let (idom, dom_rpo) = match in_order.take() {
+            Some(n) => dominators_in_order(f, (0..n as u32).map(Block).collect()),
+            None => dominators(f),
+        };
+        #[cfg(test)]
+        assert_eq!(dom_rpo, f.reverse_postorder(), "blocks laid out in order");
         let dom = DomIntervals::children_latest_first(&idom, &dom_rpo);
         // The reachable blocks, in reverse postorder until an edge moves; the rules given it
         // only need the set, except numbering, which runs first.
@@ -297,6 +308,8 @@ pub(crate) fn apply(f: &mut Function) -> Result<(), OptimizerError> {
                 for (b, _) in &mut mask_tests {
                     *b = Block(new_of[b.index()]);
                 }
+                // Nothing below moves an edge (unmasking rewrites operands only).
+                in_order = Some(reachable);
                 (0..reachable as u32).map(Block).collect()
             } else {
                 f.reverse_postorder()
@@ -320,7 +333,7 @@ pub(crate) fn apply(f: &mut Function) -> Result<(), OptimizerError> {
         // Lay the blocks out in the order the next round's walks take (the first round did
         // before its peepholes).
         if shortcuts && round > 0 {
-            lay_out(
+            let (_, reachable) = lay_out(
                 f,
                 false,
                 &mut cross_block_uses,
@@ -328,6 +341,7 @@ pub(crate) fn apply(f: &mut Function) -> Result<(), OptimizerError> {
                 &mut header_lengths,
                 known_tests.as_mut().map(|(_, known)| known),
             );
+            in_order = Some(reachable);
         }
     }
     // The unset-X model needs some of the edges as the first loop leaves them.
@@ -732,7 +746,7 @@ mod tests {
 
     fn run(text: &str) -> String {
         let mut f = parse_function(text).unwrap();
-        apply(&mut f).unwrap();
+        apply(&mut f, false).unwrap();
         crate::reachable_from(f, Function::ENTRY).0.to_string()
     }
 
@@ -1358,7 +1372,10 @@ block1:
 ",
         )
         .unwrap();
-        assert_eq!(apply(&mut f).unwrap_err(), OptimizerError::ShiftTooFar);
+        assert_eq!(
+            apply(&mut f, false).unwrap_err(),
+            OptimizerError::ShiftTooFar
+        );
         // Also for a value libpcap knows to be 0 only a pass later (`len * 0` is `mul #0`
         // first): libpcap 1.10 reports the shift, sift used to shift the 0.
         for text in [

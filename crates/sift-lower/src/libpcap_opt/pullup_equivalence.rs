@@ -234,7 +234,7 @@ fn random_chain_functions_match_the_reference() {
 fn same_as_reference(text: &str) {
     let run = || {
         let mut f = sift_ir::parse_function(text).expect("generated IR parses");
-        super::apply(&mut f).map(|()| {
+        super::apply(&mut f, false).map(|()| {
             crate::reachable_from(f, sift_ir::Function::ENTRY)
                 .0
                 .to_string()
