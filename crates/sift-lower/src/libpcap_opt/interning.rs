@@ -28,16 +28,22 @@ const LOCAL: u32 = 1 << 31;
 /// equal; visiting the blocks successors first (the graph is acyclic) reaches that fixed
 /// point in one pass: each block is compared with its edges already moved.
 ///
-/// Long chains have 10^5 blocks, whose instructions lie all over the function's values, so a
-/// block's instructions are read only once another block ends alike (same terminator, same
-/// number of instructions): most blocks of a long chain end unlike any other.
+/// Long chains have 10^5 blocks, whose instructions lie all over the function's values, so
+/// blocks are first told apart by how they end (terminator and number of instructions, read
+/// without the instructions): a block that ends unlike any before it is not read further, and
+/// one that ends like an earlier block is compared with that block in place. Only where two
+/// different codes end alike are the instructions hashed into a table (`CodeTable`), which
+/// keeps a long run of such blocks from being compared with each other one by one. In long
+/// chains equal blocks come in twos and threes (the copies of a test for each protocol), and
+/// nearly every block is either alone or equal to the first that ends like it.
 ///
 /// `rpo` is `f`'s reverse postorder; `used_elsewhere` is [`used_outside_own_block`] for
 /// `f`: a block whose values are used elsewhere stays itself (its uses need it).
 ///
 /// [`used_outside_own_block`]: super::threading::used_outside_own_block
 pub(super) fn merge_equal_blocks(f: &mut Function, rpo: &[Block], used_elsewhere: &[bool]) -> bool {
-    // The first block of each ending, until a second one comes and its code is hashed.
+    // The first block of each ending, until one that ends alike has other code (`None`: the
+    // blocks of that ending are in `code`).
     let mut first_ending_alike: WordMap<u64, Option<Block>> = WordMap::default();
     let mut code = CodeTable::new(f.blocks.len());
     let mut representative: Vec<Option<Block>> = vec![None; f.blocks.len()];
@@ -67,17 +73,20 @@ pub(super) fn merge_equal_blocks(f: &mut Function, rpo: &[Block], used_elsewhere
         match first_ending_alike.entry(ending) {
             Entry::Vacant(alone) => {
                 alone.insert(Some(b));
-                continue;
             }
-            Entry::Occupied(mut alike) => {
-                if let Some(first) = alike.get_mut().take() {
-                    // No block in the table ends as `first` does, so none has its code.
+            Entry::Occupied(mut alike) => match *alike.get() {
+                // Every block before `b` that ends alike is `first` or merged into it.
+                Some(first) if same_code(f, first, b) => representative[b.index()] = Some(first),
+                Some(first) => {
+                    // Two codes end alike: from now on they are told apart by their hashes.
+                    alike.insert(None);
                     let equal = code.find_or_insert(f, first, hash_ending(f, first));
-                    debug_assert_eq!(equal, None);
+                    debug_assert_eq!(equal, None, "no block in the table ends alike");
+                    representative[b.index()] = code.find_or_insert(f, b, ending);
                 }
-            }
+                None => representative[b.index()] = code.find_or_insert(f, b, ending),
+            },
         }
-        representative[b.index()] = code.find_or_insert(f, b, ending);
     }
     moved
 }
