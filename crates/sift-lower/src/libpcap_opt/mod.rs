@@ -64,7 +64,8 @@
 //! up reuses what pullups cannot change and skips the threading when a linear check proves it
 //! would move nothing (`thread_check.rs`, its groups of tests kept between such rounds); every
 //! round finds the blocks laid out in reverse postorder (`renumber.rs`), so that its walks
-//! read memory in order instead of following moved edges all over it. A round that decides no
+//! read memory in order instead of following moved edges all over it, and takes that order
+//! for its dominators instead of searching the graph again. A round that decides no
 //! branch computes its edge facts only for threading, leaving out the chains it has just regrouped
 //! (as pullups do); threading visits the blocks in a walk of the dominator tree that keeps
 //! the facts in force in tables indexed by the comparisons' dense numbers (`fact_ids.rs`),
