@@ -259,9 +259,26 @@ mod tests {
     use crate::libpcap_opt::threading::used_outside_own_block;
     use sift_ir::parse_function;
 
+    /// The function `text` after the merge, and whether an edge moved.
+    fn merged(text: &str) -> (Function, bool) {
+        let mut f = parse_function(text).unwrap();
+        let rpo = f.reverse_postorder();
+        let used = used_outside_own_block(&f);
+        let moved = merge_equal_blocks(&mut f, &rpo, &used);
+        (f, moved)
+    }
+
+    /// Block `b`'s two successors.
+    fn successors(f: &Function, b: u32) -> (Block, Block) {
+        match &f.block(Block(b)).term {
+            Terminator::Branch { then_, else_, .. } => (then_.block, else_.block),
+            _ => panic!("{f}"),
+        }
+    }
+
     #[test]
     fn equal_blocks_merge_and_then_the_blocks_above_them() {
-        let mut f = parse_function(
+        let (f, moved) = merged(
             "\
 block0:
     v0 = load.w [19]
@@ -280,14 +297,9 @@ block3:
 block4:
     ret 1
 ",
-        )
-        .unwrap();
-        let rpo = f.reverse_postorder();
-        let used = used_outside_own_block(&f);
-        assert!(merge_equal_blocks(&mut f, &rpo, &used));
-        let Terminator::Branch { then_, else_, .. } = &f.block(Block(0)).term else {
-            panic!("{f}")
-        };
+        );
+        assert!(moved);
+        let (then_, else_) = successors(&f, 0);
         assert_eq!(then_, else_, "{f}");
     }
 
@@ -318,17 +330,15 @@ block5:
             )
         };
         for (k, succ) in [(0x1ffe, 4), (0x1fff, 5)] {
-            let mut f = parse_function(&text(k, succ)).unwrap();
-            let rpo = f.reverse_postorder();
-            let used = used_outside_own_block(&f);
-            assert!(!merge_equal_blocks(&mut f, &rpo, &used), "{f}");
+            let (f, moved) = merged(&text(k, succ));
+            assert!(!moved, "{f}");
         }
     }
 
     /// Three blocks end alike; the first differs in a constant, the other two are equal.
     #[test]
     fn blocks_ending_alike_merge_only_when_their_code_is_equal() {
-        let mut f = parse_function(
+        let (f, moved) = merged(
             "\
 block0:
     v0 = load.w [19]
@@ -355,18 +365,11 @@ block5:
 block6:
     ret 1
 ",
-        )
-        .unwrap();
-        let rpo = f.reverse_postorder();
-        let used = used_outside_own_block(&f);
-        assert!(merge_equal_blocks(&mut f, &rpo, &used));
-        let edges = |b: u32| match &f.block(Block(b)).term {
-            Terminator::Branch { then_, else_, .. } => (then_.block, else_.block),
-            _ => panic!("{f}"),
-        };
-        let (then_, else_) = edges(2);
+        );
+        assert!(moved);
+        let (then_, else_) = successors(&f, 2);
         assert_eq!(then_, else_, "{f}");
-        let (then_, else_) = edges(0);
+        let (then_, else_) = successors(&f, 0);
         assert_ne!(then_, else_, "{f}");
     }
 }
