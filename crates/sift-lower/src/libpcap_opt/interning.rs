@@ -79,8 +79,9 @@ pub(super) fn merge_equal_blocks(f: &mut Function, rpo: &[Block], used_elsewhere
                 Some(first) if same_code(f, first, b) => representative[b.index()] = Some(first),
                 Some(first) => {
                     // Two codes end alike: from now on they are told apart by their hashes.
+                    // `first` is kept under this same hash of its ending.
                     alike.insert(None);
-                    let equal = code.find_or_insert(f, first, hash_ending(f, first));
+                    let equal = code.find_or_insert(f, first, ending);
                     debug_assert_eq!(equal, None, "no block in the table ends alike");
                     representative[b.index()] = code.find_or_insert(f, b, ending);
                 }
