@@ -24,9 +24,10 @@ enum Key {
 /// Value numbers and known constants of every value reachable in the function.
 pub(super) struct Numbering {
     vn: Vec<Vn>,
+    /// The constant of each number that is one, indexed by number: a value's constant
+    /// follows from its number (equal constants share a key), and the numbers of a long chain
+    /// are some 10^4 against 10^6 values, so this stays in cache.
     konst: Vec<Option<u32>>,
-    /// How many numbers were given out: every number is below it.
-    count: usize,
     /// The first loop's numbering found that the second loop's folding would leave every
     /// instruction it numbered as it is (see [`Numbering::folds_nothing`]).
     nothing_to_fold: bool,
@@ -38,12 +39,13 @@ impl Numbering {
     }
 
     pub(super) fn konst(&self, v: Value) -> Option<u32> {
-        self.konst[v.index()]
+        // Values not numbered (unreachable) have no constant.
+        self.konst.get(self.vn(v) as usize).copied().flatten()
     }
 
     /// A bound on the value numbers, for tables indexed by them.
     pub(super) fn count(&self) -> usize {
-        self.count
+        self.konst.len()
     }
 
     /// Numbers the values in reverse postorder (`rpo`, `f`'s; operands before uses), folding
@@ -57,8 +59,7 @@ impl Numbering {
         let n = f.values.len();
         let mut this = Numbering {
             vn: vec![Vn::MAX; n],
-            konst: vec![None; n],
-            count: 0,
+            konst: Vec::new(),
             nothing_to_fold: phase == Phase::MoveBranches,
         };
         // Not reserved for every value: long chains repeat a few loads and constants, so
@@ -86,7 +87,6 @@ impl Numbering {
                     changed |= rewritten;
                     if let Some(a) = alias {
                         this.vn[v.index()] = this.vn(a);
-                        this.konst[v.index()] = this.konst(a);
                         continue;
                     }
                 }
@@ -101,10 +101,7 @@ impl Numbering {
                     this.nothing_to_fold = this.keeps(&f.values, inst);
                 }
                 let key = match *inst {
-                    Inst::Const(k) => {
-                        this.konst[v.index()] = Some(k);
-                        Key::Const(k)
-                    }
+                    Inst::Const(k) => Key::Const(k),
                     Inst::WireLen => Key::Len,
                     Inst::Load {
                         index,
@@ -125,11 +122,18 @@ impl Numbering {
                     // number of its own.
                     Inst::Param(_) | Inst::Protochain { .. } => Key::Param(v),
                 };
+                let konst = match key {
+                    Key::Const(k) => Some(k),
+                    _ => None,
+                };
                 let next = table.len() as Vn;
-                this.vn[v.index()] = *table.entry(key).or_insert(next);
+                let number = *table.entry(key).or_insert(next);
+                if number == next {
+                    this.konst.push(konst);
+                }
+                this.vn[v.index()] = number;
             }
         }
-        this.count = table.len();
         Ok((this, changed))
     }
 
