@@ -1,6 +1,6 @@
 //! Value numbering and libpcap's constant folding.
 
-use sift_ir::{BinOp, Block, Function, Inst, LoadSize, Value};
+use sift_ir::{BinOp, Block, Function, Inst, Value};
 
 use super::fast_hash::WordMap;
 use super::{OptimizerError, Phase};
@@ -8,17 +8,65 @@ use super::{OptimizerError, Phase};
 /// A value number: equal numbers mean equal values on every packet.
 pub(super) type Vn = u32;
 
+/// What makes two values of the rarer kinds equal (constants, loads and arithmetic have
+/// tables of their own, see [`Tables`]).
 #[derive(Clone, PartialEq, Eq, Hash)]
 enum Key {
-    Const(u32),
     Len,
-    Load(Option<Vn>, u32, LoadSize),
-    Binary(BinOp, Vn, Vn),
     Neg(Vn),
     Contains(u32, u32, Vn),
     Member(u32, Vec<Vn>),
     /// Block parameters are opaque (they arise only in code libpcap does not optimize).
     Param(Value),
+}
+
+impl Key {
+    /// The key of `inst`, which defines `v`, given its operands' numbers.
+    fn of(inst: &Inst, v: Value, vn: impl Fn(Value) -> Vn) -> Key {
+        match *inst {
+            Inst::WireLen => Key::Len,
+            Inst::Neg(a) => Key::Neg(vn(a)),
+            Inst::Contains {
+                set,
+                pattern,
+                start,
+            } => Key::Contains(set, pattern, vn(start)),
+            Inst::Member { set, ref key } => Key::Member(set, key.iter().map(|&k| vn(k)).collect()),
+            // libpcap never optimizes a filter with `protochain`: give the walk a number of
+            // its own.
+            Inst::Param(_) | Inst::Protochain { .. } => Key::Param(v),
+            Inst::Const(_) | Inst::Load { .. } | Inst::Binary(..) => {
+                unreachable!("numbered in tables of their own")
+            }
+        }
+    }
+}
+
+/// The numbers given out so far, by what makes values equal: a constant, a load's index
+/// number (`Vn::MAX`: none), offset and size, an operator and its operands' numbers.
+#[derive(Default)]
+struct Tables {
+    consts: WordMap<u32, Vn>,
+    loads: WordMap<(Vn, u32, u8), Vn>,
+    binary: WordMap<(u8, Vn, Vn), Vn>,
+    other: WordMap<Key, Vn>,
+}
+
+/// A table of [`Tables`]: the number of `key`, a new one (whose constant, if any, is
+/// `konst`) when the key is new.
+trait Numbers<K> {
+    fn number(&mut self, key: K, konsts: &mut Vec<Option<u32>>, konst: Option<u32>) -> Vn;
+}
+
+impl<K: std::hash::Hash + Eq> Numbers<K> for WordMap<K, Vn> {
+    fn number(&mut self, key: K, konsts: &mut Vec<Option<u32>>, konst: Option<u32>) -> Vn {
+        let next = konsts.len() as Vn;
+        let number = *self.entry(key).or_insert(next);
+        if number == next {
+            konsts.push(konst);
+        }
+        number
+    }
 }
 
 /// Value numbers and known constants of every value reachable in the function.
@@ -64,8 +112,9 @@ impl Numbering {
         };
         // Not reserved for every value: long chains repeat a few loads and constants, so
         // 10^6 values have some 10^4 distinct keys, and a table sized for all of them spreads
-        // those over megabytes, a cache miss per lookup.
-        let mut table: WordMap<Key, Vn> = WordMap::default();
+        // those over megabytes, a cache miss per lookup. The kinds nearly every value has get
+        // tables of their own with small entries, which stay in cache.
+        let mut tables = Tables::default();
         let mut changed = false;
         // The values this pass folded to constants (few: long chains fold nothing).
         let mut folded_now: Vec<Value> = Vec::new();
@@ -100,37 +149,23 @@ impl Numbering {
                     // its own over 10^5 blocks when the second loop asks.
                     this.nothing_to_fold = this.keeps(&f.values, inst);
                 }
-                let key = match *inst {
-                    Inst::Const(k) => Key::Const(k),
-                    Inst::WireLen => Key::Len,
+                let (vns, konsts) = (&this.vn, &mut this.konst);
+                let vn = |x: Value| vns[x.index()];
+                let number = match *inst {
+                    Inst::Const(k) => tables.consts.number(k, konsts, Some(k)),
                     Inst::Load {
                         index,
                         offset,
                         size,
-                    } => Key::Load(index.map(|x| this.vn(x)), offset, size),
-                    Inst::Binary(op, a, b) => Key::Binary(op, this.vn(a), this.vn(b)),
-                    Inst::Neg(a) => Key::Neg(this.vn(a)),
-                    Inst::Contains {
-                        set,
-                        pattern,
-                        start,
-                    } => Key::Contains(set, pattern, this.vn(start)),
-                    Inst::Member { set, ref key } => {
-                        Key::Member(set, key.iter().map(|&k| this.vn(k)).collect())
+                    } => {
+                        let key = (index.map_or(Vn::MAX, vn), offset, size as u8);
+                        tables.loads.number(key, konsts, None)
                     }
-                    // libpcap never optimizes a filter with `protochain`: give the walk a
-                    // number of its own.
-                    Inst::Param(_) | Inst::Protochain { .. } => Key::Param(v),
+                    Inst::Binary(op, a, b) => {
+                        tables.binary.number((op as u8, vn(a), vn(b)), konsts, None)
+                    }
+                    _ => tables.other.number(Key::of(inst, v, vn), konsts, None),
                 };
-                let konst = match key {
-                    Key::Const(k) => Some(k),
-                    _ => None,
-                };
-                let next = table.len() as Vn;
-                let number = *table.entry(key).or_insert(next);
-                if number == next {
-                    this.konst.push(konst);
-                }
                 this.vn[v.index()] = number;
             }
         }
