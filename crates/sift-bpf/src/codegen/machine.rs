@@ -211,17 +211,19 @@ fn merge(pieces: &mut [Piece], successors_first: &[usize]) -> Vec<usize> {
     let n = pieces.len();
     let mut rep = vec![NONE; n];
     // Each distinct instruction list gets a number once, so that the tables below are keyed by
-    // small copies instead of clones of the lists (long chains have 10^5 pieces).
-    let mut code_ids: HashMap<Vec<Insn>, u32> = HashMap::with_capacity(n);
+    // small copies instead of clones of the lists (long chains have 10^5 pieces). The tables
+    // grow as they fill: sized for every piece, they spread the few thousand keys of a long
+    // chain over megabytes, a cache miss per probe.
+    let mut code_ids: HashMap<Vec<Insn>, u32> = HashMap::new();
     let mut code_of = vec![u32::MAX; n];
-    let mut seen: HashMap<(u32, Exit), usize> = HashMap::with_capacity(n);
+    let mut seen: HashMap<(u32, Exit), usize> = HashMap::new();
     // Conditional pieces by instructions, jump and constant: candidates for un-threading. A
     // twin whose exit reaches no length test cannot lend its exit (`may_take`), so those that
     // can are also listed on their own: in long chains the others are thousands.
     // `by_test` holds the first and last twin of each test, the others follow through
     // `next_twin` in listing order (one list each would be an allocation per test, and most
     // tests of a long chain have one piece).
-    let mut by_test: HashMap<(u32, u16, u32), (usize, usize)> = HashMap::with_capacity(n);
+    let mut by_test: HashMap<(u32, u16, u32), (usize, usize)> = HashMap::new();
     let mut next_twin = vec![NONE; n];
     let mut lenders: HashMap<(u32, u16, u32), Vec<usize>> = HashMap::new();
     // When each representative was listed in `by_test`.
