@@ -39,14 +39,17 @@ pub(super) fn in_reverse_postorder(f: &mut Function, scattered: bool) -> (Vec<u3
             new_of[b.index()] = k as u32;
         }
     }
+    let mut params = Vec::new();
     for data in &mut f.blocks {
         for i in 0..edge_count(&data.term) {
             let t = edge_mut(&mut data.term, i).expect("edge exists");
             t.block = Block(new_of[t.block.index()]);
         }
+        params.extend_from_slice(&data.params);
     }
-    for inst in &mut f.values {
-        if let Inst::Param(b) = inst {
+    // Only parameters name their block (not a sweep over every value: 10^6 on long chains).
+    for v in params {
+        if let Inst::Param(b) = &mut f.values[v.index()] {
             *b = Block(new_of[b.index()]);
         }
     }
