@@ -226,6 +226,86 @@ impl Inst {
         }
     }
 
+    /// Whether `self` and `other` are the same instruction once their operands are matched
+    /// by `same` (a relation the caller defines: by position within a block, by a renaming):
+    /// the same kind and fields, and related operands in the same places. Compared in place,
+    /// without renamed copies (merging equal blocks asks this of every instruction).
+    pub fn same_up_to(&self, other: &Inst, mut same: impl FnMut(Value, Value) -> bool) -> bool {
+        match (self, other) {
+            (Inst::Const(k), Inst::Const(l)) => k == l,
+            (Inst::WireLen, Inst::WireLen) => true,
+            (
+                Inst::Load {
+                    index: i,
+                    offset: o,
+                    size: s,
+                },
+                Inst::Load {
+                    index: j,
+                    offset: p,
+                    size: t,
+                },
+            ) => {
+                o == p
+                    && s == t
+                    && match (i, j) {
+                        (None, None) => true,
+                        (Some(i), Some(j)) => same(*i, *j),
+                        _ => false,
+                    }
+            }
+            (Inst::Binary(op, a, b), Inst::Binary(op2, c, d)) => {
+                op == op2 && same(*a, *c) && same(*b, *d)
+            }
+            (Inst::Neg(a), Inst::Neg(b)) => same(*a, *b),
+            (Inst::Param(b), Inst::Param(c)) => b == c,
+            (
+                Inst::Contains {
+                    set,
+                    pattern,
+                    start,
+                },
+                Inst::Contains {
+                    set: set2,
+                    pattern: pattern2,
+                    start: start2,
+                },
+            ) => set == set2 && pattern == pattern2 && same(*start, *start2),
+            (
+                Inst::Member { set, key },
+                Inst::Member {
+                    set: set2,
+                    key: key2,
+                },
+            ) => {
+                set == set2
+                    && key.len() == key2.len()
+                    && key.iter().zip(key2).all(|(k, l)| same(*k, *l))
+            }
+            (
+                &Inst::Protochain {
+                    chain,
+                    base,
+                    proto,
+                    offset,
+                    target,
+                },
+                &Inst::Protochain {
+                    chain: chain2,
+                    base: base2,
+                    proto: proto2,
+                    offset: offset2,
+                    target: target2,
+                },
+            ) => {
+                (chain, base, target) == (chain2, base2, target2)
+                    && same(proto, proto2)
+                    && same(offset, offset2)
+            }
+            _ => false,
+        }
+    }
+
     /// Calls `visit` on each value this instruction reads, in the order of
     /// [`Inst::operands`], without building the list (whole-function walks ask this of every
     /// instruction, and the lists' allocations dominated some of them).
@@ -603,11 +683,10 @@ mod tests {
         assert_eq!(BinOp::Sub.apply(0, 1), Some(u32::MAX));
     }
 
-    /// `for_each_operand` visits what `operands` lists, in order, for every kind.
-    #[test]
-    fn operands_visited_as_listed() {
+    /// One instruction of each kind but `Contains` and `Protochain`, reading `Value(1..=3)`.
+    fn sample_insts() -> Vec<Inst> {
         let (a, b, c) = (Value(1), Value(2), Value(3));
-        let insts = [
+        vec![
             Inst::Const(4),
             Inst::WireLen,
             Inst::Param(Block(1)),
@@ -627,7 +706,38 @@ mod tests {
                 set: 0,
                 key: thin_vec![c, a, b],
             },
-        ];
+        ]
+    }
+
+    /// `same_up_to` with equality as the relation is `==`, and with a renaming it finds each
+    /// instruction equal to its renamed copy and to nothing else.
+    #[test]
+    fn same_up_to_matches_operands_by_the_relation() {
+        let insts = sample_insts();
+        let shift = |v: Value| Value(v.0 + 10);
+        for x in &insts {
+            let mut renamed = x.clone();
+            renamed.map_operands(shift);
+            for y in &insts {
+                assert_eq!(x.same_up_to(y, |p, q| p == q), x == y, "{x:?} {y:?}");
+                let mut y_renamed = y.clone();
+                y_renamed.map_operands(shift);
+                assert_eq!(
+                    x.same_up_to(&y_renamed, |p, q| shift(p) == q),
+                    x == y,
+                    "{x:?} {y:?}"
+                );
+            }
+            let no_operands = x.operands().is_empty();
+            assert_eq!(x.same_up_to(&renamed, |_, _| false), no_operands, "{x:?}");
+        }
+    }
+
+    /// `for_each_operand` visits what `operands` lists, in order, for every kind.
+    #[test]
+    fn operands_visited_as_listed() {
+        let (a, b, c) = (Value(1), Value(2), Value(3));
+        let insts = sample_insts();
         for inst in &insts {
             let mut seen = Vec::new();
             inst.for_each_operand(|v| seen.push(v));

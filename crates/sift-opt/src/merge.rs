@@ -328,78 +328,10 @@ impl Comparison<'_> {
             }
         }
         for (&x, &y) in da.insts.iter().zip(&db.insts) {
-            let ok = match (self.f.inst(x), self.f.inst(y)) {
-                (Inst::Const(k), Inst::Const(l)) => k == l,
-                (Inst::WireLen, Inst::WireLen) => true,
-                (
-                    Inst::Load {
-                        index: i,
-                        offset: o,
-                        size: s,
-                    },
-                    Inst::Load {
-                        index: j,
-                        offset: p,
-                        size: t,
-                    },
-                ) => {
-                    o == p
-                        && s == t
-                        && match (i, j) {
-                            (None, None) => true,
-                            (Some(i), Some(j)) => self.same(*i, *j),
-                            _ => false,
-                        }
-                }
-                (Inst::Binary(op, p, q), Inst::Binary(op2, r, s)) => {
-                    op == op2 && self.same(*p, *r) && self.same(*q, *s)
-                }
-                (Inst::Neg(p), Inst::Neg(q)) => self.same(*p, *q),
-                (
-                    Inst::Contains {
-                        set,
-                        pattern,
-                        start,
-                    },
-                    Inst::Contains {
-                        set: set2,
-                        pattern: pattern2,
-                        start: start2,
-                    },
-                ) => set == set2 && pattern == pattern2 && self.same(*start, *start2),
-                (
-                    Inst::Member { set, key },
-                    Inst::Member {
-                        set: set2,
-                        key: key2,
-                    },
-                ) => {
-                    set == set2
-                        && key.len() == key2.len()
-                        && key.iter().zip(key2).all(|(k, l)| self.same(*k, *l))
-                }
-                (
-                    &Inst::Protochain {
-                        chain,
-                        base,
-                        proto,
-                        offset,
-                        target,
-                    },
-                    &Inst::Protochain {
-                        chain: chain2,
-                        base: base2,
-                        proto: proto2,
-                        offset: offset2,
-                        target: target2,
-                    },
-                ) => {
-                    (chain, base, target) == (chain2, base2, target2)
-                        && self.same(proto, proto2)
-                        && self.same(offset, offset2)
-                }
-                _ => false,
-            };
+            let ok = self
+                .f
+                .inst(x)
+                .same_up_to(self.f.inst(y), |p, q| self.same(p, q));
             if !ok || self.scratch.rho.insert(y, x).is_some() {
                 return false;
             }

@@ -148,12 +148,6 @@ fn rename(f: &Function, b: Block, v: Value) -> Value {
     }
 }
 
-fn renamed_inst(f: &Function, b: Block, v: Value) -> Inst {
-    let mut inst = f.inst(v).clone();
-    inst.map_operands(|x| rename(f, b, x));
-    inst
-}
-
 fn renamed_term(f: &Function, b: Block) -> Terminator {
     let mut term = f.block(b).term.clone();
     term.map_operands(|x| rename(f, b, x));
@@ -211,42 +205,11 @@ fn hash_code(f: &Function, b: Block, ending: u64) -> u64 {
 fn same_code(f: &Function, a: Block, b: Block) -> bool {
     let (x, y) = (&f.block(a).insts, &f.block(b).insts);
     x.len() == y.len()
-        && x.iter().zip(y).all(|(&u, &v)| same_inst(f, a, u, b, v))
+        && x.iter().zip(y).all(|(&u, &v)| {
+            let same = |p: Value, q: Value| rename(f, a, p) == rename(f, b, q);
+            f.inst(u).same_up_to(f.inst(v), same)
+        })
         && same_term(f, a, b)
-}
-
-/// Whether `u` of block `a` and `v` of block `b` are the same instruction, the operands each
-/// block computes renamed: constants, loads and arithmetic (all of a long chain's) compared in
-/// place, the others through renamed copies.
-fn same_inst(f: &Function, a: Block, u: Value, b: Block, v: Value) -> bool {
-    let same = |x: Value, y: Value| rename(f, a, x) == rename(f, b, y);
-    match (f.inst(u), f.inst(v)) {
-        (Inst::Const(j), Inst::Const(k)) => j == k,
-        (
-            Inst::Load {
-                index: i,
-                offset: o,
-                size: s,
-            },
-            Inst::Load {
-                index: j,
-                offset: p,
-                size: t,
-            },
-        ) => {
-            o == p
-                && s == t
-                && match (i, j) {
-                    (None, None) => true,
-                    (Some(x), Some(y)) => same(*x, *y),
-                    _ => false,
-                }
-        }
-        (Inst::Binary(op, x, y), Inst::Binary(op2, x2, y2)) => {
-            op == op2 && same(*x, *x2) && same(*y, *y2)
-        }
-        _ => renamed_inst(f, a, u) == renamed_inst(f, b, v),
-    }
 }
 
 /// Whether `a` and `b` end alike, their own values renamed: branches and jumps compared in
