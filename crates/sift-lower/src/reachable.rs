@@ -1,7 +1,7 @@
 //! Cutting a function down to the blocks reachable from one of them, renumbered in reverse
 //! postorder: after lowering (from the expression's entry) and after libpcap's optimizer.
 
-use sift_ir::{Block, Function, Inst, Terminator};
+use sift_ir::{Block, BlockData, Function, Inst, Terminator};
 
 /// `f` holding only the blocks reachable from `entry`, in reverse postorder (so the entry
 /// becomes block 0 and every edge goes forward), and where each block of `f` went. The blocks
@@ -30,27 +30,10 @@ fn cut_to(mut f: Function, order: Vec<Block>) -> (Function, Vec<Option<Block>>) 
         renumber[old.index()] = Some(Block(new as u32));
     }
     if 2 * order.len() >= n {
-        // Mostly reachable (as after lowering): permute in place, following cycles, with the
-        // unreachable blocks sent to the end and cut off. A second array of 10^5 blocks
-        // would be fresh memory to fault in and fill.
-        let mut place: Vec<u32> = Vec::with_capacity(n);
-        let mut next_unreachable = order.len() as u32;
-        for r in &renumber {
-            place.push(r.map_or_else(
-                || {
-                    next_unreachable += 1;
-                    next_unreachable - 1
-                },
-                |b| b.0,
-            ));
-        }
-        for i in 0..n {
-            while place[i] as usize != i {
-                let j = place[i] as usize;
-                f.blocks.swap(i, j);
-                place.swap(i, j);
-            }
-        }
+        // Mostly reachable (as after lowering): permute in place, with the unreachable blocks
+        // sent to the end and cut off. A second array of 10^5 blocks would be fresh memory to
+        // fault in and fill.
+        move_to_front(&mut f.blocks, &order);
         f.blocks.truncate(order.len());
         f.blocks.shrink_to_fit();
     } else {
@@ -86,6 +69,30 @@ fn cut_to(mut f: Function, order: Vec<Block>) -> (Function, Vec<Option<Block>>) 
         }
     }
     (f, renumber)
+}
+
+/// Moves the blocks of `order` (distinct) to the front of `blocks`, in that order, in place;
+/// the others end up after them in no particular order. Returns where each block went.
+///
+/// Each block of `order` is swapped into its place in turn and the block it displaces goes
+/// where that one was: the places come from `order` and a table of who is where, so the
+/// swaps do not wait on each other's cache misses, as following the permutation's cycles
+/// does, and a block already in place (most, in a round after the first) is not touched.
+pub(crate) fn move_to_front(blocks: &mut [BlockData], order: &[Block]) -> Vec<u32> {
+    let n = blocks.len() as u32;
+    let mut new_of: Vec<u32> = (0..n).collect();
+    let mut at = new_of.clone();
+    for (k, b) in order.iter().enumerate() {
+        let j = new_of[b.index()] as usize;
+        if j != k {
+            blocks.swap(k, j);
+            let displaced = at[k];
+            at.swap(k, j);
+            new_of[displaced as usize] = j as u32;
+            new_of[b.index()] = k as u32;
+        }
+    }
+    new_of
 }
 
 #[cfg(test)]

@@ -17,28 +17,12 @@ use super::edges::{edge_count, edge_mut};
 /// `scattered`: the walk will read the blocks far from their order in memory (after the first
 /// round moved edges all over the graph as lowering laid it out).
 pub(super) fn in_reverse_postorder(f: &mut Function, scattered: bool) -> (Vec<u32>, usize) {
-    let n = f.blocks.len();
     let order = if scattered {
         f.reverse_postorder_from_scattered(Function::ENTRY)
     } else {
         f.reverse_postorder()
     };
-    // Where each old block is now, and which old block is at each place. Each reachable
-    // block is swapped into its place in turn; the block it displaces goes where it was.
-    // The places to swap come from `order` and `at`, not from following the permutation's
-    // cycles, so the swaps do not wait on each other's cache misses.
-    let mut new_of: Vec<u32> = (0..n as u32).collect();
-    let mut at = new_of.clone();
-    for (k, b) in order.iter().enumerate() {
-        let j = new_of[b.index()] as usize;
-        if j != k {
-            f.blocks.swap(k, j);
-            let displaced = at[k];
-            at.swap(k, j);
-            new_of[displaced as usize] = j as u32;
-            new_of[b.index()] = k as u32;
-        }
-    }
+    let new_of = crate::reachable::move_to_front(&mut f.blocks, &order);
     let mut params = Vec::new();
     for data in &mut f.blocks {
         for i in 0..edge_count(&data.term) {
