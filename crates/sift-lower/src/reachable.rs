@@ -99,6 +99,45 @@ pub(crate) fn move_to_front(blocks: &mut [BlockData], order: &[Block]) -> Vec<u3
 mod tests {
     use super::*;
 
+    /// The blocks listed come first, in their order, and every block is where the returned
+    /// table says, for orders that cover all blocks, some of them, or none.
+    #[test]
+    fn move_to_front_puts_the_order_first_and_says_where_each_block_went() {
+        let mut state = 0x9e37_79b9_7f4a_7c15u64;
+        let mut next = move |bound: usize| {
+            state ^= state << 13;
+            state ^= state >> 7;
+            state ^= state << 17;
+            (state % bound as u64) as usize
+        };
+        for n in [0, 1, 2, 7, 50] {
+            for _ in 0..20 {
+                let mut pool: Vec<u32> = (0..n).collect();
+                for i in (1..pool.len()).rev() {
+                    pool.swap(i, next(i + 1));
+                }
+                pool.truncate(next(n as usize + 1));
+                let order: Vec<Block> = pool.iter().map(|&b| Block(b)).collect();
+                let mut blocks: Vec<BlockData> = (0..n)
+                    .map(|i| BlockData {
+                        term: Terminator::Return(i),
+                        ..BlockData::default()
+                    })
+                    .collect();
+                let new_of = move_to_front(&mut blocks, &order);
+                for (k, b) in order.iter().enumerate() {
+                    assert_eq!(blocks[k].term, Terminator::Return(b.0));
+                }
+                for old in 0..n {
+                    assert_eq!(
+                        blocks[new_of[old as usize] as usize].term,
+                        Terminator::Return(old)
+                    );
+                }
+            }
+        }
+    }
+
     /// Walking from a block gives the order walking from block 0 gives once that block is
     /// swapped there.
     #[test]
