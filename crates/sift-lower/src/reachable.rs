@@ -103,13 +103,8 @@ mod tests {
     /// table says, for orders that cover all blocks, some of them, or none.
     #[test]
     fn move_to_front_puts_the_order_first_and_says_where_each_block_went() {
-        let mut state = 0x9e37_79b9_7f4a_7c15u64;
-        let mut next = move |bound: usize| {
-            state ^= state << 13;
-            state ^= state >> 7;
-            state ^= state << 17;
-            (state % bound as u64) as usize
-        };
+        let mut rng = sift_testgen::Rng::new(0x9e37_79b9_7f4a_7c15);
+        let mut next = move |bound: usize| rng.index(bound);
         for n in [0, 1, 2, 7, 50] {
             for _ in 0..20 {
                 let mut pool: Vec<u32> = (0..n).collect();

@@ -515,13 +515,8 @@ mod tests {
     /// successors, and while it is inside exactly the block's dominators.
     #[test]
     fn the_dominator_walk_leaves_successors_first_inside_the_dominators() {
-        let mut state = 0x2545_f491_4f6c_dd1du64;
-        let mut next = move |bound: usize| {
-            state ^= state << 13;
-            state ^= state >> 7;
-            state ^= state << 17;
-            (state % bound as u64) as usize
-        };
+        let mut rng = sift_testgen::Rng::new(0x2545_f491_4f6c_dd1d);
+        let mut next = move |bound: usize| rng.index(bound);
         for _ in 0..300 {
             let n = 2 + next(40);
             let mut text = String::new();
