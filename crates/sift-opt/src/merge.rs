@@ -43,7 +43,7 @@ pub fn run_with(f: &mut Function, analysis: &mut Analysis) -> usize {
     // most failing at once, and fresh tables (each seeded, then allocated on first insert)
     // cost more than the comparisons.
     let mut scratch = Scratch::default();
-    while merged < MAX_MERGES {
+    'merging: while merged < MAX_MERGES {
         // Blocks a merge cut off stay in `f` (unreachable, outside the analysis) until the end.
         let cfg = analysis.cfg(f);
         let mut def_block = vec![Function::ENTRY; f.values.len()];
@@ -72,7 +72,8 @@ pub fn run_with(f: &mut Function, analysis: &mut Analysis) -> usize {
                         break;
                     }
                     if budget == 0 {
-                        return merged;
+                        // The blocks merged away so far still go below.
+                        break 'merging;
                     }
                 }
             }
