@@ -34,12 +34,14 @@ use crate::names::atoin;
 pub(crate) const MIN_TERMS: usize = 32;
 
 /// An `or` chain to lower as one set: the qualifiers its terms share, the mask under which
-/// they compare an address (all ones for ports) and their values.
+/// they compare an address (all ones for ports), their values, and whether the filter is the
+/// chain's negation.
 #[derive(Debug, PartialEq, Eq)]
 pub(crate) struct ChainSet {
     pub q: Qualifiers,
     pub mask: u32,
     pub values: Vec<u32>,
+    pub negated: bool,
 }
 
 impl ChainSet {
@@ -53,10 +55,17 @@ impl ChainSet {
 }
 
 /// `e` as a [`ChainSet`], if it is an `or` of at least [`MIN_TERMS`] terms that the set
-/// lowering gives libpcap's optimized meaning (see the module's documentation).
+/// lowering gives libpcap's optimized meaning (see the module's documentation), or the
+/// negation of one: `not (host a or host b ...)`, or `not host a and not host b ...`.
 pub(crate) fn chain_set(e: &Expr) -> Option<ChainSet> {
-    let Expr::Or(terms) = e else {
-        return None;
+    let (terms, negated) = match e {
+        Expr::Or(terms) => (terms, false),
+        Expr::Not(inner) => match &**inner {
+            Expr::Or(terms) => (terms, true),
+            _ => return None,
+        },
+        Expr::And(terms) => (terms, true),
+        Expr::Primitive(_) => return None,
     };
     if terms.len() < MIN_TERMS {
         return None;
@@ -64,6 +73,11 @@ pub(crate) fn chain_set(e: &Expr) -> Option<ChainSet> {
     let mut shared: Option<(Qualifiers, u32)> = None;
     let mut values = Vec::with_capacity(terms.len());
     for t in terms {
+        let t = match (e, t) {
+            (Expr::And(_), Expr::Not(t)) => &**t,
+            (Expr::And(_), _) => return None,
+            _ => t,
+        };
         let Expr::Primitive(p) = t else {
             return None;
         };
@@ -85,7 +99,12 @@ pub(crate) fn chain_set(e: &Expr) -> Option<ChainSet> {
         ),
     };
     let dir_fits = matches!(q.dir, Dir::Default | Dir::Src | Dir::Dst | Dir::Or);
-    (proto_fits && dir_fits).then_some(ChainSet { q, mask, values })
+    (proto_fits && dir_fits).then_some(ChainSet {
+        q,
+        mask,
+        values,
+        negated,
+    })
 }
 
 /// The qualifiers, mask and value of a term that can join a chain set: what the primitive's
@@ -235,6 +254,11 @@ mod tests {
             i.to_string()
         })));
         assert_eq!(ports.expect("a set").values[49], 49);
+        // Negations: of the whole chain, and of each term under `and`.
+        let not = chain_set(&parsed(&format!("not ({})", chain("host ", 40, host))));
+        assert!(not.expect("a set").negated && !set.negated);
+        let and_not = chain("not host ", 40, host).replace(" or ", " and ");
+        assert!(chain_set(&parsed(&and_not)).expect("a set").negated);
     }
 
     #[test]
@@ -253,9 +277,10 @@ mod tests {
             // Protocols whose tests the set lowering does not cover.
             chain("ip6 host ", 40, |i| format!("::{i}")),
             chain("udp src port ", 40, |i| format!("{}-{}", i, i + 1)),
-            // Names, and `and` chains.
+            // Names, `and` chains, and `or` chains of negations.
             chain("host h", 40, |i| i.to_string()),
             chain("host ", 40, host).replace(" or ", " and "),
+            chain("not host ", 40, host),
         ];
         for text in refused {
             assert_eq!(chain_set(&parsed(&text)), None, "{text}");
@@ -290,6 +315,11 @@ mod tests {
                     n,
                     |i| i.to_string(),
                 ),
+            };
+            let text = match round % 3 {
+                0 => text,
+                1 => format!("not ({text})"),
+                _ => format!("not {}", text.replace(" or ", " and not ")),
             };
             let expr = parsed(&text);
             assert!(chain_set(&expr).is_some(), "{text}");

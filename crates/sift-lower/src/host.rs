@@ -64,7 +64,7 @@ impl Gen {
                 let b0 = g.linktype(proto)?;
                 let offset = if is_src { src } else { dst };
                 let b1 = match g.member_set {
-                    Some(set) => g.member_cmp(OffRel::LinkPl, &[offset], Word, u32::MAX, set),
+                    Some(set) => g.member_cmp(OffRel::LinkPl, &[offset], Word, mask, set),
                     None => g.mcmp(OffRel::LinkPl, offset, Word, addr, mask),
                 };
                 Ok(g.and(b0, b1))

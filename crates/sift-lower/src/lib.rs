@@ -14,6 +14,7 @@
 #![forbid(unsafe_code)]
 
 mod arith;
+mod chain_sets;
 mod cond;
 mod encap;
 mod gen;
@@ -130,27 +131,33 @@ pub fn lower(expr: Option<&Expr>, opts: &Options) -> Result<Function, LowerError
     let dlt = Dlt::from_linktype(opts.linktype).ok_or(LowerError::whole(
         LowerErrorKind::UnsupportedLinkType(opts.linktype),
     ))?;
-    let mut g = Gen {
-        f: Function::new(),
-        link: LinkState::new(dlt),
-        env: Env {
-            swapped: opts.swapped,
-        },
-        netmask: opts.netmask,
-        registers: Registers::default(),
-        register_writes: Vec::new(),
-        no_optimize: !opts.optimize,
-        statements_known: true,
-        relations: false,
-        offset_uses: Vec::new(),
-        member_set: None,
-        error_span: None,
-    };
     let Some(expr) = expr else {
-        let b = g.f.create_block();
-        g.f.set_term(b, Terminator::Return(opts.snaplen));
-        return Ok(g.f);
+        let mut f = Function::new();
+        let b = f.create_block();
+        f.set_term(b, Terminator::Return(opts.snaplen));
+        return Ok(f);
     };
+    // A long chain of one primitive over many values is, with libpcap's optimizer, one set
+    // lookup (`chain_sets.rs`). Where the set cannot be lowered (`arp` on a link type without
+    // it, say), the chain is lowered term by term, which reports the error at its term.
+    if opts.optimize {
+        if let Some(chain) = chain_sets::chain_set(expr) {
+            let mut g = Gen::new(dlt, opts);
+            if let Ok(body) = g.v4_set_lookup(chain.q, chain.mask, chain.ranges()) {
+                let body = if chain.negated { body.not() } else { body };
+                let mut f = g.finish(body, opts.snaplen)?;
+                if chain_sets::lookups_as_switches(&mut f) {
+                    return Ok(f);
+                }
+            }
+        }
+    }
+    lower_term_by_term(expr, dlt, opts)
+}
+
+/// [`lower`], each primitive by its own code.
+fn lower_term_by_term(expr: &Expr, dlt: Dlt, opts: &Options) -> Result<Function, LowerError> {
+    let mut g = Gen::new(dlt, opts);
     // Room for what the primitives will generate, so that the function does not grow by
     // copies: `port N` on Ethernet, the largest common primitive, makes 23 blocks and 100
     // values (a long chain makes 10^5 blocks and 10^6 values). What is not used is never
@@ -172,6 +179,25 @@ fn primitive_count(e: &Expr) -> usize {
 }
 
 impl Gen {
+    fn new(dlt: Dlt, opts: &Options) -> Gen {
+        Gen {
+            f: Function::new(),
+            link: LinkState::new(dlt),
+            env: Env {
+                swapped: opts.swapped,
+            },
+            netmask: opts.netmask,
+            registers: Registers::default(),
+            register_writes: Vec::new(),
+            no_optimize: !opts.optimize,
+            statements_known: true,
+            relations: false,
+            offset_uses: Vec::new(),
+            member_set: None,
+            error_span: None,
+        }
+    }
+
     fn expr(&mut self, e: &Expr) -> Result<Cond, LowerError> {
         Ok(match e {
             Expr::And(operands) => self.chain(operands, Gen::and)?,

@@ -65,14 +65,7 @@ impl Gen {
         let ranges = self.read_items(set, kind, q.proto)?;
         let mut conds = Vec::new();
         if !ranges.v4.is_empty() {
-            let set = self.add_set(KeyWidth::W32, ranges.v4);
-            conds.push(self.with_member_set(set, |g| match kind {
-                ItemKind::Port => {
-                    let pp = crate::names::port_proto(q.proto, "port")?;
-                    g.port(0, pp, q.dir)
-                }
-                _ => g.host(0, u32::MAX, q.proto, q.dir, q.addr),
-            })?);
+            conds.push(self.v4_set_lookup(q, u32::MAX, ranges.v4)?);
         }
         if !ranges.v6.is_empty() {
             let set = self.add_set(KeyWidth::W128, ranges.v6);
@@ -81,6 +74,24 @@ impl Gen {
             })?);
         }
         Ok(self.any(conds).expect("a set has at least one item"))
+    }
+
+    /// `q`, a `host`/`net` or `port` primitive, with its comparison replaced by a lookup in a
+    /// set of IPv4 addresses (under `mask`) or ports (`ranges`).
+    pub(crate) fn v4_set_lookup(
+        &mut self,
+        q: Qualifiers,
+        mask: u32,
+        ranges: Vec<(u128, u128)>,
+    ) -> GenResult<Cond> {
+        let set = self.add_set(KeyWidth::W32, ranges);
+        self.with_member_set(set, |g| match q.addr {
+            AddrKind::Port => {
+                let pp = crate::names::port_proto(q.proto, "port")?;
+                g.port(0, pp, q.dir)
+            }
+            _ => g.host(0, mask, q.proto, q.dir, q.addr),
+        })
     }
 
     /// `vlan in SET`: one VLAN tag whose ID is in the set (moving later offsets as `vlan` does).
