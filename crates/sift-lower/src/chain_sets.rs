@@ -141,14 +141,11 @@ fn term(kind: &PrimitiveKind) -> Option<(Qualifiers, u32, u32)> {
 /// in the call's block, as a `switch` over the set's values; returns whether no call is left
 /// (`f`'s sets are then dropped). The sets are those of [`ChainSet::ranges`], one value each.
 pub(crate) fn lookups_as_switches(f: &mut Function) -> bool {
+    let is_call =
+        |f: &Function, v: &sift_ir::Value| matches!(f.values[v.index()], Inst::Member { .. });
     for b in 0..f.blocks.len() {
         let block = Block(b as u32);
-        let Some(pos) = f
-            .block(block)
-            .insts
-            .iter()
-            .position(|&v| matches!(f.values[v.index()], Inst::Member { .. }))
-        else {
+        let Some(pos) = f.block(block).insts.iter().position(|v| is_call(f, v)) else {
             continue;
         };
         let hit = f.block(block).insts[pos];
@@ -192,6 +189,13 @@ pub(crate) fn lookups_as_switches(f: &mut Function) -> bool {
         f.block_mut(block)
             .insts
             .retain(|v| *v != hit && !(zero_unused && *v == rhs));
+    }
+    // A block with a second call keeps it.
+    if f.blocks
+        .iter()
+        .any(|data| data.insts.iter().any(|v| is_call(f, v)))
+    {
+        return false;
     }
     f.sets.clear();
     true
@@ -285,6 +289,32 @@ mod tests {
         for text in refused {
             assert_eq!(chain_set(&parsed(&text)), None, "{text}");
         }
+    }
+
+    #[test]
+    fn lookups_become_switches_only_where_a_branch_alone_reads_them() {
+        let text = |extra: &str| {
+            format!(
+                "set s0 w32 = 0x5, 0x7-0x8\nblock0:\n    v0 = load.h [12]\n    v1 = member s0, v0\n    \
+                 v2 = const 0\n{extra}    br ne v1, v2, block1, block2\nblock1:\n    ret 1\n\
+                 block2:\n    ret 0\n"
+            )
+        };
+        let mut f = sift_ir::parse_function(&text("")).expect("parses");
+        assert!(lookups_as_switches(&mut f));
+        sift_ir::verify(&f).expect("verifies");
+        assert!(
+            f.sets.is_empty() && f.block(Block(0)).insts.len() == 1,
+            "{f}"
+        );
+        let Terminator::Switch { cases, default, .. } = &f.block(Block(0)).term else {
+            panic!("{f}");
+        };
+        let keys: Vec<u32> = cases.iter().map(|(k, _)| *k).collect();
+        assert_eq!((keys, default.block), (vec![5, 7, 8], Block(2)));
+        // The call's result read by an instruction too: left alone.
+        let mut f = sift_ir::parse_function(&text("    v3 = add v1, v2\n")).expect("parses");
+        assert!(!lookups_as_switches(&mut f));
     }
 
     /// The chain lowered as a set and term by term (with libpcap's optimizer reproduced over
