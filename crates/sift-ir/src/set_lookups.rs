@@ -107,9 +107,9 @@ fn expand_one(f: &mut Function, block: Block, at: usize, uses: &[u32]) {
 }
 
 /// Where `block`'s branch goes when the lookup `v` finds its key and when not, if the branch
-/// tests `v` against 0 (`ne` or `eq`) and nothing else reads `v` (`uses` counts each value's
-/// uses).
-fn tested_alone(f: &Function, block: Block, v: Value, uses: &[u32]) -> Option<(Block, Block)> {
+/// tests `v` against 0 (`ne` or `eq`), passes no arguments, and nothing else reads `v` (`uses`
+/// counts each value's uses, as [`Function::use_counts`] gives them).
+pub fn tested_alone(f: &Function, block: Block, v: Value, uses: &[u32]) -> Option<(Block, Block)> {
     let Terminator::Branch {
         op,
         lhs,

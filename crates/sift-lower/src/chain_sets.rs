@@ -25,7 +25,8 @@
 //! chains are left too: the exact model of libpcap's optimizer (`statement_model.rs`) lowers
 //! them fast, and their code stays as it was.
 
-use sift_ir::{Block, CmpOp, Function, Inst, Target, Terminator};
+use sift_ir::set_lookups::tested_alone;
+use sift_ir::{Block, Function, Inst, Target, Terminator};
 use sift_syntax::ast::{AddrKind, Dir, Expr, PrimitiveKind, Proto, Qualifiers};
 
 use crate::names::atoin;
@@ -137,83 +138,59 @@ fn term(kind: &PrimitiveKind) -> Option<(Qualifiers, u32, u32)> {
     }
 }
 
-/// Writes each `member` call of `f` whose result only a branch on it being non-zero reads,
-/// in the call's block, as a `switch` over the set's values; returns whether no call is left
-/// (`f`'s sets are then dropped). The sets are those of [`ChainSet::ranges`], one value each.
+/// Writes each `member` call of `f` that only its block's branch on it reads (as
+/// [`tested_alone`] finds it) as a `switch` over the set's values; returns whether no call is
+/// left (`f`'s sets are then dropped). The sets are those of [`ChainSet::ranges`], one value
+/// each.
 pub(crate) fn lookups_as_switches(f: &mut Function) -> bool {
-    let is_call =
-        |f: &Function, v: &sift_ir::Value| matches!(f.values[v.index()], Inst::Member { .. });
+    // Writing one call as a switch removes only its own uses and its zero's.
+    let uses = f.use_counts();
     for b in 0..f.blocks.len() {
         let block = Block(b as u32);
-        let Some(pos) = f.block(block).insts.iter().position(|v| is_call(f, v)) else {
+        let Some(pos) = f
+            .block(block)
+            .insts
+            .iter()
+            .position(|&v| matches!(f.inst(v), Inst::Member { .. }))
+        else {
             continue;
         };
         let hit = f.block(block).insts[pos];
-        let Inst::Member { set, ref key } = f.values[hit.index()] else {
+        let Inst::Member { set, ref key } = *f.inst(hit) else {
             unreachable!("found as a member call");
         };
         let (Some(&key), 1) = (key.first(), key.len()) else {
             return false;
         };
-        let Terminator::Branch {
-            op: CmpOp::Ne,
-            lhs,
-            rhs,
-            ref then_,
-            ref else_,
-        } = f.block(block).term
-        else {
+        let Some((found, missing)) = tested_alone(f, block, hit, &uses) else {
             return false;
         };
-        let (is_zero, then_, else_) = (
-            matches!(f.values[rhs.index()], Inst::Const(0)),
-            then_.clone(),
-            else_.clone(),
-        );
-        if lhs != hit || !is_zero || used_elsewhere(f, hit, block) {
-            return false;
-        }
+        let Terminator::Branch { rhs: zero, .. } = f.block(block).term else {
+            unreachable!("tested_alone finds a branch");
+        };
         let cases: Vec<(u32, Target)> = f.sets[set as usize]
             .ranges()
             .iter()
             .flat_map(|&(lo, hi)| lo as u32..=hi as u32)
-            .map(|v| (v, then_.clone()))
+            .map(|v| (v, Target::from(found)))
             .collect();
         f.block_mut(block).term = Terminator::Switch {
             value: key,
             cases,
-            default: else_,
+            default: missing.into(),
         };
         // The call, and the zero it was compared with where nothing else reads it.
-        let zero_unused = !used_elsewhere(f, rhs, Block(u32::MAX));
+        let zero_unused = uses[zero.index()] == 1;
         f.block_mut(block)
             .insts
-            .retain(|v| *v != hit && !(zero_unused && *v == rhs));
+            .retain(|v| *v != hit && !(zero_unused && *v == zero));
     }
     // A block with a second call keeps it.
-    if f.blocks
-        .iter()
-        .any(|data| data.insts.iter().any(|v| is_call(f, v)))
-    {
+    if f.first_call().is_some() {
         return false;
     }
     f.sets.clear();
     true
-}
-
-/// Whether anything but `block`'s terminator reads `v` (any terminator, for a block that does
-/// not exist).
-fn used_elsewhere(f: &Function, v: sift_ir::Value, block: Block) -> bool {
-    let mut used = false;
-    for (b, data) in f.blocks.iter().enumerate() {
-        for &i in &data.insts {
-            f.values[i.index()].for_each_operand(|o| used |= o == v);
-        }
-        if b != block.index() {
-            data.term.for_each_operand(|o| used |= o == v);
-        }
-    }
-    used
 }
 
 #[cfg(test)]
