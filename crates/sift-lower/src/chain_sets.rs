@@ -198,7 +198,7 @@ mod tests {
     use super::*;
     use crate::linktype::Dlt;
     use crate::Options;
-    use sift_testgen::{generate_packets, Packet, Rng};
+    use sift_testgen::{generate_packets, Rng};
 
     fn parsed(text: &str) -> Expr {
         sift_syntax::parse(text)
@@ -340,16 +340,13 @@ mod tests {
             let mut cache = sift_ir::Cache::new();
             for p in generate_packets(linktype, round as u64, 60) {
                 for cut in 0..=p.data.len().min(80) {
-                    let q = Packet {
-                        data: p.data[..cut].to_vec(),
-                        wire_len: p.wire_len,
-                    };
+                    let data = &p.data[..cut];
                     assert_eq!(
-                        set.run(&mut cache, &q.data, q.wire_len),
-                        terms.run(&mut cache, &q.data, q.wire_len),
+                        set.run(&mut cache, data, p.wire_len),
+                        terms.run(&mut cache, data, p.wire_len),
                         "{n} terms `{}...` on {:02x?}",
                         &text[..40],
-                        q.data
+                        data
                     );
                 }
             }
